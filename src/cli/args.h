@@ -1,0 +1,45 @@
+#ifndef GECD_CLI_ARGS_H_
+#define GECD_CLI_ARGS_H_
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+// Command-line arguments of one subcommand: `--name value`, `--name=value`, boolean `--name`,
+// and positionals. Each subcommand declares its flags, so a misspelt flag is an error that
+// names it instead of being ignored.
+namespace gecd::cli {
+
+struct FlagSpec {
+  std::string name;   // without the leading "--"
+  bool takes_value;   // false: a boolean switch
+  std::string help;
+};
+
+class Args {
+ public:
+  static absl::StatusOr<Args> Parse(const std::vector<std::string>& argv,
+                                    const std::vector<FlagSpec>& specs);
+
+  bool Has(std::string_view name) const;
+  std::optional<std::string> Get(std::string_view name) const;
+  absl::StatusOr<std::string> Required(std::string_view name) const;
+  absl::StatusOr<int> GetInt(std::string_view name, int default_value) const;
+  const std::vector<std::string>& positionals() const { return positionals_; }
+
+ private:
+  std::map<std::string, std::string, std::less<>> values_;
+  std::vector<std::string> positionals_;
+};
+
+// "  --name VALUE   help" lines for a usage message.
+std::string FlagHelp(const std::vector<FlagSpec>& specs);
+
+}  // namespace gecd::cli
+
+#endif  // GECD_CLI_ARGS_H_

@@ -1,0 +1,15 @@
+#include "cli/commands.h"
+
+namespace gecd::cli {
+
+const std::vector<Command>& AllCommands() {
+  static const std::vector<Command> commands = {
+      {"generate", "run the model on prompts and print the outputs", RunGenerate},
+      {"inspect", "print a model's architecture, size, dtypes and FP8 error", RunInspect},
+      {"quantize", "write an FP8 (compressed-tensors) copy of a model", RunQuantize},
+      {"version", "print the version and the CUDA devices seen", RunVersion},
+  };
+  return commands;
+}
+
+}  // namespace gecd::cli

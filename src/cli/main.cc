@@ -1,0 +1,34 @@
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+
+namespace {
+
+void PrintUsage(FILE* out) {
+  std::fprintf(out, "usage: gecd <command> [flags]\n\ncommands:\n");
+  for (const auto& c : gecd::cli::AllCommands()) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+  std::fprintf(out, "\n'gecd <command> --help' describes a command's flags.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    PrintUsage(stderr);
+    return 2;
+  }
+  const std::string name = argv[1];
+  if (name == "-h" || name == "--help" || name == "help") {
+    PrintUsage(stdout);
+    return 0;
+  }
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  for (const auto& c : gecd::cli::AllCommands()) {
+    if (name == c.name) return c.run(args);
+  }
+  std::fprintf(stderr, "gecd: unknown command '%s'\n\n", name.c_str());
+  PrintUsage(stderr);
+  return 2;
+}
