@@ -1,0 +1,49 @@
+#ifndef GECD_CONFIG_CONFIG_H_
+#define GECD_CONFIG_CONFIG_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+// gecd's YAML configuration (configs/gecd.yaml is the default), parsed into typed structs and
+// validated: an unknown key, a wrong type or an out-of-range value is an error naming the key
+// path and the file line. Every field has a default, so an empty file is a valid config.
+namespace gecd::config {
+
+struct ModelSection {
+  std::string dir = "models/gecd-gec-small";  // relative paths resolve against the config file
+  // The prompt sent to the model; "{text}" is replaced by the user's sentence.
+  std::string prompt_template = "{text}";
+  int max_input_tokens = 256;
+  int max_output_tokens = 128;
+};
+
+struct EngineSection {
+  std::string backend = "cpu";  // cpu | cuda | echo
+  int threads = 0;              // BLAS threads; 0 = number of cores
+  int kv_block_size = 16;       // tokens per KV-cache block
+  int kv_cache_blocks = 0;      // 0 = sized from kv_cache_mb
+  int kv_cache_mb = 256;
+  int max_batch_size = 128;     // sequences per step
+  int max_step_tokens = 2048;   // prefill + decode tokens per step
+};
+
+struct LoggingSection {
+  std::string level = "info";  // trace | debug | info | warn | error
+  std::string format = "text";  // text | json
+};
+
+struct Config {
+  std::string path;  // the file it was read from ("" for defaults)
+  ModelSection model;
+  EngineSection engine;
+  LoggingSection logging;
+};
+
+absl::StatusOr<Config> ParseConfig(std::string_view yaml, std::string_view path);
+absl::StatusOr<Config> LoadConfigFile(const std::string& path);
+
+}  // namespace gecd::config
+
+#endif  // GECD_CONFIG_CONFIG_H_
