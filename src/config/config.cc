@@ -1,1 +1,201 @@
-// placeholder until implemented
+#include "config/config.h"
+
+#include <filesystem>
+#include <functional>
+#include <set>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/mapped_file.h"
+#include "common/status_macros.h"
+#include "yaml-cpp/yaml.h"
+
+namespace gecd::config {
+namespace {
+
+// One settable leaf of the config. The same table serves the YAML file and command-line
+// overrides, so both accept exactly the same keys, types and ranges.
+struct Field {
+  std::string path;
+  std::string kind;  // for messages: "an integer in [1, 64]", "one of cpu|cuda|echo"
+  std::function<absl::Status(Config&, const std::string&)> set;
+};
+
+template <typename Section>
+Field Int(std::string path, Section Config::*section, int Section::*member, int min, int max) {
+  std::string kind = absl::StrCat("an integer in [", min, ", ", max, "]");
+  return {path, kind, [=](Config& c, const std::string& v) -> absl::Status {
+            int x;
+            if (!absl::SimpleAtoi(v, &x) || x < min || x > max) {
+              return absl::InvalidArgumentError(
+                  absl::StrCat(path, ": expected ", kind, ", got '", v, "'"));
+            }
+            (c.*section).*member = x;
+            return absl::OkStatus();
+          }};
+}
+
+template <typename Section>
+Field Enum(std::string path, Section Config::*section, std::string Section::*member,
+           std::vector<std::string> allowed) {
+  std::string kind = absl::StrCat("one of ", absl::StrJoin(allowed, "|"));
+  return {path, kind, [=](Config& c, const std::string& v) -> absl::Status {
+            for (const auto& a : allowed) {
+              if (v == a) {
+                (c.*section).*member = v;
+                return absl::OkStatus();
+              }
+            }
+            return absl::InvalidArgumentError(
+                absl::StrCat(path, ": expected ", kind, ", got '", v, "'"));
+          }};
+}
+
+template <typename Section>
+Field String(std::string path, Section Config::*section, std::string Section::*member,
+             bool allow_empty) {
+  return {path, "a string", [=](Config& c, const std::string& v) -> absl::Status {
+            if (!allow_empty && v.empty()) {
+              return absl::InvalidArgumentError(absl::StrCat(path, ": must not be empty"));
+            }
+            (c.*section).*member = v;
+            return absl::OkStatus();
+          }};
+}
+
+const std::vector<Field>& Fields() {
+  static const std::vector<Field> fields = {
+      String("model.dir", &Config::model, &ModelSection::dir, false),
+      String("model.prompt_template", &Config::model, &ModelSection::prompt_template, false),
+      Int("model.max_input_tokens", &Config::model, &ModelSection::max_input_tokens, 1, 1 << 20),
+      Int("model.max_output_tokens", &Config::model, &ModelSection::max_output_tokens, 1,
+          1 << 20),
+      Enum("engine.backend", &Config::engine, &EngineSection::backend, {"cpu", "cuda", "echo"}),
+      Int("engine.threads", &Config::engine, &EngineSection::threads, 0, 1024),
+      Int("engine.kv_block_size", &Config::engine, &EngineSection::kv_block_size, 1, 1024),
+      Int("engine.kv_cache_blocks", &Config::engine, &EngineSection::kv_cache_blocks, 0,
+          1 << 24),
+      Int("engine.kv_cache_mb", &Config::engine, &EngineSection::kv_cache_mb, 1, 1 << 22),
+      Int("engine.max_batch_size", &Config::engine, &EngineSection::max_batch_size, 1, 4096),
+      Int("engine.max_step_tokens", &Config::engine, &EngineSection::max_step_tokens, 1,
+          1 << 20),
+      Enum("logging.level", &Config::logging, &LoggingSection::level,
+           {"trace", "debug", "info", "warn", "error"}),
+      Enum("logging.format", &Config::logging, &LoggingSection::format, {"text", "json"}),
+  };
+  return fields;
+}
+
+const Field* FindField(std::string_view path) {
+  for (const Field& f : Fields()) {
+    if (f.path == path) return &f;
+  }
+  return nullptr;
+}
+
+bool IsSection(std::string_view path) {
+  const std::string prefix = absl::StrCat(std::string(path), ".");
+  for (const Field& f : Fields()) {
+    if (f.path.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+std::string Where(std::string_view file, const YAML::Mark& mark) {
+  return absl::StrCat(file.empty() ? "<config>" : std::string(file), ":", mark.line + 1);
+}
+
+absl::Status Invalid(std::string_view file, const YAML::Mark& mark, std::string_view message) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(Where(file, mark), ": ", std::string(message)));
+}
+
+// Checks relations between fields that no single range can express.
+absl::Status Validate(const Config& c) {
+  if (c.model.prompt_template.find("{text}") == std::string::npos) {
+    return absl::InvalidArgumentError("model.prompt_template: must contain {text}");
+  }
+  if (c.engine.max_step_tokens < c.engine.max_batch_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "engine.max_step_tokens (", c.engine.max_step_tokens,
+        ") must be at least engine.max_batch_size (", c.engine.max_batch_size,
+        ") so every running sequence can decode in one step"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Walk(const YAML::Node& node, const std::string& prefix, std::string_view file,
+                  Config& config) {
+  for (const auto& kv : node) {
+    const YAML::Node& key = kv.first;
+    const YAML::Node& value = kv.second;
+    if (!key.IsScalar()) return Invalid(file, key.Mark(), "keys must be plain strings");
+    const std::string path =
+        prefix.empty() ? key.Scalar() : absl::StrCat(prefix, ".", key.Scalar());
+    if (const Field* field = FindField(path)) {
+      if (!value.IsScalar()) {
+        return Invalid(file, value.Mark(), absl::StrCat(path, ": expected ", field->kind));
+      }
+      if (absl::Status s = field->set(config, value.Scalar()); !s.ok()) {
+        return Invalid(file, value.Mark(), std::string(s.message()));
+      }
+    } else if (IsSection(path)) {
+      if (value.IsNull()) continue;  // "engine:" with nothing under it keeps the defaults
+      if (!value.IsMap()) {
+        return Invalid(file, value.Mark(), absl::StrCat(path, ": expected a mapping"));
+      }
+      RETURN_IF_ERROR(Walk(value, path, file, config));
+    } else {
+      return Invalid(file, key.Mark(), absl::StrCat("unknown key '", path, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Config> ParseConfig(std::string_view yaml, std::string_view path) {
+  Config config;
+  config.path = std::string(path);
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+    if (root.IsNull()) return config;
+    if (!root.IsMap()) return Invalid(path, root.Mark(), "the top level must be a mapping");
+    RETURN_IF_ERROR(Walk(root, "", path, config));
+  } catch (const YAML::Exception& e) {
+    return Invalid(path, e.mark, e.msg);
+  }
+  if (absl::Status s = Validate(config); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(path), ": ", s.message()));
+  }
+  return config;
+}
+
+absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  ASSIGN_OR_RETURN(Config config, ParseConfig(text, path));
+  // A relative model directory is relative to the config file, so the config works from any
+  // working directory (systemd starts services in /).
+  std::filesystem::path dir(config.model.dir);
+  if (dir.is_relative()) {
+    config.model.dir =
+        (std::filesystem::path(path).parent_path() / dir).lexically_normal().string();
+  }
+  return config;
+}
+
+absl::Status ApplyOverride(Config& config, std::string_view key_path, std::string_view value) {
+  const Field* field = FindField(key_path);
+  if (field == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown config key '", std::string(key_path), "'"));
+  }
+  RETURN_IF_ERROR(field->set(config, std::string(value)));
+  return Validate(config);
+}
+
+}  // namespace gecd::config

@@ -42,7 +42,12 @@ struct Config {
 };
 
 absl::StatusOr<Config> ParseConfig(std::string_view yaml, std::string_view path);
+// Reads a file; a relative model.dir is resolved against the file's directory.
 absl::StatusOr<Config> LoadConfigFile(const std::string& path);
+
+// Sets one key from the command line ("engine.threads", "4") with the file's type and range
+// rules, then re-checks the whole config.
+absl::Status ApplyOverride(Config& config, std::string_view key_path, std::string_view value);
 
 }  // namespace gecd::config
 

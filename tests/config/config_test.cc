@@ -1,0 +1,111 @@
+#include "config/config.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/test_paths.h"
+
+namespace gecd::config {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(Config, EmptyFileGivesDefaults) {
+  auto c = ParseConfig("", "x.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->engine.backend, "cpu");
+  EXPECT_EQ(c->engine.kv_block_size, 16);
+}
+
+TEST(Config, ParsesEveryKind) {
+  auto c = ParseConfig(R"(
+model:
+  dir: /m
+  prompt_template: "Fix: {text}\n"
+engine:
+  backend: echo
+  threads: 2
+logging:
+  format: json
+)",
+                       "x.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model.dir, "/m");
+  EXPECT_EQ(c->model.prompt_template, "Fix: {text}\n");
+  EXPECT_EQ(c->engine.backend, "echo");
+  EXPECT_EQ(c->engine.threads, 2);
+  EXPECT_EQ(c->logging.format, "json");
+}
+
+TEST(Config, UnknownKeyNamesPathAndLine) {
+  auto c = ParseConfig("engine:\n  backend: cpu\n  thread: 4\n", "conf.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("conf.yaml:3"));
+  EXPECT_THAT(c.status().message(), HasSubstr("engine.thread"));
+  auto top = ParseConfig("enigne:\n  threads: 4\n", "conf.yaml");
+  ASSERT_FALSE(top.ok());
+  EXPECT_THAT(top.status().message(), HasSubstr("conf.yaml:1: unknown key 'enigne'"));
+}
+
+TEST(Config, WrongTypeNamesPathAndLine) {
+  auto c = ParseConfig("engine:\n  threads: lots\n", "conf.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("conf.yaml:2"));
+  EXPECT_THAT(c.status().message(), HasSubstr("engine.threads: expected an integer"));
+  auto section = ParseConfig("engine: 3\n", "conf.yaml");
+  ASSERT_FALSE(section.ok());
+  EXPECT_THAT(section.status().message(), HasSubstr("engine: expected a mapping"));
+  auto list = ParseConfig("model:\n  dir: [a, b]\n", "conf.yaml");
+  ASSERT_FALSE(list.ok());
+  EXPECT_THAT(list.status().message(), HasSubstr("model.dir: expected a string"));
+}
+
+TEST(Config, OutOfRangeAndBadEnumAreErrors) {
+  auto c = ParseConfig("engine:\n  kv_block_size: 0\n", "conf.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("engine.kv_block_size: expected an integer in [1"));
+  auto e = ParseConfig("engine:\n  backend: tpu\n", "conf.yaml");
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(), HasSubstr("one of cpu|cuda|echo"));
+  auto t = ParseConfig("model:\n  prompt_template: no placeholder\n", "conf.yaml");
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(), HasSubstr("{text}"));
+}
+
+TEST(Config, MalformedYamlIsAnErrorWithLine) {
+  auto c = ParseConfig("engine:\n  threads: [1, 2\n", "conf.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("conf.yaml:"));
+  auto top = ParseConfig("- a\n- b\n", "conf.yaml");
+  ASSERT_FALSE(top.ok());
+  EXPECT_THAT(top.status().message(), HasSubstr("top level must be a mapping"));
+}
+
+TEST(Config, OverridesFollowTheSameRules) {
+  Config c;
+  ASSERT_TRUE(ApplyOverride(c, "engine.threads", "3").ok());
+  EXPECT_EQ(c.engine.threads, 3);
+  EXPECT_FALSE(ApplyOverride(c, "engine.threads", "-1").ok());
+  EXPECT_EQ(c.engine.threads, 3);
+  EXPECT_FALSE(ApplyOverride(c, "engine.nope", "1").ok());
+  EXPECT_FALSE(ApplyOverride(c, "engine.max_step_tokens", "4").ok());
+}
+
+TEST(Config, RelativeModelDirResolvesAgainstTheFile) {
+  const std::string dir = gecd::testing::MakeTempDir();
+  std::ofstream(dir + "/c.yaml") << "model:\n  dir: ../models/m\n";
+  auto c = LoadConfigFile(dir + "/c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model.dir, std::filesystem::path(dir).parent_path().string() + "/models/m");
+  EXPECT_EQ(LoadConfigFile(dir + "/missing.yaml").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(Config, ShippedDefaultConfigParses) {
+  auto c = LoadConfigFile(gecd::testing::SourceDir() + "/configs/gecd.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+}
+
+}  // namespace
+}  // namespace gecd::config
