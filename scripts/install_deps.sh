@@ -6,7 +6,7 @@ packages=(
   cmake ninja-build g++ pkg-config git python3
   libabsl-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libopenblas-dev libpcre2-dev libsentencepiece-dev
+  libopenblas-dev libpcre2-dev libsentencepiece-dev libutf8proc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 
