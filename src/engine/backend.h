@@ -1,0 +1,68 @@
+#ifndef GECD_ENGINE_BACKEND_H_
+#define GECD_ENGINE_BACKEND_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/kv_cache.h"
+#include "model/model_config.h"
+
+// The seam between the engine (which decides what runs) and a backend (which runs the model).
+// One step is one forward pass over a batch that mixes prefill chunks of any length and
+// single-token decodes. A batch is plain data (no pointers into engine state), so a backend may
+// keep it while it runs asynchronously.
+namespace gecd::engine {
+
+// One sequence's share of a step: tokens that enter the KV cache at positions
+// start_position, start_position + 1, ...; every earlier position is already cached.
+struct BatchSequence {
+  int token_offset = 0;  // into StepBatch::tokens
+  int num_tokens = 0;
+  int start_position = 0;
+  int block_offset = 0;  // into StepBatch::block_ids: the sequence's block table
+  int num_blocks = 0;
+  bool sample = false;  // produce the next token from the last of these tokens
+};
+
+struct StepBatch {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> block_ids;
+  std::vector<BatchSequence> sequences;
+  bool return_logits = false;
+
+  void Clear();
+  void Add(std::span<const int32_t> new_tokens, int start_position,
+           std::span<const int32_t> block_table, bool sample);
+  int num_tokens() const { return static_cast<int>(tokens.size()); }
+  int num_sampled() const;
+};
+
+struct StepResult {
+  // Greedy (argmax, lowest id on ties) next token of each sampling sequence, in batch order.
+  std::vector<int32_t> next_tokens;
+  // [next_tokens.size(), vocab_size] row-major when the batch asked for them, else empty.
+  std::vector<float> logits;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual const model::ModelConfig& config() const = 0;
+  // The cache this backend holds; the engine's KvBlockPool must match it.
+  virtual const KvCacheLayout& kv_layout() const = 0;
+  // Capacity of one step: total tokens, and sequences that sample.
+  virtual int max_step_tokens() const = 0;
+  virtual int max_batch_size() const = 0;
+
+  // Writes the batch's K/V into the cache and fills `result`. A malformed batch (sizes over
+  // capacity, ids out of range, a block table too short) is an InvalidArgument error and leaves
+  // the cache of other sequences untouched.
+  virtual absl::Status Forward(const StepBatch& batch, StepResult* result) = 0;
+};
+
+}  // namespace gecd::engine
+
+#endif  // GECD_ENGINE_BACKEND_H_

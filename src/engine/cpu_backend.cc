@@ -1,0 +1,380 @@
+#include "engine/cpu_backend.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace gecd::engine {
+namespace {
+
+// HF's RMSNorm: x * rsqrt(mean(x²) + eps), then times the weight.
+void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, float* out) {
+  for (int r = 0; r < rows; ++r) {
+    const float* in = x + static_cast<size_t>(r) * dim;
+    float* o = out + static_cast<size_t>(r) * dim;
+    float sum = 0.0f;
+    for (int i = 0; i < dim; ++i) sum += in[i] * in[i];
+    const float inv = 1.0f / std::sqrt(sum / static_cast<float>(dim) + eps);
+    for (int i = 0; i < dim; ++i) o[i] = weight[i] * (in[i] * inv);
+  }
+}
+
+// inv_freq[i] = 1 / theta^(2i / head_dim), then, for rope_scaling "llama3", transformers'
+// _compute_llama3_parameters: long wavelengths divided by `factor`, short ones kept, the band
+// between interpolated. Computed in f32 like transformers so positions rotate identically.
+std::vector<float> RopeInverseFrequencies(const model::ModelConfig& config) {
+  const int half = config.head_dim / 2;
+  std::vector<float> inv_freq(half);
+  for (int i = 0; i < half; ++i) {
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(config.head_dim);
+    inv_freq[i] = 1.0f / std::pow(config.rope_theta, exponent);
+  }
+  const model::RopeScaling& s = config.rope_scaling;
+  if (s.type != "llama3") return inv_freq;
+  const float old_context = static_cast<float>(s.original_max_position_embeddings);
+  const float low_freq_wavelen = old_context / s.low_freq_factor;
+  const float high_freq_wavelen = old_context / s.high_freq_factor;
+  const float two_pi = static_cast<float>(2.0 * std::numbers::pi);
+  for (float& f : inv_freq) {
+    const float wavelen = two_pi / f;
+    const float scaled = wavelen > low_freq_wavelen ? f / s.factor : f;
+    if (wavelen < high_freq_wavelen || wavelen > low_freq_wavelen) {
+      f = scaled;
+      continue;
+    }
+    const float smooth =
+        (old_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+    f = (1.0f - smooth) * scaled / s.factor + smooth * scaled;
+  }
+  return inv_freq;
+}
+
+absl::StatusOr<std::vector<float>> LoadVector(const model::Checkpoint& checkpoint,
+                                              const std::string& name, int64_t size) {
+  ASSIGN_OR_RETURN(model::TensorView view, checkpoint.Tensor(name));
+  std::vector<float> v = model::ToFloat(view);
+  if (static_cast<int64_t>(v.size()) != size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": expected ", size, " elements, got ", v.size()));
+  }
+  return v;
+}
+
+absl::StatusOr<CpuLinear> LoadLinear(const model::Checkpoint& checkpoint,
+                                     const std::vector<std::string>& modules, int64_t out,
+                                     int64_t in) {
+  std::vector<model::LinearWeight> parts;
+  for (const std::string& m : modules) {
+    ASSIGN_OR_RETURN(model::LinearWeight w, checkpoint.Linear(m));
+    parts.push_back(std::move(w));
+  }
+  ASSIGN_OR_RETURN(CpuLinear linear, CpuLinear::Fuse(parts));
+  if (linear.out_features() != out || linear.in_features() != in) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        modules[0], ": expected [", out, ", ", in, "], got [", linear.out_features(), ", ",
+        linear.in_features(), "]"));
+  }
+  return linear;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
+    const model::Checkpoint& checkpoint, const CpuBackendOptions& options) {
+  const model::ModelConfig& c = checkpoint.config();
+  if (c.hidden_size <= 0 || c.num_hidden_layers <= 0 || c.num_attention_heads <= 0 ||
+      c.num_key_value_heads <= 0 || c.head_dim <= 0 || c.head_dim % 2 != 0 ||
+      c.vocab_size <= 0 || c.intermediate_size <= 0 ||
+      c.num_attention_heads % c.num_key_value_heads != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(checkpoint.dir(), ": unsupported model shape (heads ", c.num_attention_heads,
+                     ", kv heads ", c.num_key_value_heads, ", head_dim ", c.head_dim, ")"));
+  }
+  if (options.kv_block_size <= 0 || options.max_step_tokens <= 0 ||
+      options.max_batch_size <= 0) {
+    return absl::InvalidArgumentError(
+        "CpuBackend: kv_block_size, max_step_tokens and max_batch_size must be positive");
+  }
+  auto b = std::unique_ptr<CpuBackend>(new CpuBackend());
+  b->config_ = c;
+  b->layout_ = {.num_layers = c.num_hidden_layers,
+                .num_kv_heads = c.num_key_value_heads,
+                .head_dim = c.head_dim,
+                .block_size = options.kv_block_size};
+  b->layout_.num_blocks = options.num_kv_blocks > 0
+                              ? options.num_kv_blocks
+                              : KvBlocksForBudget(b->layout_, sizeof(float), options.kv_cache_mb);
+  if (b->layout_.num_blocks <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CpuBackend: a KV cache of ", options.kv_cache_mb, " MB holds no block"));
+  }
+  b->max_step_tokens_ = options.max_step_tokens;
+  b->max_batch_size_ = std::min(options.max_batch_size, options.max_step_tokens);
+  int64_t max_context = b->layout_.capacity_tokens();
+  if (c.max_position_embeddings > 0) {
+    max_context = std::min<int64_t>(max_context, c.max_position_embeddings);
+  }
+  b->max_context_ = static_cast<int>(max_context);
+  b->q_width_ = c.num_attention_heads * c.head_dim;
+  b->kv_width_ = c.num_key_value_heads * c.head_dim;
+  b->inv_freq_ = RopeInverseFrequencies(c);
+
+  const int64_t hidden = c.hidden_size;
+  const int64_t inter = c.intermediate_size;
+  ASSIGN_OR_RETURN(b->embed_,
+                   LoadVector(checkpoint, "model.embed_tokens.weight", c.vocab_size * hidden));
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    Layer layer;
+    ASSIGN_OR_RETURN(layer.input_norm,
+                     LoadVector(checkpoint, p + "input_layernorm.weight", hidden));
+    ASSIGN_OR_RETURN(layer.post_attention_norm,
+                     LoadVector(checkpoint, p + "post_attention_layernorm.weight", hidden));
+    ASSIGN_OR_RETURN(layer.qkv, LoadLinear(checkpoint,
+                                           {p + "self_attn.q_proj", p + "self_attn.k_proj",
+                                            p + "self_attn.v_proj"},
+                                           b->q_width_ + 2 * b->kv_width_, hidden));
+    ASSIGN_OR_RETURN(layer.o, LoadLinear(checkpoint, {p + "self_attn.o_proj"}, hidden,
+                                         b->q_width_));
+    ASSIGN_OR_RETURN(layer.gate_up, LoadLinear(checkpoint, {p + "mlp.gate_proj", p + "mlp.up_proj"},
+                                               2 * inter, hidden));
+    ASSIGN_OR_RETURN(layer.down, LoadLinear(checkpoint, {p + "mlp.down_proj"}, hidden, inter));
+    b->layers_.push_back(std::move(layer));
+  }
+  ASSIGN_OR_RETURN(b->final_norm_, LoadVector(checkpoint, "model.norm.weight", hidden));
+  if (c.tie_word_embeddings) {
+    b->lm_head_ = CpuLinear::Dense(b->embed_, c.vocab_size, c.hidden_size);
+  } else {
+    ASSIGN_OR_RETURN(b->lm_head_, LoadLinear(checkpoint, {"lm_head"}, c.vocab_size, hidden));
+  }
+
+  const size_t cache = static_cast<size_t>(b->layout_.num_layers) * b->layout_.num_blocks *
+                       b->layout_.block_size * b->kv_width_;
+  b->k_cache_.assign(cache, 0.0f);
+  b->v_cache_.assign(cache, 0.0f);
+
+  const size_t t = options.max_step_tokens;
+  b->x_.resize(t * hidden);
+  b->h_.resize(t * hidden);
+  b->qkv_.resize(t * (b->q_width_ + 2 * b->kv_width_));
+  b->attn_.resize(t * b->q_width_);
+  b->gate_up_.resize(t * 2 * inter);
+  b->act_.resize(t * inter);
+  b->rope_cos_.resize(t * c.head_dim / 2);
+  b->rope_sin_.resize(t * c.head_dim / 2);
+  b->scores_.resize(b->max_context_);
+  b->last_.resize(static_cast<size_t>(b->max_batch_size_) * hidden);
+  b->logits_.resize(static_cast<size_t>(b->max_batch_size_) * c.vocab_size);
+  const int max_in = std::max({c.hidden_size, c.intermediate_size, b->q_width_});
+  const int max_out = std::max(b->q_width_ + 2 * b->kv_width_, 2 * c.intermediate_size);
+  b->scratch_.Reserve(options.max_step_tokens, max_in, std::max(max_out, c.hidden_size));
+  b->scratch_.Reserve(b->max_batch_size_, max_in, c.vocab_size);
+  if (options.threads > 0) openblas_set_num_threads(options.threads);
+  return b;
+}
+
+absl::Status CpuBackend::Validate(const StepBatch& batch) const {
+  if (batch.num_tokens() > max_step_tokens_) {
+    return absl::InvalidArgumentError(absl::StrCat("step has ", batch.num_tokens(),
+                                                   " tokens; the backend takes at most ",
+                                                   max_step_tokens_));
+  }
+  if (batch.num_sampled() > max_batch_size_) {
+    return absl::InvalidArgumentError(absl::StrCat("step samples ", batch.num_sampled(),
+                                                   " sequences; the backend takes at most ",
+                                                   max_batch_size_));
+  }
+  int expected_offset = 0;
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    const BatchSequence& s = batch.sequences[i];
+    const std::string where = absl::StrCat("step sequence ", i, ": ");
+    if (s.num_tokens <= 0 || s.token_offset != expected_offset) {
+      return absl::InvalidArgumentError(where + "token range is empty or not contiguous");
+    }
+    expected_offset += s.num_tokens;
+    if (s.block_offset < 0 || s.num_blocks < 0 ||
+        s.block_offset + s.num_blocks > static_cast<int>(batch.block_ids.size())) {
+      return absl::InvalidArgumentError(where + "block range outside block_ids");
+    }
+    const int64_t end = static_cast<int64_t>(s.start_position) + s.num_tokens;
+    if (s.start_position < 0 || end > max_context_) {
+      return absl::InvalidArgumentError(absl::StrCat(where, "positions ", s.start_position, "..",
+                                                     end - 1, " exceed the context limit ",
+                                                     max_context_));
+    }
+    if (static_cast<int64_t>(s.num_blocks) * layout_.block_size < end) {
+      return absl::InvalidArgumentError(absl::StrCat(where, "block table of ", s.num_blocks,
+                                                     " blocks cannot hold ", end, " positions"));
+    }
+    for (int k = 0; k < s.num_blocks; ++k) {
+      const int32_t block = batch.block_ids[s.block_offset + k];
+      if (block < 0 || block >= layout_.num_blocks) {
+        return absl::InvalidArgumentError(absl::StrCat(where, "block id ", block,
+                                                       " out of range [0, ", layout_.num_blocks,
+                                                       ")"));
+      }
+    }
+  }
+  if (expected_offset != batch.num_tokens()) {
+    return absl::InvalidArgumentError("step tokens not covered by its sequences");
+  }
+  for (int32_t token : batch.tokens) {
+    if (token < 0 || token >= config_.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("token id ", token, " out of range [0, ",
+                                                     config_.vocab_size, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void CpuBackend::ComputeRope(const StepBatch& batch) {
+  const int half = config_.head_dim / 2;
+  for (const BatchSequence& s : batch.sequences) {
+    for (int i = 0; i < s.num_tokens; ++i) {
+      const float position = static_cast<float>(s.start_position + i);
+      const size_t row = static_cast<size_t>(s.token_offset + i) * half;
+      for (int f = 0; f < half; ++f) {
+        const float angle = position * inv_freq_[f];
+        rope_cos_[row + f] = std::cos(angle);
+        rope_sin_[row + f] = std::sin(angle);
+      }
+    }
+  }
+}
+
+void CpuBackend::ApplyRopeAndStore(const StepBatch& batch, int layer) {
+  const int hd = config_.head_dim;
+  const int half = hd / 2;
+  const int stride = q_width_ + 2 * kv_width_;
+  const int rotated_heads = config_.num_attention_heads + config_.num_key_value_heads;
+  for (const BatchSequence& s : batch.sequences) {
+    const int32_t* blocks = batch.block_ids.data() + s.block_offset;
+    for (int i = 0; i < s.num_tokens; ++i) {
+      const int t = s.token_offset + i;
+      float* row = qkv_.data() + static_cast<size_t>(t) * stride;
+      const float* cos = rope_cos_.data() + static_cast<size_t>(t) * half;
+      const float* sin = rope_sin_.data() + static_cast<size_t>(t) * half;
+      // q heads and k heads are adjacent in the fused row.
+      for (int h = 0; h < rotated_heads; ++h) {
+        float* v = row + h * hd;
+        for (int f = 0; f < half; ++f) {
+          const float x1 = v[f];
+          const float x2 = v[f + half];
+          v[f] = x1 * cos[f] - x2 * sin[f];
+          v[f + half] = x2 * cos[f] + x1 * sin[f];
+        }
+      }
+      const int position = s.start_position + i;
+      const int block = blocks[position / layout_.block_size];
+      const int slot = position % layout_.block_size;
+      std::copy_n(row + q_width_, kv_width_, KeySlot(layer, block, slot));
+      std::copy_n(row + q_width_ + kv_width_, kv_width_, ValueSlot(layer, block, slot));
+    }
+  }
+}
+
+void CpuBackend::Attention(const StepBatch& batch, int layer) {
+  const int hd = config_.head_dim;
+  const int group = config_.num_attention_heads / config_.num_key_value_heads;
+  const int stride = q_width_ + 2 * kv_width_;
+  const int bs = layout_.block_size;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  float* scores = scores_.data();
+  for (const BatchSequence& s : batch.sequences) {
+    const int32_t* blocks = batch.block_ids.data() + s.block_offset;
+    for (int i = 0; i < s.num_tokens; ++i) {
+      const int t = s.token_offset + i;
+      const int context = s.start_position + i + 1;  // causal: positions 0..start+i
+      for (int h = 0; h < config_.num_attention_heads; ++h) {
+        const float* q = qkv_.data() + static_cast<size_t>(t) * stride + h * hd;
+        const int kv_head = h / group;
+        float max_score = -INFINITY;
+        for (int j = 0; j < context; ++j) {
+          const float* k = KeySlot(layer, blocks[j / bs], j % bs) + kv_head * hd;
+          float dot = 0.0f;
+          for (int d = 0; d < hd; ++d) dot += q[d] * k[d];
+          scores[j] = dot * scale;
+          max_score = std::max(max_score, scores[j]);
+        }
+        float sum = 0.0f;
+        for (int j = 0; j < context; ++j) {
+          scores[j] = std::exp(scores[j] - max_score);
+          sum += scores[j];
+        }
+        const float inv_sum = 1.0f / sum;
+        float* out = attn_.data() + static_cast<size_t>(t) * q_width_ + h * hd;
+        std::fill_n(out, hd, 0.0f);
+        for (int j = 0; j < context; ++j) {
+          const float* v = ValueSlot(layer, blocks[j / bs], j % bs) + kv_head * hd;
+          const float w = scores[j] * inv_sum;
+          for (int d = 0; d < hd; ++d) out[d] += w * v[d];
+        }
+      }
+    }
+  }
+}
+
+absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
+  RETURN_IF_ERROR(Validate(batch));
+  result->next_tokens.clear();
+  result->logits.clear();
+  const int tokens = batch.num_tokens();
+  if (tokens == 0) return absl::OkStatus();
+  const int hidden = config_.hidden_size;
+  const int inter = config_.intermediate_size;
+  const float eps = config_.rms_norm_eps;
+
+  for (int t = 0; t < tokens; ++t) {
+    std::copy_n(embed_.data() + static_cast<size_t>(batch.tokens[t]) * hidden, hidden,
+                x_.data() + static_cast<size_t>(t) * hidden);
+  }
+  ComputeRope(batch);
+  for (int l = 0; l < static_cast<int>(layers_.size()); ++l) {
+    const Layer& layer = layers_[l];
+    RmsNorm(x_.data(), layer.input_norm.data(), tokens, hidden, eps, h_.data());
+    layer.qkv.Apply(h_.data(), tokens, qkv_.data(), /*accumulate=*/false, &scratch_);
+    ApplyRopeAndStore(batch, l);
+    Attention(batch, l);
+    layer.o.Apply(attn_.data(), tokens, x_.data(), /*accumulate=*/true, &scratch_);
+
+    RmsNorm(x_.data(), layer.post_attention_norm.data(), tokens, hidden, eps, h_.data());
+    layer.gate_up.Apply(h_.data(), tokens, gate_up_.data(), /*accumulate=*/false, &scratch_);
+    for (int t = 0; t < tokens; ++t) {
+      const float* gate = gate_up_.data() + static_cast<size_t>(t) * 2 * inter;
+      const float* up = gate + inter;
+      float* a = act_.data() + static_cast<size_t>(t) * inter;
+      for (int i = 0; i < inter; ++i) a[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    }
+    layer.down.Apply(act_.data(), tokens, x_.data(), /*accumulate=*/true, &scratch_);
+  }
+
+  // Only the rows that sample need the final norm and the (large) lm_head GEMM.
+  int sampled = 0;
+  for (const BatchSequence& s : batch.sequences) {
+    if (!s.sample) continue;
+    const int t = s.token_offset + s.num_tokens - 1;
+    RmsNorm(x_.data() + static_cast<size_t>(t) * hidden, final_norm_.data(), 1, hidden, eps,
+            last_.data() + static_cast<size_t>(sampled) * hidden);
+    ++sampled;
+  }
+  const int vocab = config_.vocab_size;
+  lm_head_.Apply(last_.data(), sampled, logits_.data(), /*accumulate=*/false, &scratch_);
+  for (int r = 0; r < sampled; ++r) {
+    const float* row = logits_.data() + static_cast<size_t>(r) * vocab;
+    result->next_tokens.push_back(static_cast<int32_t>(std::max_element(row, row + vocab) - row));
+  }
+  if (batch.return_logits) {
+    result->logits.assign(logits_.begin(), logits_.begin() + static_cast<size_t>(sampled) * vocab);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gecd::engine

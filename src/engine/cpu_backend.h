@@ -1,0 +1,103 @@
+#ifndef GECD_ENGINE_CPU_BACKEND_H_
+#define GECD_ENGINE_CPU_BACKEND_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/backend.h"
+#include "engine/cpu_linear.h"
+#include "model/checkpoint.h"
+
+// The CPU forward pass of the Llama / Qwen2 / Mistral family: embeddings, RMSNorm, RoPE
+// (rope_theta, llama3 scaling), grouped-query attention over a paged f32 KV cache, SwiGLU MLP,
+// tied or untied lm_head, Qwen2's q/k/v biases, and FP8 (compressed-tensors) Linears as
+// described in engine/cpu_linear.h.
+//
+// All tokens of a step form one [tokens, hidden] matrix so every Linear is one GEMM; only
+// attention runs per sequence. Weights are converted to f32 once, at Create; every buffer a
+// step needs is allocated there too, sized by max_step_tokens / max_batch_size, so Forward
+// allocates nothing. Not thread-safe; BLAS parallelises each GEMM.
+namespace gecd::engine {
+
+struct CpuBackendOptions {
+  int kv_block_size = 16;
+  int num_kv_blocks = 0;  // 0: sized from kv_cache_mb
+  int kv_cache_mb = 256;
+  int max_step_tokens = 2048;
+  int max_batch_size = 128;
+  int threads = 0;  // OpenBLAS threads (a process-wide setting); 0 leaves OpenBLAS's default
+};
+
+class CpuBackend final : public Backend {
+ public:
+  // Reads every weight it needs; `checkpoint` may be closed afterwards.
+  static absl::StatusOr<std::unique_ptr<CpuBackend>> Create(const model::Checkpoint& checkpoint,
+                                                            const CpuBackendOptions& options);
+
+  const model::ModelConfig& config() const override { return config_; }
+  const KvCacheLayout& kv_layout() const override { return layout_; }
+  int max_step_tokens() const override { return max_step_tokens_; }
+  int max_batch_size() const override { return max_batch_size_; }
+  absl::Status Forward(const StepBatch& batch, StepResult* result) override;
+
+ private:
+  struct Layer {
+    std::vector<float> input_norm;
+    std::vector<float> post_attention_norm;
+    CpuLinear qkv;      // q, k, v rows concatenated
+    CpuLinear o;
+    CpuLinear gate_up;  // gate rows then up rows
+    CpuLinear down;
+  };
+
+  CpuBackend() = default;
+  absl::Status Validate(const StepBatch& batch) const;
+  void ComputeRope(const StepBatch& batch);
+  void ApplyRopeAndStore(const StepBatch& batch, int layer);
+  void Attention(const StepBatch& batch, int layer);
+  float* KeySlot(int layer, int block, int slot) {
+    return k_cache_.data() + ((static_cast<size_t>(layer) * layout_.num_blocks + block) *
+                                  layout_.block_size + slot) * kv_width_;
+  }
+  float* ValueSlot(int layer, int block, int slot) {
+    return v_cache_.data() + ((static_cast<size_t>(layer) * layout_.num_blocks + block) *
+                                  layout_.block_size + slot) * kv_width_;
+  }
+
+  model::ModelConfig config_;
+  KvCacheLayout layout_;
+  int max_step_tokens_ = 0;
+  int max_batch_size_ = 0;
+  int max_context_ = 0;  // longest sequence the cache and the position limit allow
+  int q_width_ = 0;      // heads * head_dim
+  int kv_width_ = 0;     // kv_heads * head_dim
+  std::vector<float> inv_freq_;  // [head_dim / 2], llama3-adjusted when configured
+
+  std::vector<float> embed_;  // [vocab, hidden]
+  std::vector<Layer> layers_;
+  std::vector<float> final_norm_;
+  CpuLinear lm_head_;
+
+  // [layer][block][slot][kv_head][head_dim]
+  std::vector<float> k_cache_;
+  std::vector<float> v_cache_;
+
+  // Step workspaces.
+  std::vector<float> x_;         // [tokens, hidden] residual stream
+  std::vector<float> h_;         // [tokens, hidden] normed input of a sub-layer
+  std::vector<float> qkv_;       // [tokens, q_width + 2 kv_width]
+  std::vector<float> attn_;      // [tokens, q_width]
+  std::vector<float> gate_up_;   // [tokens, 2 intermediate]
+  std::vector<float> act_;       // [tokens, intermediate]
+  std::vector<float> rope_cos_;  // [tokens, head_dim / 2]
+  std::vector<float> rope_sin_;
+  std::vector<float> scores_;    // [max_context]
+  std::vector<float> last_;      // [batch, hidden] final hidden state of sampling rows
+  std::vector<float> logits_;    // [batch, vocab]
+  LinearScratch scratch_;
+};
+
+}  // namespace gecd::engine
+
+#endif  // GECD_ENGINE_CPU_BACKEND_H_
