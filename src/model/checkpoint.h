@@ -3,6 +3,8 @@
 
 #include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +48,8 @@ class Checkpoint {
 
  private:
   Checkpoint() = default;
+  absl::Status OpenWeights();     // fills shards_ and index_
+  absl::Status Validate() const;  // every tensor the config implies, shape and dtype
   std::string dir_;
   ModelConfig config_;
   GenerationConfig generation_config_;
@@ -55,6 +59,9 @@ class Checkpoint {
 
 // Reads any float tensor (F32, BF16, F16, or F8_E4M3 decoded without scaling) into f32.
 std::vector<float> ToFloat(const TensorView& tensor);
+// The inverse: encodes f32 values as `dtype` bytes (rounding to nearest even; F8_E4M3
+// saturates at 448 and applies no scale).
+std::vector<uint8_t> FromFloat(std::span<const float> values, DType dtype);
 
 }  // namespace gecd::model
 
