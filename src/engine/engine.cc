@@ -1,0 +1,211 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <span>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace gecd::engine {
+namespace {
+
+bool Contains(const std::vector<int32_t>& ids, int32_t id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+}  // namespace
+
+Engine::Engine(Backend* backend, const model::Tokenizer* tokenizer, EngineOptions options)
+    : backend_(backend),
+      tokenizer_(tokenizer),
+      options_(std::move(options)),
+      pool_(backend->kv_layout().num_blocks, backend->kv_layout().block_size) {
+  const int step_limit = backend_->max_step_tokens();
+  const int batch_limit = backend_->max_batch_size();
+  options_.max_step_tokens = options_.max_step_tokens > 0
+                                 ? std::min(options_.max_step_tokens, step_limit)
+                                 : step_limit;
+  options_.max_batch_size = options_.max_batch_size > 0
+                                ? std::min(options_.max_batch_size, batch_limit)
+                                : batch_limit;
+  max_sequence_tokens_ = backend_->kv_layout().capacity_tokens();
+  const int max_positions = backend_->config().max_position_embeddings;
+  if (max_positions > 0) max_sequence_tokens_ = std::min<int64_t>(max_sequence_tokens_, max_positions);
+}
+
+absl::Status Engine::AddSequence(SequenceId id, std::vector<int32_t> prompt,
+                                 GenerationParams params) {
+  if (sequences_.contains(id)) {
+    return absl::AlreadyExistsError(absl::StrCat("sequence ", id, " is already running"));
+  }
+  if (prompt.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("sequence ", id, ": empty prompt"));
+  }
+  const int vocab = backend_->config().vocab_size;
+  for (int32_t token : prompt) {
+    if (token < 0 || token >= vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("sequence ", id, ": token id ", token,
+                                                     " outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
+  if (params.max_new_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sequence ", id, ": max_new_tokens must be at least 1"));
+  }
+  // The last generated token never enters the cache.
+  const int64_t needed = static_cast<int64_t>(prompt.size()) + params.max_new_tokens - 1;
+  if (needed > max_sequence_tokens_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sequence ", id, ": ", prompt.size(), " prompt tokens + ", params.max_new_tokens,
+        " new tokens exceed the ", max_sequence_tokens_, " positions the KV cache and model hold"));
+  }
+  if (!params.stop_strings.empty() && tokenizer_ == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sequence ", id, ": stop strings need an engine with a tokenizer"));
+  }
+  auto seq = std::make_unique<Sequence>(Sequence{.id = id,
+                                                 .tokens = std::move(prompt),
+                                                 .num_prompt = 0,
+                                                 .num_computed = 0,
+                                                 .params = std::move(params),
+                                                 .blocks = BlockTable(&pool_),
+                                                 .text = {}});
+  seq->num_prompt = static_cast<int>(seq->tokens.size());
+  waiting_.push_back(seq.get());
+  sequences_.emplace(id, std::move(seq));
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Free(SequenceId id) {
+  if (!sequences_.contains(id)) {
+    return absl::NotFoundError(absl::StrCat("sequence ", id, " is not running"));
+  }
+  Remove(id);
+  return absl::OkStatus();
+}
+
+void Engine::Remove(SequenceId id) {
+  auto it = sequences_.find(id);
+  Sequence* seq = it->second.get();
+  if (auto r = std::find(running_.begin(), running_.end(), seq); r != running_.end()) {
+    running_.erase(r);
+  }
+  if (auto w = std::find(waiting_.begin(), waiting_.end(), seq); w != waiting_.end()) {
+    waiting_.erase(w);
+  }
+  sequences_.erase(it);  // the BlockTable returns the blocks
+}
+
+void Engine::Preempt(Sequence* seq) {
+  running_.erase(std::find(running_.begin(), running_.end(), seq));
+  seq->blocks.Release();
+  seq->num_computed = 0;
+  waiting_.push_front(seq);
+  ++num_preemptions_;
+}
+
+void Engine::Schedule(Sequence* seq, int num_tokens) {
+  const int start = seq->num_computed;
+  const bool sample = start + num_tokens == static_cast<int>(seq->tokens.size());
+  plan_.batch.Add(std::span<const int32_t>(seq->tokens).subspan(start, num_tokens), start,
+                  seq->blocks.blocks(), sample);
+  plan_.ids.push_back(seq->id);
+}
+
+const StepPlan& Engine::PlanStep() {
+  plan_.batch.Clear();
+  plan_.ids.clear();
+  // Decodes go first: prefill chunks only get what the decodes leave of the token budget.
+  int budget = options_.max_step_tokens;
+  int decodes = 0;
+  for (const Sequence* seq : running_) {
+    decodes += static_cast<int>(seq->tokens.size()) - seq->num_computed == 1 ? 1 : 0;
+  }
+  int prefill_budget = std::max(0, budget - decodes);
+
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    Sequence* seq = running_[i];
+    const int uncomputed = static_cast<int>(seq->tokens.size()) - seq->num_computed;
+    const int want = uncomputed == 1 ? 1 : std::min({uncomputed, prefill_budget, budget});
+    if (want == 0) continue;
+    bool preempted_self = false;
+    while (!seq->blocks.Reserve(seq->num_computed + want)) {
+      // Newest first: it has the least work to redo. Everything behind index i is unscheduled.
+      Sequence* victim = running_.back();
+      Preempt(victim);
+      if (victim == seq) {
+        preempted_self = true;
+        break;
+      }
+    }
+    if (preempted_self) break;
+    Schedule(seq, want);
+    budget -= want;
+    if (uncomputed > 1) prefill_budget -= want;
+  }
+
+  while (!waiting_.empty() && budget > 0 && prefill_budget > 0 &&
+         static_cast<int>(running_.size()) < options_.max_batch_size) {
+    Sequence* seq = waiting_.front();
+    const int uncomputed = static_cast<int>(seq->tokens.size()) - seq->num_computed;
+    const int want = std::min({uncomputed, prefill_budget, budget});
+    if (!seq->blocks.Reserve(want)) break;  // FIFO: nobody overtakes the head of the queue
+    waiting_.pop_front();
+    running_.push_back(seq);
+    Schedule(seq, want);
+    budget -= want;
+    prefill_budget -= want;
+  }
+  return plan_;
+}
+
+FinishReason Engine::CheckFinished(Sequence* seq, int32_t token) {
+  const GenerationParams& p = seq->params;
+  if (!p.ignore_eos && Contains(options_.eos_token_ids, token)) return FinishReason::kStopToken;
+  if (Contains(p.stop_token_ids, token)) return FinishReason::kStopToken;
+  if (!p.stop_strings.empty()) {
+    const size_t old_size = seq->text.size();
+    seq->text += tokenizer_->TokenBytes(token);
+    for (const std::string& stop : p.stop_strings) {
+      if (stop.empty()) continue;
+      // Only a match that ends in the new bytes is new.
+      const size_t from = old_size >= stop.size() - 1 ? old_size - (stop.size() - 1) : 0;
+      if (seq->text.find(stop, from) != std::string::npos) return FinishReason::kStopString;
+    }
+  }
+  const int generated = static_cast<int>(seq->tokens.size()) - seq->num_prompt;
+  if (generated >= p.max_new_tokens) return FinishReason::kLength;
+  return FinishReason::kNone;
+}
+
+std::vector<StepEvent> Engine::CommitStep(const StepPlan& plan, const StepResult& result) {
+  std::vector<StepEvent> events;
+  size_t sampled = 0;
+  for (size_t k = 0; k < plan.ids.size(); ++k) {
+    const BatchSequence& entry = plan.batch.sequences[k];
+    const int32_t token = entry.sample ? result.next_tokens[sampled++] : 0;
+    auto it = sequences_.find(plan.ids[k]);
+    if (it == sequences_.end()) continue;  // freed while the step ran
+    Sequence* seq = it->second.get();
+    seq->num_computed = entry.start_position + entry.num_tokens;
+    if (!entry.sample) continue;
+    seq->tokens.push_back(token);
+    const FinishReason reason = CheckFinished(seq, token);
+    events.push_back({.id = seq->id,
+                      .token = token,
+                      .finished = reason != FinishReason::kNone,
+                      .reason = reason});
+    if (reason != FinishReason::kNone) Remove(seq->id);
+  }
+  return events;
+}
+
+absl::StatusOr<std::vector<StepEvent>> Engine::Step() {
+  const StepPlan& plan = PlanStep();
+  if (plan.empty()) return std::vector<StepEvent>();
+  RETURN_IF_ERROR(backend_->Forward(plan.batch, &result_));
+  return CommitStep(plan, result_);
+}
+
+}  // namespace gecd::engine

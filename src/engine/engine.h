@@ -1,0 +1,125 @@
+#ifndef GECD_ENGINE_ENGINE_H_
+#define GECD_ENGINE_ENGINE_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/backend.h"
+#include "engine/kv_cache.h"
+#include "model/tokenizer.h"
+
+// Continuous batching over one Backend. The engine owns the sequences and the KV block pool;
+// every step it picks which tokens run (decodes first, then prefill chunks of admitted
+// sequences, then new sequences in FIFO order, all under max_step_tokens), runs them as one
+// batch, and turns the sampled tokens into events. When the pool runs dry the most recently
+// admitted sequence is preempted: its blocks are freed and it is recomputed (prompt plus the
+// tokens generated so far) once blocks are free again, so its output is unchanged.
+//
+// A step has three phases, public so a pipelined driver can overlap them with device work:
+// PlanStep() (scheduling, block allocation), Backend::Forward, CommitStep() (append tokens,
+// check stop conditions). Step() runs the three in order. Not thread-safe.
+namespace gecd::engine {
+
+using SequenceId = uint64_t;
+
+struct GenerationParams {
+  int max_new_tokens = 128;
+  std::vector<int32_t> stop_token_ids;  // stop in addition to the engine's EOS ids
+  std::vector<std::string> stop_strings;  // matched against the generated text; needs a tokenizer
+  bool ignore_eos = false;  // keep going past EOS (stop_token_ids still stop)
+};
+
+enum class FinishReason { kNone, kStopToken, kStopString, kLength };
+
+// One generated token. The token that ends a sequence is reported too (and is part of its
+// output: callers drop stop tokens or cut at the stop string as they see fit).
+struct StepEvent {
+  SequenceId id = 0;
+  int32_t token = 0;
+  bool finished = false;
+  FinishReason reason = FinishReason::kNone;
+};
+
+struct EngineOptions {
+  std::vector<int32_t> eos_token_ids;  // usually the model's generation_config
+  int max_step_tokens = 0;             // 0: the backend's limit
+  int max_batch_size = 0;              // running sequences; 0: the backend's limit
+};
+
+// The work of one step, as planned: the batch for the backend and who each entry belongs to.
+struct StepPlan {
+  StepBatch batch;
+  std::vector<SequenceId> ids;  // parallel to batch.sequences
+  bool empty() const { return ids.empty(); }
+};
+
+class Engine {
+ public:
+  // `tokenizer` may be null (then stop strings are rejected); both must outlive the engine.
+  Engine(Backend* backend, const model::Tokenizer* tokenizer, EngineOptions options);
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a sequence. Errors: AlreadyExists for a live id; InvalidArgument for an empty
+  // prompt, an id outside the vocabulary, max_new_tokens < 1, prompt + max_new_tokens beyond
+  // what the cache or the model's positions can hold, or stop strings without a tokenizer.
+  absl::Status AddSequence(SequenceId id, std::vector<int32_t> prompt, GenerationParams params);
+
+  // Cancels a sequence at any point, returning its blocks; NotFound if it is not live (finished
+  // sequences are dropped by the step that finishes them).
+  absl::Status Free(SequenceId id);
+
+  // Plans, runs and commits one step. Returns no events when there is nothing to run.
+  absl::StatusOr<std::vector<StepEvent>> Step();
+
+  // The reference to the plan stays valid until the next PlanStep().
+  const StepPlan& PlanStep();
+  // Applies a step's result. Entries of sequences freed since PlanStep() are skipped.
+  std::vector<StepEvent> CommitStep(const StepPlan& plan, const StepResult& result);
+
+  bool HasWork() const { return !running_.empty() || !waiting_.empty(); }
+  int num_running() const { return static_cast<int>(running_.size()); }
+  int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  int num_free_blocks() const { return pool_.num_free(); }
+  int num_blocks() const { return pool_.num_blocks(); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+
+ private:
+  struct Sequence {
+    SequenceId id;
+    std::vector<int32_t> tokens;  // prompt followed by generated tokens
+    int num_prompt = 0;
+    int num_computed = 0;  // leading tokens whose K/V are in the cache
+    GenerationParams params;
+    BlockTable blocks;
+    std::string text;  // generated text, kept only when there are stop strings
+  };
+
+  bool ScheduleRunning(Sequence* seq, int* budget);
+  void Preempt(Sequence* seq);
+  void Schedule(Sequence* seq, int num_tokens);
+  FinishReason CheckFinished(Sequence* seq, int32_t token);
+  void Remove(SequenceId id);
+
+  Backend* backend_;
+  const model::Tokenizer* tokenizer_;
+  EngineOptions options_;
+  KvBlockPool pool_;
+  int64_t max_sequence_tokens_;
+  absl::flat_hash_map<SequenceId, std::unique_ptr<Sequence>> sequences_;
+  std::vector<Sequence*> running_;  // admission order, oldest first
+  std::deque<Sequence*> waiting_;   // FIFO; preempted sequences rejoin at the front
+  StepPlan plan_;
+  StepResult result_;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace gecd::engine
+
+#endif  // GECD_ENGINE_ENGINE_H_
