@@ -13,14 +13,16 @@
 
 // Text <-> token ids. Implementations: byte-level BPE from a Hugging Face tokenizer.json
 // (GPT-2, Llama-3, Qwen2 style) and SentencePiece from a tokenizer.model. Encodings equal the
-// reference libraries' ids exactly; Decode(Encode(s)) == s for every valid UTF-8 s.
+// reference libraries' ids exactly; Decode(Encode(s), /*skip_special=*/false) == s for every
+// valid UTF-8 s, up to the tokenizer's own normalization (Qwen's NFC gives back NFC(s)).
 namespace gecd::model {
 
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
-  // Loads tokenizer.json from `dir` if present, else tokenizer.model.
+  // Loads tokenizer.json from `dir` if present, else tokenizer.model; NotFound naming `dir`
+  // when neither exists, and errors naming the file and field for malformed or unsupported ones.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFromModelDir(const std::string& dir);
 
   // Special and added tokens written literally in `text` (e.g. "<|im_start|>") map to their

@@ -1,0 +1,28 @@
+#ifndef GECD_MODEL_UTF8_H_
+#define GECD_MODEL_UTF8_H_
+
+#include <cstddef>
+#include <string_view>
+
+#include "absl/status/status.h"
+
+// UTF-8 checks shared by the tokenizers, which refuse malformed text up front so that their
+// regex, normalizer and model stages can assume well-formed input.
+namespace gecd::model {
+
+// OK for well-formed UTF-8 (no overlongs, surrogates or code points above U+10FFFF); otherwise
+// InvalidArgument naming the byte offset of the first bad sequence.
+absl::Status ValidateUtf8(std::string_view text);
+
+// Length of the UTF-8 sequence that starts with `lead` (1 for a continuation byte, so that a
+// scan over arbitrary bytes always advances).
+inline size_t Utf8SequenceLength(unsigned char lead) {
+  if (lead < 0xC0) return 1;
+  if (lead < 0xE0) return 2;
+  if (lead < 0xF0) return 3;
+  return 4;
+}
+
+}  // namespace gecd::model
+
+#endif  // GECD_MODEL_UTF8_H_

@@ -1,0 +1,120 @@
+#include "model/sentencepiece_tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "model/tokenizer.h"
+#include "testing/test_paths.h"
+#include "testing/tokenizer_goldens.h"
+
+namespace gecd::model {
+namespace {
+
+using ::gecd::testing::Printable;
+using ::gecd::testing::TokenizerGolden;
+
+// The checked-in model (unigram, vocab 2000, byte fallback, identity normalization) and golden
+// ids from the python sentencepiece library, so this suite always runs.
+class SentencePieceTokenizerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto tokenizer =
+        Tokenizer::LoadFromModelDir(gecd::testing::FixturePath("tokenizers/sp_brown"));
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+    tokenizer_ = std::move(*tokenizer);
+    auto goldens =
+        gecd::testing::ReadTokenizerGoldens(gecd::testing::FixturePath("tokenizers/sp_golden.jsonl"));
+    ASSERT_TRUE(goldens.ok()) << goldens.status();
+    goldens_ = std::move(*goldens);
+    ASSERT_GE(goldens_.size(), 1000u);
+  }
+
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::vector<TokenizerGolden> goldens_;
+};
+
+TEST_F(SentencePieceTokenizerTest, EncodesEveryGoldenStringExactly) {
+  int mismatches = 0;
+  for (const TokenizerGolden& golden : goldens_) {
+    auto ids = tokenizer_->Encode(golden.text);
+    if (ids.ok() && *ids == golden.ids) continue;
+    if (++mismatches <= 5) {
+      ADD_FAILURE() << golden.kind << " \"" << Printable(golden.text) << "\"\n  expected "
+                    << absl::StrJoin(golden.ids, ",") << "\n  actual   "
+                    << (ids.ok() ? absl::StrJoin(*ids, ",") : ids.status().ToString());
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << "of " << goldens_.size() << " strings";
+}
+
+TEST_F(SentencePieceTokenizerTest, DecodeInvertsEncode) {
+  int failures = 0;
+  for (const TokenizerGolden& golden : goldens_) {
+    const std::string decoded = tokenizer_->Decode(golden.ids, /*skip_special=*/false);
+    if (decoded == golden.text) continue;
+    if (++failures <= 5) {
+      ADD_FAILURE() << "\"" << Printable(golden.text) << "\" decodes to \"" << Printable(decoded)
+                    << "\"";
+    }
+  }
+  EXPECT_EQ(failures, 0);
+}
+
+TEST_F(SentencePieceTokenizerTest, ControlSymbolsInText) {
+  const std::optional<int32_t> bos = tokenizer_->TokenToId("<s>");
+  const std::optional<int32_t> eos = tokenizer_->TokenToId("</s>");
+  ASSERT_TRUE(bos.has_value() && eos.has_value());
+  EXPECT_TRUE(tokenizer_->IsSpecial(*bos));
+  EXPECT_EQ(tokenizer_->TokenBytes(*bos), "");
+  auto ids = tokenizer_->Encode("<s>The jury</s>");
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  ASSERT_GE(ids->size(), 3u);
+  EXPECT_EQ(ids->front(), *bos);
+  EXPECT_EQ(ids->back(), *eos);
+  for (size_t i = 1; i + 1 < ids->size(); ++i) EXPECT_FALSE(tokenizer_->IsSpecial((*ids)[i]));
+  EXPECT_EQ(tokenizer_->Decode(*ids), "The jury");
+  EXPECT_EQ(tokenizer_->Decode(*ids, /*skip_special=*/false), "<s>The jury</s>");
+  EXPECT_EQ(tokenizer_->TokenToId("no-such-piece"), std::nullopt);
+}
+
+TEST_F(SentencePieceTokenizerTest, TokenBytesSpellPieces) {
+  // Characters outside the vocabulary fall back to byte pieces; their bytes rebuild the text.
+  auto ids = tokenizer_->Encode("\xE4\xB8\xAD");  // 中
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  std::string bytes;
+  for (int32_t id : *ids) bytes += tokenizer_->TokenBytes(id);
+  EXPECT_EQ(bytes, " \xE4\xB8\xAD");  // the dummy prefix's space, then the three bytes
+  const std::optional<int32_t> the = tokenizer_->TokenToId("\xE2\x96\x81the");
+  ASSERT_TRUE(the.has_value());
+  EXPECT_EQ(tokenizer_->TokenBytes(*the), " the");
+  EXPECT_EQ(tokenizer_->vocab_size(), 2000);
+}
+
+TEST_F(SentencePieceTokenizerTest, RejectsInvalidUtf8) {
+  for (const std::string& bad : {std::string("\xFF"), std::string("abc\xE2\x82"),
+                                std::string("\xED\xA0\x80")}) {
+    EXPECT_EQ(tokenizer_->Encode(bad).status().code(), absl::StatusCode::kInvalidArgument)
+        << Printable(bad);
+  }
+}
+
+TEST(SentencePieceLoadTest, BadModelFileNamesThePath) {
+  const std::string dir = gecd::testing::MakeTempDir();
+  const std::string path = dir + "/tokenizer.model";
+  std::ofstream(path) << "this is not a protobuf";
+  auto tokenizer = Tokenizer::LoadFromModelDir(dir);
+  ASSERT_FALSE(tokenizer.ok());
+  EXPECT_NE(std::string(tokenizer.status().message()).find(path), std::string::npos)
+      << tokenizer.status();
+  auto missing = SentencePieceTokenizer::LoadFromFile(dir + "/absent.model");
+  EXPECT_FALSE(missing.ok());
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gecd::model
