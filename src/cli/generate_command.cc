@@ -1,12 +1,142 @@
+#include <algorithm>
 #include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "cli/args.h"
 #include "cli/commands.h"
+#include "common/status_macros.h"
+#include "config/config.h"
+#include "engine/cpu_backend.h"
+#include "engine/engine.h"
+#include "model/checkpoint.h"
+#include "model/tokenizer.h"
 
 namespace gecd::cli {
+namespace {
 
-int RunGenerate(const std::vector<std::string>& args) {
-  std::fprintf(stderr, "gecd generate: not built yet\n");
-  return 1;
+constexpr char kTextPlaceholder[] = "{text}";
+
+struct GenerateRequest {
+  std::string model_dir;
+  std::string prompt_template = kTextPlaceholder;
+  int max_new_tokens = 0;  // 0: generation_config.json's, else 128
+  engine::CpuBackendOptions backend;
+  std::vector<std::string> texts;
+};
+
+absl::StatusOr<GenerateRequest> ParseRequest(const Args& args) {
+  GenerateRequest r;
+  std::optional<config::Config> cfg;
+  if (auto path = args.Get("config")) {
+    ASSIGN_OR_RETURN(cfg, config::LoadConfigFile(*path));
+    r.model_dir = cfg->model.dir;
+    r.prompt_template = cfg->model.prompt_template;
+    r.max_new_tokens = cfg->model.max_output_tokens;
+    r.backend = {.kv_block_size = cfg->engine.kv_block_size,
+                 .num_kv_blocks = cfg->engine.kv_cache_blocks,
+                 .kv_cache_mb = cfg->engine.kv_cache_mb,
+                 .max_step_tokens = cfg->engine.max_step_tokens,
+                 .max_batch_size = cfg->engine.max_batch_size,
+                 .threads = cfg->engine.threads};
+  }
+  if (auto dir = args.Get("model")) r.model_dir = *dir;
+  if (r.model_dir.empty()) return absl::InvalidArgumentError("--model (or --config) is required");
+  if (auto t = args.Get("prompt-template")) r.prompt_template = *t;
+  if (r.prompt_template.find(kTextPlaceholder) == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("the prompt template must contain ",
+                                                   kTextPlaceholder, ": '", r.prompt_template,
+                                                   "'"));
+  }
+  ASSIGN_OR_RETURN(r.max_new_tokens, args.GetInt("max-new-tokens", r.max_new_tokens));
+  ASSIGN_OR_RETURN(r.backend.threads, args.GetInt("threads", r.backend.threads));
+  if (r.max_new_tokens < 0 || r.backend.threads < 0) {
+    return absl::InvalidArgumentError("--max-new-tokens and --threads must not be negative");
+  }
+  r.texts = args.positionals();
+  if (r.texts.empty()) return absl::InvalidArgumentError("no TEXT to correct");
+  return r;
+}
+
+// Runs every text as one batch; returns the outputs in input order.
+absl::StatusOr<std::vector<std::string>> Generate(GenerateRequest r) {
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tokenizer,
+                   model::Tokenizer::LoadFromModelDir(r.model_dir));
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Checkpoint> checkpoint,
+                   model::Checkpoint::Open(r.model_dir));
+  r.backend.max_batch_size = std::max<int>(r.backend.max_batch_size, r.texts.size());
+  ASSIGN_OR_RETURN(std::unique_ptr<engine::CpuBackend> backend,
+                   engine::CpuBackend::Create(*checkpoint, r.backend));
+  const model::GenerationConfig& gen = checkpoint->generation_config();
+  engine::EngineOptions options;
+  const std::vector<int>& eos =
+      gen.eos_token_ids.empty() ? checkpoint->config().eos_token_ids : gen.eos_token_ids;
+  options.eos_token_ids.assign(eos.begin(), eos.end());
+  checkpoint.reset();  // the backend holds its own copy of the weights
+  engine::Engine engine(backend.get(), tokenizer.get(), std::move(options));
+
+  engine::GenerationParams params;
+  params.max_new_tokens = r.max_new_tokens > 0 ? r.max_new_tokens : gen.max_new_tokens.value_or(128);
+  for (size_t i = 0; i < r.texts.size(); ++i) {
+    const std::string prompt = absl::StrReplaceAll(r.prompt_template, {{kTextPlaceholder, r.texts[i]}});
+    ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer->Encode(prompt));
+    RETURN_IF_ERROR(engine.AddSequence(i, std::move(ids), params));
+  }
+  std::vector<std::vector<int32_t>> generated(r.texts.size());
+  while (engine.HasWork()) {
+    ASSIGN_OR_RETURN(std::vector<engine::StepEvent> events, engine.Step());
+    for (const engine::StepEvent& e : events) {
+      // A stop token ends the output without being part of it.
+      if (e.reason != engine::FinishReason::kStopToken) generated[e.id].push_back(e.token);
+    }
+  }
+  std::vector<std::string> outputs;
+  for (const auto& ids : generated) outputs.push_back(tokenizer->Decode(ids));
+  return outputs;
+}
+
+}  // namespace
+
+int RunGenerate(const std::vector<std::string>& argv) {
+  const std::vector<FlagSpec> specs = {
+      {"model", true, "model directory (config.json, safetensors, tokenizer)"},
+      {"config", true, "gecd YAML config: model.dir, prompt template, engine sizes"},
+      {"prompt-template", true, "prompt with {text} for each TEXT (default: config's, or {text})"},
+      {"max-new-tokens", true, "tokens to generate at most (default: config's, else 128)"},
+      {"threads", true, "BLAS threads (default: config's; 0 = all cores)"},
+      {"help", false, "show this help"},
+  };
+  const char* usage =
+      "usage: gecd generate --model DIR [--config FILE] [--prompt-template T]\n"
+      "                     [--max-new-tokens N] [--threads N] TEXT...\n"
+      "Runs every TEXT through the model in one batch on the CPU (greedy decoding) and prints\n"
+      "one output per line; newlines inside an output are printed as \\n. Special tokens such\n"
+      "as BOS are not added: write them into the template if the model expects them.\n";
+  auto args = Args::Parse(argv, specs);
+  if (args.ok() && args->Has("help")) {
+    std::printf("%s%s", usage, FlagHelp(specs).c_str());
+    return 0;
+  }
+  absl::StatusOr<GenerateRequest> request = args.ok() ? ParseRequest(*args) : args.status();
+  if (!request.ok()) {
+    std::fprintf(stderr, "gecd generate: %s\n%s%s", request.status().ToString().c_str(), usage,
+                 FlagHelp(specs).c_str());
+    return 2;
+  }
+  auto outputs = Generate(*std::move(request));
+  if (!outputs.ok()) {
+    std::fprintf(stderr, "gecd generate: %s\n", outputs.status().ToString().c_str());
+    return 1;
+  }
+  for (const std::string& out : *outputs) {
+    std::printf("%s\n", absl::StrReplaceAll(out, {{"\n", "\\n"}}).c_str());
+  }
+  return 0;
 }
 
 }  // namespace gecd::cli
