@@ -587,15 +587,16 @@ absl::Status BpeTokenizer::Rep::ParseModel(const JsonObject& root) {
   if (vocab_json == nullptr || !vocab_json->is_object()) {
     return model.Error("vocab", "expected an object of token -> id");
   }
+  // Ids must be dense, 0 .. size-1: tables are indexed by id, and a stray huge id must be an
+  // error rather than a giant allocation.
+  const int64_t vocab_count = static_cast<int64_t>(vocab_json->size());
   vocab.reserve(vocab_json->size());
   for (const auto& [token, id_json] : vocab_json->items()) {
-    ASSIGN_OR_RETURN(int64_t id, JsonToInt(id_json, 0, INT32_MAX - 1, root.path(),
+    ASSIGN_OR_RETURN(int64_t id, JsonToInt(id_json, 0, vocab_count - 1, root.path(),
                                            absl::StrCat(model.Label("vocab"), ".", token)));
     vocab.emplace(token, static_cast<int32_t>(id));
   }
-  int32_t max_id = -1;
-  for (const auto& [token, id] : vocab) max_id = std::max(max_id, id);
-  id_bytes.assign(static_cast<size_t>(max_id) + 1, "");
+  id_bytes.assign(vocab.size(), "");
   std::vector<uint8_t> seen(id_bytes.size(), 0);
   for (const auto& [token, id] : vocab) {
     if (seen[id]) {
@@ -676,7 +677,9 @@ absl::Status BpeTokenizer::Rep::ParseAddedTokens(const JsonObject& root) {
     ASSIGN_OR_RETURN(JsonObject entry,
                      JsonObject::Of((*list)[i], root.path(), Indexed("added_tokens", i)));
     AddedToken token;
-    ASSIGN_OR_RETURN(int64_t id, entry.Int("id", 0, INT32_MAX - 1));
+    // Added ids extend the vocabulary; bounding them keeps the id tables dense.
+    ASSIGN_OR_RETURN(int64_t id, entry.Int("id", 0, static_cast<int64_t>(id_bytes.size() +
+                                                                          list->size()) - 1));
     token.id = static_cast<int32_t>(id);
     ASSIGN_OR_RETURN(token.content, entry.String("content"));
     if (token.content.empty()) return entry.Error("content", "must not be empty");

@@ -209,6 +209,11 @@ TEST(BpeTokenizerTest, MalformedFilesNameTheFileAndField) {
        absl::StatusCode::kUnimplemented, "model.type"},
       {"bad_vocab_id", [](json& j) { j["model"]["vocab"]["he"] = "x"; },
        absl::StatusCode::kInvalidArgument, "model.vocab.he"},
+      {"sparse_vocab_id", [](json& j) { j["model"]["vocab"]["he"] = 1000000000; },
+       absl::StatusCode::kInvalidArgument, "model.vocab.he"},
+      {"added_id_far_away",
+       [](json& j) { j["added_tokens"] = json::array({{{"id", 2000000000}, {"content", "<a>"}}}); },
+       absl::StatusCode::kInvalidArgument, "added_tokens[0].id"},
       {"duplicate_id", [](json& j) { j["model"]["vocab"]["he"] = 3; },
        absl::StatusCode::kInvalidArgument, "model.vocab"},
       {"merge_not_string", [](json& j) { j["model"]["merges"][1] = 42; },
@@ -249,11 +254,11 @@ TEST(BpeTokenizerTest, MalformedFilesNameTheFileAndField) {
        absl::StatusCode::kInvalidArgument, "pre_tokenizer.pretokenizers[0].pattern: bad regex"},
       {"nfkc", [](json& j) { j["normalizer"] = {{"type", "NFKC"}}; },
        absl::StatusCode::kUnimplemented, "normalizer.type"},
-      {"added_no_content", [](json& j) { j["added_tokens"] = json::array({{{"id", 300}}}); },
+      {"added_no_content", [](json& j) { j["added_tokens"] = json::array({{{"id", 260}}}); },
        absl::StatusCode::kInvalidArgument, "added_tokens[0].content"},
       {"added_bad_flag",
        [](json& j) {
-         j["added_tokens"] = json::array({{{"id", 300}, {"content", "<a>"}, {"lstrip", 1}}});
+         j["added_tokens"] = json::array({{{"id", 260}, {"content", "<a>"}, {"lstrip", 1}}});
        },
        absl::StatusCode::kInvalidArgument, "added_tokens[0].lstrip"},
       {"wordpiece_decoder", [](json& j) { j["decoder"] = {{"type", "WordPiece"}}; },
