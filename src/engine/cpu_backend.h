@@ -92,7 +92,7 @@ class CpuBackend final : public Backend {
   std::vector<float> act_;       // [tokens, intermediate]
   std::vector<float> rope_cos_;  // [tokens, head_dim / 2]
   std::vector<float> rope_sin_;
-  std::vector<float> scores_;    // [max_context]
+  std::vector<float> scores_;    // [query heads per KV head, max_context]
   std::vector<float> last_;      // [batch, hidden] final hidden state of sampling rows
   std::vector<float> logits_;    // [batch, vocab]
   LinearScratch scratch_;
