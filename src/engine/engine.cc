@@ -29,6 +29,8 @@ Engine::Engine(Backend* backend, const model::Tokenizer* tokenizer, EngineOption
   options_.max_batch_size = options_.max_batch_size > 0
                                 ? std::min(options_.max_batch_size, batch_limit)
                                 : batch_limit;
+  // Every running sequence decodes each step, so a batch must fit in one step's budget.
+  options_.max_batch_size = std::min(options_.max_batch_size, options_.max_step_tokens);
   max_sequence_tokens_ = backend_->kv_layout().capacity_tokens();
   const int max_positions = backend_->config().max_position_embeddings;
   if (max_positions > 0) max_sequence_tokens_ = std::min<int64_t>(max_sequence_tokens_, max_positions);
