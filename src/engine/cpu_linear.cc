@@ -3,7 +3,6 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
