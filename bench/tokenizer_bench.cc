@@ -62,8 +62,8 @@ bool EncodeAll(const Tokenizer& tokenizer, benchmark::State& state, int64_t* tok
 }
 
 void SetCounters(benchmark::State& state, int64_t tokens, int64_t bytes) {
-  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(tokens),
-                                                  benchmark::Counter::kIsRate);
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsRate);
   state.SetBytesProcessed(bytes);
 }
 

@@ -114,8 +114,8 @@ std::string ByteLevelBytes(std::string_view token) {
 // Rust's char::is_whitespace (the Unicode White_Space property), used by lstrip/rstrip.
 bool IsWhiteSpace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
 }
 
 // Rust regex's Unicode \w (letters, marks, decimal and letter numbers, connector punctuation,
@@ -158,8 +158,8 @@ absl::StatusOr<std::string> Nfc(std::string_view text) {
                    static_cast<utf8proc_ssize_t>(text.size()), &out,
                    static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
   if (n < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("NFC normalization failed: ",
-                                                   utf8proc_errmsg(n)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("NFC normalization failed: ", utf8proc_errmsg(n)));
   }
   std::string result(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
   std::free(out);
@@ -175,9 +175,8 @@ class Regex {
                                                         const std::string& label) {
     int error = 0;
     PCRE2_SIZE offset = 0;
-    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()),
-                                     pattern.size(), PCRE2_UTF | PCRE2_UCP, &error, &offset,
-                                     nullptr);
+    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                     PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
     if (code == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat(label, ": bad regex at offset ", offset, ": ", ErrorMessage(error)));
@@ -277,9 +276,8 @@ class AddedTokenMatcher {
     if (pattern.empty()) return;
     auto& bucket = buckets_[static_cast<unsigned char>(pattern[0])];
     bucket.emplace_back(std::move(pattern), token);
-    std::stable_sort(bucket.begin(), bucket.end(), [](const auto& a, const auto& b) {
-      return a.first.size() > b.first.size();
-    });
+    std::stable_sort(bucket.begin(), bucket.end(),
+                     [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
     empty_ = false;
   }
 
@@ -394,7 +392,7 @@ uint64_t PairKey(int32_t left, int32_t right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
 
-// `what` for an array element or object member: "model.merges[3]".
+// The label of an array element, e.g. "model.merges[3]".
 std::string Indexed(std::string_view label, size_t i) {
   return absl::StrCat(std::string(label), "[", i, "]");
 }
@@ -448,8 +446,9 @@ absl::Status BpeTokenizer::Rep::ParseNormalizer(const JsonObject& root) {
       return normalizer.Error("normalizers", "expected an array");
     }
     for (size_t i = 0; i < list->size(); ++i) {
-      ASSIGN_OR_RETURN(JsonObject part, JsonObject::Of((*list)[i], root.path(),
-                                                       Indexed(normalizer.Label("normalizers"), i)));
+      ASSIGN_OR_RETURN(
+          JsonObject part,
+          JsonObject::Of((*list)[i], root.path(), Indexed(normalizer.Label("normalizers"), i)));
       parts.push_back(part);
     }
   } else {
@@ -529,9 +528,9 @@ absl::Status BpeTokenizer::Rep::ParseSplit(const JsonObject& split) {
   }
   ASSIGN_OR_RETURN(std::string behavior, split.String("behavior"));
   if (behavior != "Isolated" && behavior != "Removed") {
-    return absl::UnimplementedError(
-        absl::StrCat(split.path(), ": ", split.Label("behavior"), ": \"", behavior,
-                     "\" is not supported (only Isolated or Removed)"));
+    return absl::UnimplementedError(absl::StrCat(split.path(), ": ", split.Label("behavior"),
+                                                 ": \"", behavior,
+                                                 "\" is not supported (only Isolated or Removed)"));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Regex> compiled,
                    Regex::Compile(regex, absl::StrCat(split.path(), ": ", split.Label("pattern"))));
@@ -548,7 +547,8 @@ absl::Status BpeTokenizer::Rep::ParseByteLevel(const JsonObject& byte_level) {
   }
   ASSIGN_OR_RETURN(std::optional<bool> use_regex, byte_level.OptionalBool("use_regex"));
   if (use_regex.value_or(true)) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Regex> compiled, Regex::Compile(kGpt2Pattern, "GPT-2 pattern"));
+    ASSIGN_OR_RETURN(std::unique_ptr<Regex> compiled,
+                     Regex::Compile(kGpt2Pattern, "GPT-2 pattern"));
     splits.push_back(SplitStep{std::move(compiled), true});
   }
   return absl::OkStatus();
@@ -575,8 +575,8 @@ absl::Status BpeTokenizer::Rep::ParseModel(const JsonObject& root) {
   }
   ASSIGN_OR_RETURN(std::optional<bool> byte_fallback, model.OptionalBool("byte_fallback"));
   if (byte_fallback.value_or(false)) {
-    return absl::UnimplementedError(absl::StrCat(
-        root.path(), ": ", model.Label("byte_fallback"), ": true is not supported"));
+    return absl::UnimplementedError(
+        absl::StrCat(root.path(), ": ", model.Label("byte_fallback"), ": true is not supported"));
   }
   ASSIGN_OR_RETURN(std::optional<bool> ignore, model.OptionalBool("ignore_merges"));
   ignore_merges = ignore.value_or(false);
@@ -634,9 +634,9 @@ absl::Status BpeTokenizer::Rep::ParseModel(const JsonObject& root) {
       const std::string& line = entry.get_ref<const std::string&>();
       const size_t space = line.find(' ');
       if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            root.path(), ": ", Indexed(merges_label, rank), ": expected \"left right\", got ",
-            JsonSnippet(entry)));
+        return absl::InvalidArgumentError(
+            absl::StrCat(root.path(), ": ", Indexed(merges_label, rank),
+                         ": expected \"left right\", got ", JsonSnippet(entry)));
       }
       left = line.substr(0, space);
       right = line.substr(space + 1);
@@ -645,25 +645,23 @@ absl::Status BpeTokenizer::Rep::ParseModel(const JsonObject& root) {
       left = entry[0].get<std::string>();
       right = entry[1].get<std::string>();
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat(root.path(), ": ", Indexed(merges_label, rank),
-                       ": expected \"left right\" or [\"left\", \"right\"], got ",
-                       JsonSnippet(entry)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          root.path(), ": ", Indexed(merges_label, rank),
+          ": expected \"left right\" or [\"left\", \"right\"], got ", JsonSnippet(entry)));
     }
     int32_t ids[3];
     const std::string parts[3] = {left, right, left + right};
     for (int k = 0; k < 3; ++k) {
       auto it = vocab.find(parts[k]);
       if (it == vocab.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(root.path(), ": ", Indexed(merges_label, rank), ": token \"", parts[k],
-                         "\" is not in model.vocab"));
+        return absl::InvalidArgumentError(absl::StrCat(root.path(), ": ",
+                                                       Indexed(merges_label, rank), ": token \"",
+                                                       parts[k], "\" is not in model.vocab"));
       }
       ids[k] = it->second;
     }
     // A repeated pair keeps its last rank, as the reference's map insertion does.
-    merges.insert_or_assign(PairKey(ids[0], ids[1]),
-                            Merge{static_cast<uint32_t>(rank), ids[2]});
+    merges.insert_or_assign(PairKey(ids[0], ids[1]), Merge{static_cast<uint32_t>(rank), ids[2]});
   }
   return absl::OkStatus();
 }
@@ -678,18 +676,19 @@ absl::Status BpeTokenizer::Rep::ParseAddedTokens(const JsonObject& root) {
                      JsonObject::Of((*list)[i], root.path(), Indexed("added_tokens", i)));
     AddedToken token;
     // Added ids extend the vocabulary; bounding them keeps the id tables dense.
-    ASSIGN_OR_RETURN(int64_t id, entry.Int("id", 0, static_cast<int64_t>(id_bytes.size() +
-                                                                          list->size()) - 1));
+    ASSIGN_OR_RETURN(int64_t id,
+                     entry.Int("id", 0, static_cast<int64_t>(id_bytes.size() + list->size()) - 1));
     token.id = static_cast<int32_t>(id);
     ASSIGN_OR_RETURN(token.content, entry.String("content"));
     if (token.content.empty()) return entry.Error("content", "must not be empty");
     if (absl::Status s = ValidateUtf8(token.content); !s.ok()) {
       return entry.Error("content", std::string(s.message()));
     }
-    const std::pair<const char*, bool*> flags[] = {
-        {"special", &token.special}, {"lstrip", &token.lstrip},
-        {"rstrip", &token.rstrip},   {"single_word", &token.single_word},
-        {"normalized", &token.normalized}};
+    const std::pair<const char*, bool*> flags[] = {{"special", &token.special},
+                                                   {"lstrip", &token.lstrip},
+                                                   {"rstrip", &token.rstrip},
+                                                   {"single_word", &token.single_word},
+                                                   {"normalized", &token.normalized}};
     for (const auto& [key, field] : flags) {
       ASSIGN_OR_RETURN(std::optional<bool> flag, entry.OptionalBool(key));
       if (flag.has_value()) *field = *flag;
@@ -723,8 +722,7 @@ absl::Status BpeTokenizer::Rep::ParseDecoder(const JsonObject& root) {
 }
 
 template <typename Emit>
-absl::Status BpeTokenizer::Rep::PreTokenize(size_t step, std::string_view piece,
-                                            Emit& emit) const {
+absl::Status BpeTokenizer::Rep::PreTokenize(size_t step, std::string_view piece, Emit& emit) const {
   if (piece.empty()) return absl::OkStatus();
   if (step == splits.size()) {
     emit(piece);
@@ -734,7 +732,8 @@ absl::Status BpeTokenizer::Rep::PreTokenize(size_t step, std::string_view piece,
   size_t gap = 0;
   RETURN_IF_ERROR(split.regex->ForEachMatch(piece, [&](size_t begin, size_t end) {
     RETURN_IF_ERROR(PreTokenize(step + 1, piece.substr(gap, begin - gap), emit));
-    if (split.keep_matches) RETURN_IF_ERROR(PreTokenize(step + 1, piece.substr(begin, end - begin), emit));
+    if (split.keep_matches)
+      RETURN_IF_ERROR(PreTokenize(step + 1, piece.substr(begin, end - begin), emit));
     gap = end;
     return absl::OkStatus();
   }));

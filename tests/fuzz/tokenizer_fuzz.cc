@@ -101,17 +101,16 @@ const BpeTokenizer& Featured() {
                {"behavior", "Isolated"}},
               {{"type", "ByteLevel"}, {"use_regex", false}}})}};
     const int base = static_cast<int>(config["model"]["vocab"].size());
-    const auto token = [base](int k, const char* content, bool lstrip, bool rstrip, bool single_word,
-                          bool normalized) {
-      return json{{"id", base + k},   {"content", content},         {"special", k % 2 == 0},
-                  {"lstrip", lstrip}, {"rstrip", rstrip},           {"single_word", single_word},
+    const auto token = [base](int k, const char* content, bool lstrip, bool rstrip,
+                              bool single_word, bool normalized) {
+      return json{{"id", base + k},          {"content", content}, {"special", k % 2 == 0},
+                  {"lstrip", lstrip},        {"rstrip", rstrip},   {"single_word", single_word},
                   {"normalized", normalized}};
     };
-    config["added_tokens"] = json::array({token(0, "<s>", false, false, false, false),
-                                          token(1, "<s>>", true, true, false, false),
-                                          token(2, "mask", true, true, true, true),
-                                          token(3, " x", false, true, false, false),
-                                          token(4, "e\xCC\x81", false, false, false, true)});
+    config["added_tokens"] = json::array(
+        {token(0, "<s>", false, false, false, false), token(1, "<s>>", true, true, false, false),
+         token(2, "mask", true, true, true, true), token(3, " x", false, true, false, false),
+         token(4, "e\xCC\x81", false, false, false, true)});
     return Build(config);
   }();
   return *tokenizer;

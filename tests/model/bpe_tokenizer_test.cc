@@ -22,9 +22,9 @@
 namespace gecd::model {
 namespace {
 
-using nlohmann::json;
 using ::gecd::testing::Printable;
 using ::gecd::testing::TokenizerGolden;
+using nlohmann::json;
 
 // GPT-2's byte alphabet spelling of byte `b`, the way tokenizer.json vocabularies write it.
 std::string ByteSpelling(int b) {
@@ -71,8 +71,12 @@ json TinyTokenizerJson() {
 
 json AddedToken(int id, const std::string& content, bool special, bool lstrip = false,
                 bool rstrip = false, bool single_word = false, bool normalized = false) {
-  return json{{"id", id},         {"content", content},         {"special", special},
-              {"lstrip", lstrip}, {"rstrip", rstrip},           {"single_word", single_word},
+  return json{{"id", id},
+              {"content", content},
+              {"special", special},
+              {"lstrip", lstrip},
+              {"rstrip", rstrip},
+              {"single_word", single_word},
               {"normalized", normalized}};
 }
 
@@ -185,9 +189,9 @@ TEST(BpeTokenizerTest, SplitStringPatternsAndRemovedBehaviour) {
 TEST(BpeTokenizerTest, RejectsInvalidUtf8) {
   auto tokenizer = LoadTiny(TinyTokenizerJson());
   ASSERT_NE(tokenizer, nullptr);
-  for (const std::string& bad : {std::string("\xFF"), std::string("abc\xC3"),
-                                std::string("\xC0\xAF"), std::string("\xED\xA0\x80"),
-                                std::string("\xF4\x90\x80\x80"), std::string("ok\x80ok")}) {
+  for (const std::string& bad :
+       {std::string("\xFF"), std::string("abc\xC3"), std::string("\xC0\xAF"),
+        std::string("\xED\xA0\x80"), std::string("\xF4\x90\x80\x80"), std::string("ok\x80ok")}) {
     auto ids = tokenizer->Encode(bad);
     EXPECT_EQ(ids.status().code(), absl::StatusCode::kInvalidArgument) << Printable(bad);
   }
@@ -212,7 +216,9 @@ TEST(BpeTokenizerTest, MalformedFilesNameTheFileAndField) {
       {"sparse_vocab_id", [](json& j) { j["model"]["vocab"]["he"] = 1000000000; },
        absl::StatusCode::kInvalidArgument, "model.vocab.he"},
       {"added_id_far_away",
-       [](json& j) { j["added_tokens"] = json::array({{{"id", 2000000000}, {"content", "<a>"}}}); },
+       [](json& j) {
+         j["added_tokens"] = json::array({{{"id", 2000000000}, {"content", "<a>"}}});
+       },
        absl::StatusCode::kInvalidArgument, "added_tokens[0].id"},
       {"duplicate_id", [](json& j) { j["model"]["vocab"]["he"] = 3; },
        absl::StatusCode::kInvalidArgument, "model.vocab"},
@@ -228,7 +234,10 @@ TEST(BpeTokenizerTest, MalformedFilesNameTheFileAndField) {
        "model.dropout"},
       {"unk_not_in_vocab", [](json& j) { j["model"]["unk_token"] = "<unk>"; },
        absl::StatusCode::kInvalidArgument, "model.unk_token"},
-      {"metaspace", [](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; },
+      {"metaspace",
+       [](json& j) {
+         j["pre_tokenizer"] = {{"type", "Metaspace"}};
+       },
        absl::StatusCode::kUnimplemented, "pre_tokenizer.type"},
       {"no_pre_tokenizer", [](json& j) { j["pre_tokenizer"] = nullptr; },
        absl::StatusCode::kInvalidArgument, "pre_tokenizer"},
@@ -236,34 +245,45 @@ TEST(BpeTokenizerTest, MalformedFilesNameTheFileAndField) {
        absl::StatusCode::kUnimplemented, "pre_tokenizer.add_prefix_space"},
       {"digits_step",
        [](json& j) {
-         j["pre_tokenizer"] = {{"type", "Sequence"},
-                               {"pretokenizers", json::array({{{"type", "Digits"}},
-                                                              {{"type", "ByteLevel"}}})}};
+         j["pre_tokenizer"] = {
+             {"type", "Sequence"},
+             {"pretokenizers", json::array({{{"type", "Digits"}}, {{"type", "ByteLevel"}}})}};
        },
        absl::StatusCode::kUnimplemented, "pre_tokenizer.pretokenizers[0].type"},
       {"bad_regex",
        [](json& j) {
          j["pre_tokenizer"] = {
              {"type", "Sequence"},
-             {"pretokenizers",
-              json::array({{{"type", "Split"},
-                            {"pattern", {{"Regex", "(unclosed"}}},
-                            {"behavior", "Isolated"}},
-                           {{"type", "ByteLevel"}, {"use_regex", false}}})}};
+             {"pretokenizers", json::array({{{"type", "Split"},
+                                             {"pattern", {{"Regex", "(unclosed"}}},
+                                             {"behavior", "Isolated"}},
+                                            {{"type", "ByteLevel"}, {"use_regex", false}}})}};
        },
        absl::StatusCode::kInvalidArgument, "pre_tokenizer.pretokenizers[0].pattern: bad regex"},
-      {"nfkc", [](json& j) { j["normalizer"] = {{"type", "NFKC"}}; },
+      {"nfkc",
+       [](json& j) {
+         j["normalizer"] = {{"type", "NFKC"}};
+       },
        absl::StatusCode::kUnimplemented, "normalizer.type"},
-      {"added_no_content", [](json& j) { j["added_tokens"] = json::array({{{"id", 260}}}); },
+      {"added_no_content",
+       [](json& j) {
+         j["added_tokens"] = json::array({{{"id", 260}}});
+       },
        absl::StatusCode::kInvalidArgument, "added_tokens[0].content"},
       {"added_bad_flag",
        [](json& j) {
          j["added_tokens"] = json::array({{{"id", 260}, {"content", "<a>"}, {"lstrip", 1}}});
        },
        absl::StatusCode::kInvalidArgument, "added_tokens[0].lstrip"},
-      {"wordpiece_decoder", [](json& j) { j["decoder"] = {{"type", "WordPiece"}}; },
+      {"wordpiece_decoder",
+       [](json& j) {
+         j["decoder"] = {{"type", "WordPiece"}};
+       },
        absl::StatusCode::kUnimplemented, "decoder.type"},
-      {"not_an_object", [](json& j) { j = json::array({1, 2}); },
+      {"not_an_object",
+       [](json& j) {
+         j = json::array({1, 2});
+       },
        absl::StatusCode::kInvalidArgument, "top level"},
   };
   const std::string dir = gecd::testing::MakeTempDir();
@@ -298,7 +318,8 @@ class BpeGoldenTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     const auto path = gecd::testing::SharedDataPath("tokenizers/" + GetParam() + "/tokenizer.json");
     if (!path.has_value()) GTEST_SKIP() << "../shared is absent";
-    auto tokenizer = Tokenizer::LoadFromModelDir(std::filesystem::path(*path).parent_path().string());
+    auto tokenizer =
+        Tokenizer::LoadFromModelDir(std::filesystem::path(*path).parent_path().string());
     ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
     tokenizer_ = std::move(*tokenizer);
     auto goldens = gecd::testing::ReadTokenizerGoldens(
@@ -359,8 +380,9 @@ TEST_P(BpeGoldenTest, DecodeInvertsEncode) {
                                                 : tokenizer_->TokenBytes(id);
     }
     if (decoded == expected && concatenated == expected) continue;
-    if (++failures <= 5) ADD_FAILURE() << "\"" << Printable(golden.text) << "\" decodes to \""
-                                       << Printable(decoded) << "\"";
+    if (++failures <= 5)
+      ADD_FAILURE() << "\"" << Printable(golden.text) << "\" decodes to \"" << Printable(decoded)
+                    << "\"";
   }
   EXPECT_EQ(failures, 0);
 }
@@ -401,8 +423,7 @@ TEST_P(BpeGoldenTest, SpecialTokensInText) {
 
 TEST_P(BpeGoldenTest, RejectsInvalidUtf8) {
   EXPECT_EQ(tokenizer_->Encode("caf\xC3").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(tokenizer_->Encode("\xED\xBF\xBF").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(tokenizer_->Encode("\xED\xBF\xBF").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(RealTokenizers, BpeGoldenTest, ::testing::Values("gpt2", "qwen3"),

@@ -23,12 +23,11 @@ using ::gecd::testing::TokenizerGolden;
 class SentencePieceTokenizerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto tokenizer =
-        Tokenizer::LoadFromModelDir(gecd::testing::FixturePath("tokenizers/sp_brown"));
+    auto tokenizer = Tokenizer::LoadFromModelDir(gecd::testing::FixturePath("tokenizers/sp_brown"));
     ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
     tokenizer_ = std::move(*tokenizer);
-    auto goldens =
-        gecd::testing::ReadTokenizerGoldens(gecd::testing::FixturePath("tokenizers/sp_golden.jsonl"));
+    auto goldens = gecd::testing::ReadTokenizerGoldens(
+        gecd::testing::FixturePath("tokenizers/sp_golden.jsonl"));
     ASSERT_TRUE(goldens.ok()) << goldens.status();
     goldens_ = std::move(*goldens);
     ASSERT_GE(goldens_.size(), 1000u);
@@ -96,8 +95,8 @@ TEST_F(SentencePieceTokenizerTest, TokenBytesSpellPieces) {
 }
 
 TEST_F(SentencePieceTokenizerTest, RejectsInvalidUtf8) {
-  for (const std::string& bad : {std::string("\xFF"), std::string("abc\xE2\x82"),
-                                std::string("\xED\xA0\x80")}) {
+  for (const std::string& bad :
+       {std::string("\xFF"), std::string("abc\xE2\x82"), std::string("\xED\xA0\x80")}) {
     EXPECT_EQ(tokenizer_->Encode(bad).status().code(), absl::StatusCode::kInvalidArgument)
         << Printable(bad);
   }
