@@ -26,9 +26,12 @@ struct RopeScaling {
 };
 
 // compressed-tensors FP8_DYNAMIC: weights e4m3 per output channel (static), activations e4m3
-// per token (dynamic). Which Linear layers are quantized follows the `ignore` list.
+// per token (dynamic). Which Linear layers are quantized follows the `ignore` list, whose
+// entries are module names or "re:" patterns matched at the start of the name (Python's
+// re.match, as compressed-tensors does). lm_head must be ignored, and each family (attention,
+// MLP) must be quantized in every layer or in none; anything else is rejected at parse time.
 struct QuantizationConfig {
-  std::vector<std::string> ignore;  // module names or "re:" patterns, e.g. "lm_head"
+  std::vector<std::string> ignore;  // as written in config.json
   bool attention_fp8 = true;        // q/k/v/o_proj quantized
   bool mlp_fp8 = true;              // gate/up/down_proj quantized
 };
@@ -62,7 +65,10 @@ struct GenerationConfig {
   std::optional<int> max_new_tokens;
 };
 
-// Parses config.json text. `path` only labels errors, which name the offending key.
+// Parses config.json text as transformers 4 or 5 writes it (rope_theta/rope_scaling or
+// rope_parameters; torch_dtype or dtype). `path` only labels errors, which name the offending
+// key; unsupported features (other architectures, RoPE types, activations, quantization
+// schemes) are errors, never silently ignored.
 absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json, std::string_view path);
 absl::StatusOr<GenerationConfig> ParseGenerationConfig(std::string_view json,
                                                        std::string_view path);

@@ -21,13 +21,13 @@ struct QuantizeOptions {
   std::function<void(size_t, size_t, std::string_view)> on_progress;
 };
 
-// Reads the float checkpoint in `in_dir` and writes `out_dir`: quantized Linears become an
-// F8_E4M3 `weight` [out, in] plus `weight_scale` [out, 1] in the weight's own dtype (max|row| /
-// 448, rounded to that dtype, the codes computed against the rounded scale: bit-identical to
-// llmcompressor 0.14 on a bf16 model); embeddings, norms,
-// biases, lm_head and any other tensor are copied unchanged. Shards keep their names;
-// config.json gains `quantization_config`; generation and tokenizer files are copied. The
-// output is reopened with Checkpoint::Open before returning.
+// Reads the float checkpoint in `in_dir` and writes `out_dir`. Quantized Linears become an
+// F8_E4M3 `weight` [out, in] plus `weight_scale` [out, 1] in the weight's own dtype: max|row| /
+// 448 rounded to that dtype, the codes computed against the rounded scale, which on a bf16 model
+// is bit-identical to llmcompressor 0.14. Embeddings, norms, biases, lm_head and any other
+// tensor are copied unchanged. Shards keep their names; config.json gains
+// `quantization_config`; generation and tokenizer files are copied. The output is reopened with
+// Checkpoint::Open before returning.
 absl::Status QuantizeCheckpoint(const std::string& in_dir, const std::string& out_dir,
                                 const QuantizeOptions& options);
 
