@@ -68,7 +68,8 @@ struct GenerationConfig {
 // Parses config.json text as transformers 4 or 5 writes it (rope_theta/rope_scaling or
 // rope_parameters; torch_dtype or dtype). `path` only labels errors, which name the offending
 // key; unsupported features (other architectures, RoPE types, activations, quantization
-// schemes) are errors, never silently ignored.
+// schemes) are errors. One exception: Mistral/Qwen2 `sliding_window` is not read; attention is
+// always full, which matches the model for contexts up to the window (4096+ tokens).
 absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json, std::string_view path);
 absl::StatusOr<GenerationConfig> ParseGenerationConfig(std::string_view json,
                                                        std::string_view path);
