@@ -97,28 +97,31 @@ void E4m3ToFloat(std::span<const uint8_t> in, float* out) {
   for (size_t i = 0; i < in.size(); ++i) out[i] = table[in[i]];
 }
 
+namespace {
+
+float RowScale(const float* row, size_t cols) {
+  float amax = 0.0f;
+  for (size_t i = 0; i < cols; ++i) amax = std::fmax(amax, std::fabs(row[i]));
+  return amax > 0.0f ? amax / kFp8E4m3Max : kMinFp8Scale;
+}
+
+}  // namespace
+
 void QuantizeRowsE4m3Codes(const float* x, size_t rows, size_t cols, uint8_t* codes,
                            float* scales) {
   for (size_t r = 0; r < rows; ++r) {
     const float* row = x + r * cols;
-    float amax = 0.0f;
-    for (size_t i = 0; i < cols; ++i) amax = std::fmax(amax, std::fabs(row[i]));
-    const float scale = amax > 0.0f ? amax / kFp8E4m3Max : kMinFp8Scale;
-    scales[r] = scale;
-    for (size_t i = 0; i < cols; ++i) codes[r * cols + i] = FloatToE4m3(row[i] / scale);
+    scales[r] = RowScale(row, cols);
+    for (size_t i = 0; i < cols; ++i) codes[r * cols + i] = FloatToE4m3(row[i] / scales[r]);
   }
 }
 
 void QuantizeRowsE4m3(const float* x, size_t rows, size_t cols, float* x_q, float* scales) {
+  QuantizeRowsE4m3Codes(x, rows, cols, reinterpret_cast<uint8_t*>(x_q), scales);
+  // Decode in place from the back: code i sits at byte i, below float i's first byte for i > 0,
+  // so walking down never overwrites a code before it is read.
   const auto& table = E4m3Table();
-  for (size_t r = 0; r < rows; ++r) {
-    const float* row = x + r * cols;
-    float amax = 0.0f;
-    for (size_t i = 0; i < cols; ++i) amax = std::fmax(amax, std::fabs(row[i]));
-    const float scale = amax > 0.0f ? amax / kFp8E4m3Max : kMinFp8Scale;
-    scales[r] = scale;
-    for (size_t i = 0; i < cols; ++i) x_q[r * cols + i] = table[FloatToE4m3(row[i] / scale)];
-  }
+  for (size_t n = rows * cols; n-- > 0;) x_q[n] = table[reinterpret_cast<uint8_t*>(x_q)[n]];
 }
 
 }  // namespace gecd

@@ -86,7 +86,9 @@ TEST_F(EngineTest, BatchedGreedyEqualsHf) {
 }
 
 TEST_F(EngineTest, TinyStepBudgetChunksPrefillWithoutChangingOutput) {
-  Engine engine(model_.backend.get(), nullptr, {.max_step_tokens = 5});
+  EngineOptions options;
+  options.max_step_tokens = 5;
+  Engine engine(model_.backend.get(), nullptr, options);
   for (size_t i = 0; i < cases_.size(); ++i) {
     ASSERT_TRUE(engine.AddSequence(i, cases_[i].prompt, Greedy(cases_[i].greedy.size())).ok());
   }
