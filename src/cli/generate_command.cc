@@ -65,10 +65,11 @@ absl::StatusOr<GenerateRequest> ParseRequest(const Args& args) {
 
 // Runs every text as one batch; returns the outputs in input order.
 absl::StatusOr<std::vector<std::string>> Generate(GenerateRequest r) {
-  ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tokenizer,
-                   model::Tokenizer::LoadFromModelDir(r.model_dir));
+  // The checkpoint first: its errors say best what is wrong with a model directory.
   ASSIGN_OR_RETURN(std::unique_ptr<model::Checkpoint> checkpoint,
                    model::Checkpoint::Open(r.model_dir));
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tokenizer,
+                   model::Tokenizer::LoadFromModelDir(r.model_dir));
   r.backend.max_batch_size = std::max<int>(r.backend.max_batch_size, r.texts.size());
   ASSIGN_OR_RETURN(std::unique_ptr<engine::CpuBackend> backend,
                    engine::CpuBackend::Create(*checkpoint, r.backend));

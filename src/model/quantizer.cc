@@ -120,6 +120,11 @@ absl::Status QuantizeCheckpoint(const std::string& in_dir, const std::string& ou
     return absl::InvalidArgumentError(
         absl::StrCat(out_dir, ": the output directory must differ from the input"));
   }
+  // Writing into a directory that holds other files could leave a mix of two models.
+  if (!options.overwrite && fs::exists(out_dir, ec) && !fs::is_empty(out_dir, ec)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat(out_dir, ": exists and is not empty (--force writes into it anyway)"));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> in, Checkpoint::Open(in_dir));
   const ModelConfig& config = in->config();
   if (config.quantization) {

@@ -17,6 +17,7 @@ namespace gecd::model {
 
 struct QuantizeOptions {
   bool attention_fp8 = true;  // q/k/v/o_proj; the MLP's gate/up/down_proj are always quantized
+  bool overwrite = false;     // write into a non-empty output directory
   // Called after each Linear with (done, total, module name); the CLI draws a progress bar.
   std::function<void(size_t, size_t, std::string_view)> on_progress;
 };

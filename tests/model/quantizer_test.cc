@@ -233,5 +233,18 @@ TEST(QuantizerTest, RefusesQuantizedInputAndInPlaceOutput) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("must differ"));
 }
 
+TEST(QuantizerTest, RefusesNonEmptyOutputUnlessOverwriting) {
+  const std::string bf16 = FixturePath("models/tiny-llama-bf16");
+  const std::string out = MakeTempDir();
+  std::ofstream(out + "/notes.txt") << "keep me";
+  absl::Status s = QuantizeCheckpoint(bf16, out, {});
+  ASSERT_EQ(s.code(), absl::StatusCode::kAlreadyExists) << s;
+  EXPECT_FALSE(std::filesystem::exists(out + "/config.json"));
+  QuantizeOptions overwrite;
+  overwrite.overwrite = true;
+  ASSERT_TRUE(QuantizeCheckpoint(bf16, out, overwrite).ok());
+  EXPECT_TRUE(std::filesystem::exists(out + "/config.json"));
+}
+
 }  // namespace
 }  // namespace gecd::model
