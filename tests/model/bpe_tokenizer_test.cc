@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "model/tokenizer.h"
 #include "nlohmann/json.hpp"
+#include "testing/byte_level_vocab.h"
 #include "testing/test_paths.h"
 #include "testing/tokenizer_goldens.h"
 
@@ -26,31 +27,10 @@ using ::gecd::testing::Printable;
 using ::gecd::testing::TokenizerGolden;
 using nlohmann::json;
 
-// GPT-2's byte alphabet spelling of byte `b`, the way tokenizer.json vocabularies write it.
-std::string ByteSpelling(int b) {
-  const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-  int cp = b;
-  if (!printable) {
-    cp = 256;
-    for (int k = 0; k < b; ++k) {
-      if (!((k >= 0x21 && k <= 0x7E) || (k >= 0xA1 && k <= 0xAC) || k >= 0xAE)) ++cp;
-    }
-  }
-  std::string out;
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-  return out;
-}
-
 // A tiny GPT-2-style tokenizer.json: ids 0-255 are the bytes (id == byte value), then
 // he=256, ll=257, hell=258, hello=259 from the merges "h e", "l l", "he ll", "hell o".
 json TinyTokenizerJson() {
-  json vocab = json::object();
-  for (int b = 0; b < 256; ++b) vocab[ByteSpelling(b)] = b;
+  json vocab = gecd::testing::ByteLevelVocab();
   vocab["he"] = 256;
   vocab["ll"] = 257;
   vocab["hell"] = 258;
