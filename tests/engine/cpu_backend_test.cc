@@ -22,9 +22,22 @@ constexpr double kF32Bound = 1e-4;
 // stays within this of it on these models (measured: 1.9e-2 Llama, 2.7e-2 Qwen2).
 constexpr double kBf16NativeBound = 6e-2;
 
+// One comparison against a Hugging Face reference file of a fixture model.
+struct ReferenceCase {
+  const char* name;
+  const char* model;
+  const char* file;
+  double bound;
+};
+
+class ReferenceLogitsTest : public ::testing::TestWithParam<ReferenceCase> {};
+
 // Every reference position of every prompt as its own sequence (prompt[:p+1]), all in one
 // batch of mixed lengths, must reproduce HF's logits at p.
-void ExpectMatchesReference(const std::string& model, const std::string& file, double bound) {
+TEST_P(ReferenceLogitsTest, BatchedPrefixesMatchHf) {
+  const std::string model = GetParam().model;
+  const std::string file = GetParam().file;
+  const double bound = GetParam().bound;
   auto m = LoadFixtureModel(model);
   ASSERT_NE(m.backend, nullptr);
   const auto cases = LoadReference(model, file);
@@ -48,24 +61,20 @@ void ExpectMatchesReference(const std::string& model, const std::string& file, d
               worst, bound);
 }
 
-TEST(CpuBackendTest, LlamaF32MatchesHf) {
-  ExpectMatchesReference("ref-llama-f32", "reference_logits.json", kF32Bound);
-}
-TEST(CpuBackendTest, Qwen2F32MatchesHf) {
-  ExpectMatchesReference("ref-qwen2-f32", "reference_logits.json", kF32Bound);
-}
-TEST(CpuBackendTest, LlamaBf16WeightsMatchHfInF32) {
-  ExpectMatchesReference("ref-llama-bf16", "reference_logits.json", kF32Bound);
-}
-TEST(CpuBackendTest, Qwen2Bf16WeightsMatchHfInF32) {
-  ExpectMatchesReference("ref-qwen2-bf16", "reference_logits.json", kF32Bound);
-}
-TEST(CpuBackendTest, LlamaBf16WithinBoundOfHfNativeBf16) {
-  ExpectMatchesReference("ref-llama-bf16", "reference_logits_bf16.json", kBf16NativeBound);
-}
-TEST(CpuBackendTest, Qwen2Bf16WithinBoundOfHfNativeBf16) {
-  ExpectMatchesReference("ref-qwen2-bf16", "reference_logits_bf16.json", kBf16NativeBound);
-}
+INSTANTIATE_TEST_SUITE_P(
+    Models, ReferenceLogitsTest,
+    ::testing::Values(
+        ReferenceCase{"LlamaF32", "ref-llama-f32", "reference_logits.json", kF32Bound},
+        ReferenceCase{"Qwen2F32", "ref-qwen2-f32", "reference_logits.json", kF32Bound},
+        ReferenceCase{"LlamaBf16WeightsInF32", "ref-llama-bf16", "reference_logits.json",
+                      kF32Bound},
+        ReferenceCase{"Qwen2Bf16WeightsInF32", "ref-qwen2-bf16", "reference_logits.json",
+                      kF32Bound},
+        ReferenceCase{"LlamaBf16VsHfNativeBf16", "ref-llama-bf16", "reference_logits_bf16.json",
+                      kBf16NativeBound},
+        ReferenceCase{"Qwen2Bf16VsHfNativeBf16", "ref-qwen2-bf16", "reference_logits_bf16.json",
+                      kBf16NativeBound}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 // Prefill once, then decode HF's greedy continuation one token per step: every step's argmax
 // is HF's next greedy token and the last step's logits are HF's (this reads the KV cache).

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -26,12 +27,12 @@ std::string WriteModel(const RandomModelOptions& o) {
   return dir;
 }
 
-// Rewrites config.json through `edit`.
-void EditConfig(const std::string& dir, void (*edit)(nlohmann::json&)) {
-  std::ifstream in(dir + "/config.json");
+// Rewrites the JSON file at `path` through `edit`.
+void EditJson(const std::string& path, const std::function<void(nlohmann::json&)>& edit) {
+  std::ifstream in(path);
   nlohmann::json j = nlohmann::json::parse(in);
   edit(j);
-  ASSERT_TRUE(WriteJsonFile(dir + "/config.json", j).ok());
+  ASSERT_TRUE(WriteJsonFile(path, j).ok());
 }
 
 TEST(CheckpointTest, ShardedAndSingleFileHoldIdenticalTensors) {
@@ -129,7 +130,7 @@ TEST(CheckpointTest, MissingTensorNamesIt) {
 TEST(CheckpointTest, WrongShapeNamesFileAndTensor) {
   RandomModelOptions o;
   const std::string dir = WriteModel(o);
-  EditConfig(dir, [](nlohmann::json& j) { j["intermediate_size"] = 96; });
+  EditJson(dir + "/config.json", [](nlohmann::json& j) { j["intermediate_size"] = 96; });
   auto ckpt = Checkpoint::Open(dir);
   ASSERT_FALSE(ckpt.ok());
   EXPECT_THAT(Message(ckpt.status()), HasSubstr("model.safetensors"));
@@ -140,7 +141,7 @@ TEST(CheckpointTest, WrongShapeNamesFileAndTensor) {
 TEST(CheckpointTest, MissingBiasWhenConfigAsksForIt) {
   RandomModelOptions o;
   const std::string dir = WriteModel(o);
-  EditConfig(dir, [](nlohmann::json& j) { j["attention_bias"] = true; });
+  EditJson(dir + "/config.json", [](nlohmann::json& j) { j["attention_bias"] = true; });
   auto ckpt = Checkpoint::Open(dir);
   ASSERT_FALSE(ckpt.ok());
   EXPECT_THAT(Message(ckpt.status()), HasSubstr("model.layers.0.self_attn.q_proj.bias"));
@@ -157,25 +158,18 @@ TEST(CheckpointTest, IndexErrors) {
     EXPECT_THAT(Message(ckpt.status()), HasSubstr("model-00002-of-00002.safetensors"));
     EXPECT_THAT(Message(ckpt.status()), HasSubstr("model.safetensors.index.json"));
   }
-  {
-    // The index points a tensor at the wrong shard.
+  // Opens a fresh two-shard model whose index maps model.norm.weight to `shard`.
+  const auto open_with_norm_in = [&o](const std::string& shard) {
     const std::string dir = WriteModel(o);
-    std::ifstream in(dir + "/model.safetensors.index.json");
-    nlohmann::json j = nlohmann::json::parse(in);
-    j["weight_map"]["model.norm.weight"] = "model-00001-of-00002.safetensors";
-    ASSERT_TRUE(WriteJsonFile(dir + "/model.safetensors.index.json", j).ok());
-    auto ckpt = Checkpoint::Open(dir);
-    ASSERT_FALSE(ckpt.ok());
-    EXPECT_THAT(Message(ckpt.status()), HasSubstr("weight_map.model.norm.weight"));
-  }
-  {
-    const std::string dir = WriteModel(o);
-    std::ifstream in(dir + "/model.safetensors.index.json");
-    nlohmann::json j = nlohmann::json::parse(in);
-    j["weight_map"]["model.norm.weight"] = "../model-00002-of-00002.safetensors";
-    ASSERT_TRUE(WriteJsonFile(dir + "/model.safetensors.index.json", j).ok());
-    EXPECT_FALSE(Checkpoint::Open(dir).ok());
-  }
+    EditJson(dir + "/model.safetensors.index.json",
+             [&shard](nlohmann::json& j) { j["weight_map"]["model.norm.weight"] = shard; });
+    return Checkpoint::Open(dir);
+  };
+  auto wrong_shard = open_with_norm_in("model-00001-of-00002.safetensors");
+  ASSERT_FALSE(wrong_shard.ok());
+  EXPECT_THAT(Message(wrong_shard.status()), HasSubstr("weight_map.model.norm.weight"));
+  // A shard outside the model directory is refused even though the file exists.
+  EXPECT_FALSE(open_with_norm_in("../model-00002-of-00002.safetensors").ok());
 }
 
 TEST(CheckpointTest, NoWeightsOrNoConfig) {

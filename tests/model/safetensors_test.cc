@@ -63,7 +63,15 @@ TEST_P(SafetensorsMalformedTest, ErrorNamesFileAndCause) {
   for (const std::string& s : GetParam().expected) EXPECT_THAT(error, HasSubstr(s));
 }
 
-const std::string kOne = R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+// A header holding one tensor "t" with these fields, written as JSON text so that malformed
+// values can be spelled out.
+std::string OneTensor(const std::string& shape, const std::string& data_offsets,
+                      const std::string& dtype = "F32") {
+  return R"({"t":{"dtype":")" + dtype + R"(","shape":)" + shape + R"(,"data_offsets":)" +
+         data_offsets + "}}";
+}
+
+const std::string kOne = OneTensor("[2]", "[0,8]");
 
 INSTANTIATE_TEST_SUITE_P(
     All, SafetensorsMalformedTest,
@@ -75,36 +83,25 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"BadJson", Image(R"({"t":{"dtype":"F32",)", 0), {"not valid JSON"}},
         Malformed{"NotObject", Image("[1,2,3]", 0), {"not a JSON object"}},
         Malformed{"UnknownDtype",
-                  Image(R"({"t":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", 8),
+                  Image(OneTensor("[1]", "[0,8]", "I64"), 8),
                   {"'t'", "unsupported dtype 'I64'"}},
-        Malformed{"WrongSize",
-                  Image(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8),
-                  {"'t'", "need 12 bytes", "span 8"}},
-        Malformed{"OffsetsOutOfRange",
-                  Image(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", 8),
-                  {"'t'", "data_offsets"}},
-        Malformed{"OffsetsReversed",
-                  Image(R"({"t":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", 8),
-                  {"'t'", "begin after end"}},
-        Malformed{"NegativeOffset",
-                  Image(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})", 8),
-                  {"'t'", "data_offsets"}},
+        Malformed{
+            "WrongSize", Image(OneTensor("[3]", "[0,8]"), 8), {"'t'", "need 12 bytes", "span 8"}},
+        Malformed{
+            "OffsetsOutOfRange", Image(OneTensor("[2]", "[8,16]"), 8), {"'t'", "data_offsets"}},
+        Malformed{
+            "OffsetsReversed", Image(OneTensor("[0]", "[8,0]"), 8), {"'t'", "begin after end"}},
+        Malformed{"NegativeOffset", Image(OneTensor("[2]", "[-8,0]"), 8), {"'t'", "data_offsets"}},
         Malformed{"Overlap",
                   Image(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
                         R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
                         12),
                   {"'b'", "overlaps tensor 'a'"}},
         Malformed{"ShapeOverflow",
-                  Image(R"({"t":{"dtype":"F32","shape":[4294967296,4294967296,16],)"
-                        R"("data_offsets":[0,8]}})",
-                        8),
+                  Image(OneTensor("[4294967296,4294967296,16]", "[0,8]"), 8),
                   {"'t'", "overflows"}},
-        Malformed{"NegativeDim",
-                  Image(R"({"t":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8),
-                  {"'t'", "shape[0]"}},
-        Malformed{"FloatDim",
-                  Image(R"({"t":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})", 8),
-                  {"'t'", "shape[0]"}},
+        Malformed{"NegativeDim", Image(OneTensor("[-2]", "[0,8]"), 8), {"'t'", "shape[0]"}},
+        Malformed{"FloatDim", Image(OneTensor("[2.0]", "[0,8]"), 8), {"'t'", "shape[0]"}},
         Malformed{"MissingOffsets",
                   Image(R"({"t":{"dtype":"F32","shape":[2]}})", 8),
                   {"'t'", "data_offsets"}},
