@@ -14,13 +14,18 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromModelDir(const std
   const std::filesystem::path root(dir);
   std::error_code ec;
   const std::filesystem::path json = root / "tokenizer.json";
+  const std::filesystem::path model = root / "tokenizer.model";
+  const bool has_model = std::filesystem::is_regular_file(model, ec);
   if (std::filesystem::is_regular_file(json, ec)) {
     auto tokenizer = BpeTokenizer::LoadFromFile(json.string());
-    if (!tokenizer.ok()) return tokenizer.status();
-    return std::unique_ptr<Tokenizer>(std::move(*tokenizer));
+    if (tokenizer.ok()) return std::unique_ptr<Tokenizer>(std::move(*tokenizer));
+    // Llama-2 and Mistral ship a Metaspace tokenizer.json, which the byte-level BPE refuses as
+    // Unimplemented, beside the SentencePiece model it was converted from; that model gives
+    // the same ids. A malformed tokenizer.json stays an error: the checkpoint is broken, and
+    // quietly reading another file would hide that.
+    if (!has_model || !absl::IsUnimplemented(tokenizer.status())) return tokenizer.status();
   }
-  const std::filesystem::path model = root / "tokenizer.model";
-  if (std::filesystem::is_regular_file(model, ec)) {
+  if (has_model) {
     auto tokenizer = SentencePieceTokenizer::LoadFromFile(model.string());
     if (!tokenizer.ok()) return tokenizer.status();
     return std::unique_ptr<Tokenizer>(std::move(*tokenizer));
