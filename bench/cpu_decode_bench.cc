@@ -1,21 +1,25 @@
 // CPU engine throughput on the ~10M-parameter benchmark model (hidden 256, 6 layers,
-// intermediate 768, vocab 8000, 8 heads, 4 kv heads; random weights in a temp dir):
+// intermediate 768, vocab 8000, 8 heads, 4 kv heads; random weights written to a temp dir,
+// which is removed once the backend is built):
 //   BM_DecodeStep/B    one decode step of B sequences at context 51 -> tokens/s
 //   BM_Requests/N      N requests of 50 prompt + 50 generated tokens (EOS ignored) through the
 //                      Engine, continuous batching included -> requests/s
 // OpenBLAS uses GECD_BENCH_THREADS threads (default 2, the deployment target).
 
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <random>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "benchmark/benchmark.h"
+#include "common/status_macros.h"
 #include "engine/cpu_backend.h"
 #include "engine/engine.h"
 #include "model/checkpoint.h"
 #include "testing/random_model.h"
-#include "testing/test_paths.h"
+#include "testing/scoped_temp_dir.h"
 
 namespace gecd::engine {
 namespace {
@@ -28,29 +32,30 @@ int BenchThreads() {
   return env != nullptr ? std::atoi(env) : 2;
 }
 
+// Writes the random benchmark model to a temp dir and builds a backend from it. The backend
+// converts every weight at Create and keeps no file open, so the ~20 MB model is removed as soon
+// as this returns rather than left behind by every run.
+absl::StatusOr<std::unique_ptr<CpuBackend>> BuildBackend() {
+  const gecd::testing::ScopedTempDir dir;
+  RETURN_IF_ERROR(
+      gecd::testing::WriteRandomModel(dir.path(), gecd::testing::BenchmarkModelOptions()));
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Checkpoint> checkpoint,
+                   model::Checkpoint::Open(dir.path()));
+  return CpuBackend::Create(*checkpoint, {.kv_cache_mb = 256,
+                                          .max_step_tokens = 2048,
+                                          .max_batch_size = 128,
+                                          .threads = BenchThreads()});
+}
+
 // One backend for the whole run; building it (writing and converting 10M weights) is slow.
 CpuBackend* SharedBackend() {
   static CpuBackend* backend = [] {
-    const std::string dir = gecd::testing::MakeTempDir();
-    const absl::Status written =
-        gecd::testing::WriteRandomModel(dir, gecd::testing::BenchmarkModelOptions());
-    if (!written.ok()) {
-      std::fprintf(stderr, "random model: %s\n", written.ToString().c_str());
+    auto built = BuildBackend();
+    if (!built.ok()) {
+      std::fprintf(stderr, "benchmark backend: %s\n", built.status().ToString().c_str());
       std::abort();
     }
-    auto checkpoint = model::Checkpoint::Open(dir);
-    if (!checkpoint.ok()) {
-      std::fprintf(stderr, "checkpoint: %s\n", checkpoint.status().ToString().c_str());
-      std::abort();
-    }
-    auto created = CpuBackend::Create(
-        **checkpoint, {.kv_cache_mb = 256, .max_step_tokens = 2048, .max_batch_size = 128,
-                       .threads = BenchThreads()});
-    if (!created.ok()) {
-      std::fprintf(stderr, "backend: %s\n", created.status().ToString().c_str());
-      std::abort();
-    }
-    return created->release();
+    return built->release();
   }();
   return backend;
 }
