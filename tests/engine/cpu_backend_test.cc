@@ -1,5 +1,6 @@
 #include "engine/cpu_backend.h"
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ struct ReferenceCase {
   const char* file;
   double bound;
 };
+
+// Names the case in ctest and failure output instead of dumping the struct's bytes.
+void PrintTo(const ReferenceCase& c, std::ostream* os) { *os << c.model << " vs " << c.file; }
 
 class ReferenceLogitsTest : public ::testing::TestWithParam<ReferenceCase> {};
 
