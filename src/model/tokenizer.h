@@ -21,8 +21,10 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
-  // Loads tokenizer.json from `dir` if present, else tokenizer.model; NotFound naming `dir`
-  // when neither exists, and errors naming the file and field for malformed or unsupported ones.
+  // Loads tokenizer.json from `dir` if present, else tokenizer.model; a tokenizer.json of a
+  // kind the native BPE does not implement (Metaspace, as Llama-2 and Mistral ship) falls back
+  // to a tokenizer.model beside it. NotFound naming `dir` when neither exists; errors name the
+  // file and field for malformed or unsupported ones.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFromModelDir(const std::string& dir);
 
   // Special and added tokens written literally in `text` (e.g. "<|im_start|>") map to their

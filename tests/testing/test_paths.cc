@@ -23,8 +23,33 @@ std::optional<std::string> SharedDataPath(const std::string& relative) {
   return p.lexically_normal().string();
 }
 
+namespace {
+
+// One directory per test process holds every MakeTempDir(); it is removed when the process
+// exits normally, so runs do not pile up directories in /tmp. A crashed run leaves it for
+// inspection.
+class ProcessTempRoot {
+ public:
+  ProcessTempRoot() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "gecd-test-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~ProcessTempRoot() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
 std::string MakeTempDir() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "gecd-test-XXXXXX").string();
+  static const ProcessTempRoot root;
+  std::string tmpl = root.path() + "/dir-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   return tmpl;
 }

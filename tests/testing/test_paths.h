@@ -15,7 +15,7 @@ std::string FixturePath(const std::string& relative);
 // ../shared/data/<relative> when it exists (GECD_SHARED_DIR overrides ../shared); tests that
 // need it GTEST_SKIP() when this is nullopt.
 std::optional<std::string> SharedDataPath(const std::string& relative);
-// A new empty directory under the system temp dir, unique per call.
+// A new empty directory, unique per call, removed with all the others when the process exits.
 std::string MakeTempDir();
 
 }  // namespace gecd::testing
