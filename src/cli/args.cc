@@ -40,7 +40,7 @@ absl::StatusOr<Args> Args::Parse(const std::vector<std::string>& argv,
     if (!spec->takes_value && value) {
       return absl::InvalidArgumentError(absl::StrCat("flag --", std::string(name), " takes no value"));
     }
-    args.values_[name] = value.value_or("");
+    args.values_[name].push_back(value.value_or(""));
   }
   return args;
 }
@@ -50,7 +50,12 @@ bool Args::Has(std::string_view name) const { return values_.find(name) != value
 std::optional<std::string> Args::Get(std::string_view name) const {
   auto it = values_.find(name);
   if (it == values_.end()) return std::nullopt;
-  return it->second;
+  return it->second.back();
+}
+
+std::vector<std::string> Args::GetAll(std::string_view name) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
 
 absl::StatusOr<std::string> Args::Required(std::string_view name) const {

@@ -27,13 +27,15 @@ class Args {
                                     const std::vector<FlagSpec>& specs);
 
   bool Has(std::string_view name) const;
+  // The last value given for `name`; GetAll has every one, in order (repeatable flags).
   std::optional<std::string> Get(std::string_view name) const;
+  std::vector<std::string> GetAll(std::string_view name) const;
   absl::StatusOr<std::string> Required(std::string_view name) const;
   absl::StatusOr<int> GetInt(std::string_view name, int default_value) const;
   const std::vector<std::string>& positionals() const { return positionals_; }
 
  private:
-  std::map<std::string, std::string, std::less<>> values_;
+  std::map<std::string, std::vector<std::string>, std::less<>> values_;
   std::vector<std::string> positionals_;
 };
 

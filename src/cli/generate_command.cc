@@ -25,28 +25,34 @@ constexpr char kTextPlaceholder[] = "{text}";
 struct GenerateRequest {
   std::string model_dir;
   std::string prompt_template = kTextPlaceholder;
-  int max_new_tokens = 0;  // 0: generation_config.json's, else 128
+  int max_new_tokens = 0;
   engine::CpuBackendOptions backend;
   std::vector<std::string> texts;
 };
 
 absl::StatusOr<GenerateRequest> ParseRequest(const Args& args) {
-  GenerateRequest r;
-  std::optional<config::Config> cfg;
+  config::Config cfg;
   if (auto path = args.Get("config")) {
     ASSIGN_OR_RETURN(cfg, config::LoadConfigFile(*path));
-    r.model_dir = cfg->model.dir;
-    r.prompt_template = cfg->model.prompt_template;
-    r.max_new_tokens = cfg->model.max_output_tokens;
-    r.backend = {.kv_block_size = cfg->engine.kv_block_size,
-                 .num_kv_blocks = cfg->engine.kv_cache_blocks,
-                 .kv_cache_mb = cfg->engine.kv_cache_mb,
-                 .max_step_tokens = cfg->engine.max_step_tokens,
-                 .max_batch_size = cfg->engine.max_batch_size,
-                 .threads = cfg->engine.threads};
   }
+  for (const std::string& kv : args.GetAll("set")) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("--set wants KEY=VALUE, got '", kv, "'"));
+    }
+    RETURN_IF_ERROR(config::ApplyOverride(cfg, kv.substr(0, eq), kv.substr(eq + 1)));
+  }
+  GenerateRequest r;
+  r.model_dir = cfg.model.dir;
+  r.prompt_template = cfg.model.prompt_template;
+  r.max_new_tokens = cfg.model.max_output_tokens;
+  r.backend = {.kv_block_size = cfg.engine.kv_block_size,
+               .num_kv_blocks = cfg.engine.kv_cache_blocks,
+               .kv_cache_mb = cfg.engine.kv_cache_mb,
+               .max_step_tokens = cfg.engine.max_step_tokens,
+               .max_batch_size = cfg.engine.max_batch_size,
+               .threads = cfg.engine.threads};
   if (auto dir = args.Get("model")) r.model_dir = *dir;
-  if (r.model_dir.empty()) return absl::InvalidArgumentError("--model (or --config) is required");
   if (auto t = args.Get("prompt-template")) r.prompt_template = *t;
   if (r.prompt_template.find(kTextPlaceholder) == std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat("the prompt template must contain ",
@@ -55,8 +61,8 @@ absl::StatusOr<GenerateRequest> ParseRequest(const Args& args) {
   }
   ASSIGN_OR_RETURN(r.max_new_tokens, args.GetInt("max-new-tokens", r.max_new_tokens));
   ASSIGN_OR_RETURN(r.backend.threads, args.GetInt("threads", r.backend.threads));
-  if (r.max_new_tokens < 0 || r.backend.threads < 0) {
-    return absl::InvalidArgumentError("--max-new-tokens and --threads must not be negative");
+  if (r.max_new_tokens < 1 || r.backend.threads < 0) {
+    return absl::InvalidArgumentError("--max-new-tokens must be positive, --threads not negative");
   }
   r.texts = args.positionals();
   if (r.texts.empty()) return absl::InvalidArgumentError("no TEXT to correct");
@@ -82,7 +88,7 @@ absl::StatusOr<std::vector<std::string>> Generate(GenerateRequest r) {
   engine::Engine engine(backend.get(), tokenizer.get(), std::move(options));
 
   engine::GenerationParams params;
-  params.max_new_tokens = r.max_new_tokens > 0 ? r.max_new_tokens : gen.max_new_tokens.value_or(128);
+  params.max_new_tokens = r.max_new_tokens;
   for (size_t i = 0; i < r.texts.size(); ++i) {
     const std::string prompt = absl::StrReplaceAll(r.prompt_template, {{kTextPlaceholder, r.texts[i]}});
     ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer->Encode(prompt));
@@ -107,14 +113,15 @@ int RunGenerate(const std::vector<std::string>& argv) {
   const std::vector<FlagSpec> specs = {
       {"model", true, "model directory (config.json, safetensors, tokenizer)"},
       {"config", true, "gecd YAML config: model.dir, prompt template, engine sizes"},
+      {"set", true, "override a config key, e.g. --set engine.kv_cache_mb=64 (repeatable)"},
       {"prompt-template", true, "prompt with {text} for each TEXT (default: config's, or {text})"},
-      {"max-new-tokens", true, "tokens to generate at most (default: config's, else 128)"},
+      {"max-new-tokens", true, "tokens to generate at most (default: model.max_output_tokens)"},
       {"threads", true, "BLAS threads (default: config's; 0 = all cores)"},
       {"help", false, "show this help"},
   };
   const char* usage =
-      "usage: gecd generate --model DIR [--config FILE] [--prompt-template T]\n"
-      "                     [--max-new-tokens N] [--threads N] TEXT...\n"
+      "usage: gecd generate [--model DIR] [--config FILE] [--set KEY=VALUE]...\n"
+      "                     [--prompt-template T] [--max-new-tokens N] [--threads N] TEXT...\n"
       "Runs every TEXT through the model in one batch on the CPU (greedy decoding) and prints\n"
       "one output per line; newlines inside an output are printed as \\n. Special tokens such\n"
       "as BOS are not added: write them into the template if the model expects them.\n";
