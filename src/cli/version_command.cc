@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "gecd/version.h"
 #ifdef GECD_HAVE_CUDA
 #include "kernels/device_info.h"
 #endif
@@ -8,7 +9,7 @@
 namespace gecd::cli {
 
 int RunVersion(const std::vector<std::string>& args) {
-  std::printf("gecd %s\n", GECD_VERSION);
+  std::printf("gecd %s\n", GECD_VERSION_STRING);
 #ifdef GECD_HAVE_CUDA
   const auto list = kernels::ListDevices();
   std::printf("CUDA runtime %d.%d\n", list.runtime_version / 1000, list.runtime_version % 1000 / 10);
