@@ -8,6 +8,7 @@ packages=(
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libopenblas-dev libpcre2-dev libsentencepiece-dev libutf8proc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libcpp-httplib-dev python3-grpcio python3-protobuf
 )
 
 missing=()

@@ -4,6 +4,9 @@ namespace gecd::cli {
 
 const std::vector<Command>& AllCommands() {
   static const std::vector<Command> commands = {
+#ifdef GECD_HAVE_SERVER
+      {"serve", "run the daemon: supervisor, engine and gRPC workers", RunServe},
+#endif
       {"generate", "run the model on prompts and print the outputs", RunGenerate},
       {"inspect", "print a model's architecture, size, dtypes and FP8 error", RunInspect},
       {"quantize", "write an FP8 (compressed-tensors) copy of a model", RunQuantize},

@@ -18,6 +18,7 @@ int RunGenerate(const std::vector<std::string>& args);
 int RunInspect(const std::vector<std::string>& args);
 int RunQuantize(const std::vector<std::string>& args);
 int RunVersion(const std::vector<std::string>& args);
+int RunServe(const std::vector<std::string>& args);  // only with GECD_HAVE_SERVER
 
 const std::vector<Command>& AllCommands();
 

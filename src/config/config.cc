@@ -82,6 +82,16 @@ const std::vector<Field>& Fields() {
       Int("engine.max_batch_size", &Config::engine, &EngineSection::max_batch_size, 1, 4096),
       Int("engine.max_step_tokens", &Config::engine, &EngineSection::max_step_tokens, 1,
           1 << 20),
+      String("server.listen", &Config::server, &ServerSection::listen, false),
+      Int("server.workers", &Config::server, &ServerSection::workers, 0, 256),
+      Int("server.max_in_flight", &Config::server, &ServerSection::max_in_flight, 1, 1 << 20),
+      Int("server.max_input_chars", &Config::server, &ServerSection::max_input_chars, 1, 1 << 20),
+      Int("server.grace_period_ms", &Config::server, &ServerSection::grace_period_ms, 0,
+          3600 * 1000),
+      String("server.metrics_listen", &Config::server, &ServerSection::metrics_listen, false),
+      Int("server.ring_slots", &Config::server, &ServerSection::ring_slots, 2, 1 << 20),
+      Int("server.ring_slot_bytes", &Config::server, &ServerSection::ring_slot_bytes, 256,
+          1 << 20),
       Enum("logging.level", &Config::logging, &LoggingSection::level,
            {"trace", "debug", "info", "warn", "error"}),
       Enum("logging.format", &Config::logging, &LoggingSection::format, {"text", "json"}),
@@ -123,6 +133,10 @@ absl::Status Validate(const Config& c) {
         "engine.max_step_tokens (", c.engine.max_step_tokens,
         ") must be at least engine.max_batch_size (", c.engine.max_batch_size,
         ") so every running sequence can decode in one step"));
+  }
+  if ((c.server.ring_slots & (c.server.ring_slots - 1)) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("server.ring_slots: must be a power of two, got ",
+                                                   c.server.ring_slots));
   }
   return absl::OkStatus();
 }

@@ -29,6 +29,17 @@ struct EngineSection {
   int max_step_tokens = 2048;   // prefill + decode tokens per step
 };
 
+struct ServerSection {
+  std::string listen = "0.0.0.0:50051";  // gRPC; every worker binds it with SO_REUSEPORT
+  int workers = 0;                       // front-end worker processes; 0 = number of cores
+  int max_in_flight = 1024;              // admitted requests per worker; beyond: RESOURCE_EXHAUSTED
+  int max_input_chars = 2000;            // longer texts: INVALID_ARGUMENT
+  int grace_period_ms = 10000;           // SIGTERM: time to finish admitted requests
+  std::string metrics_listen = "0.0.0.0:9100";  // Prometheus /metrics, /healthz, /readyz
+  int ring_slots = 1024;                 // per ring, power of two
+  int ring_slot_bytes = 4096;            // one ring message; several requests pack into one
+};
+
 struct LoggingSection {
   std::string level = "info";  // trace | debug | info | warn | error
   std::string format = "text";  // text | json
@@ -38,6 +49,7 @@ struct Config {
   std::string path;  // the file it was read from ("" for defaults)
   ModelSection model;
   EngineSection engine;
+  ServerSection server;
   LoggingSection logging;
 };
 
