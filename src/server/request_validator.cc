@@ -1,0 +1,60 @@
+#include "server/request_validator.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "model/utf8.h"
+
+namespace gecd::server {
+
+namespace {
+
+constexpr std::string_view kTextPlaceholder = "{text}";
+
+size_t CountCodePoints(std::string_view utf8) {
+  return static_cast<size_t>(std::count_if(utf8.begin(), utf8.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  }));
+}
+
+}  // namespace
+
+RequestValidator::RequestValidator(const config::Config& config,
+                                   const model::Tokenizer& tokenizer)
+    : config_(config), tokenizer_(tokenizer) {
+  // The config loader guarantees the placeholder is present.
+  const std::string& t = config.model.prompt_template;
+  const size_t at = std::min(t.find(kTextPlaceholder), t.size());
+  template_prefix_ = t.substr(0, at);
+  template_suffix_ = t.substr(std::min(at + kTextPlaceholder.size(), t.size()));
+}
+
+absl::StatusOr<Prompt> RequestValidator::Validate(std::string_view text,
+                                                  uint32_t max_output_tokens) const {
+  if (text.empty()) return absl::InvalidArgumentError("text is empty");
+  if (absl::Status utf8 = model::ValidateUtf8(text); !utf8.ok()) return utf8;
+  const size_t max_chars = static_cast<size_t>(config_.server.max_input_chars);
+  // Bytes bound code points from above, so most texts skip the count.
+  if (text.size() > max_chars) {
+    if (const size_t chars = CountCodePoints(text); chars > max_chars) {
+      return absl::InvalidArgumentError(absl::StrCat("text has ", chars,
+                                                     " characters, more than the limit of ",
+                                                     max_chars, " (server.max_input_chars)"));
+    }
+  }
+  // The whole prompt is tokenized at once, as the model saw its training prompts.
+  absl::StatusOr<std::vector<int32_t>> tokens =
+      tokenizer_.Encode(absl::StrCat(template_prefix_, std::string(text), template_suffix_));
+  if (!tokens.ok()) return tokens.status();
+  const size_t max_tokens = static_cast<size_t>(config_.model.max_input_tokens);
+  if (tokens->size() > max_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt is ", tokens->size(),
+                                                   " tokens, more than the limit of ", max_tokens,
+                                                   " (model.max_input_tokens)"));
+  }
+  const auto cap = static_cast<uint32_t>(config_.model.max_output_tokens);
+  return Prompt{*std::move(tokens),
+                static_cast<int>(max_output_tokens == 0 ? cap : std::min(max_output_tokens, cap))};
+}
+
+}  // namespace gecd::server
