@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "ipc/worker_channel.h"
 
 // One POSIX shared-memory segment per server instance (shm_open, mode 0600), created by the
 // supervisor and mapped by every child. Layout, each part 64-byte aligned:
@@ -24,12 +26,42 @@ struct SegmentOptions {
   size_t metrics_bytes = 0;        // reserved for server::Metrics
 };
 
+// What the engine publishes about itself for the metrics endpoint; written only by the engine
+// (relaxed stores, read with relaxed loads), zeroed when the segment is created.
+struct EngineCounters {
+  // Steps by batch size (sequences in the step): bucket i counts sizes in (2^(i-1), 2^i],
+  // bucket 0 size 1, the last bucket everything above 2^(kBatchSizeBuckets - 2).
+  static constexpr int kBatchSizeBuckets = 10;
+  std::atomic<uint64_t> steps;
+  std::atomic<uint64_t> batch_size_buckets[kBatchSizeBuckets];
+  std::atomic<uint64_t> batch_size_sum;    // sequences over all steps
+  std::atomic<uint64_t> step_tokens;       // tokens run (prefill + decode) over all steps
+  std::atomic<uint64_t> prompt_tokens;     // of admitted requests
+  std::atomic<uint64_t> generated_tokens;  // returned to workers
+  std::atomic<uint64_t> requests_done;     // replies sent, any status
+  // Sequences the engine stopped early: cancelled by their worker, or their worker died.
+  std::atomic<uint64_t> sequences_cancelled;
+  std::atomic<uint64_t> preemptions;
+  // Gauges, refreshed every step.
+  std::atomic<uint32_t> running;  // sequences in the batch
+  std::atomic<uint32_t> waiting;  // admitted, not yet scheduled: the queue depth
+  std::atomic<uint32_t> kv_blocks_used;
+  std::atomic<uint32_t> kv_blocks_total;  // 0 for the echo backend
+};
+
 // Shared state every process reads. Written only as noted.
 struct SegmentHeader {
   uint64_t magic;
   uint32_t version;
   uint32_t num_workers;
   uint64_t total_bytes;
+  // Geometry, written at Create.
+  uint32_t ring_slots;
+  uint32_t ring_slot_bytes;
+  uint64_t metrics_offset;
+  uint64_t metrics_bytes;
+  uint64_t channels_offset;
+  uint64_t channel_bytes;  // per worker, 64-byte multiple
   // Bumped by the supervisor before it starts an engine; workers fail requests of an older
   // epoch with UNAVAILABLE.
   alignas(64) std::atomic<uint64_t> engine_epoch;
@@ -38,10 +70,11 @@ struct SegmentHeader {
   std::atomic<uint64_t> engine_ready_epoch;
   // Set by the supervisor on SIGTERM: workers stop accepting, the engine drains.
   std::atomic<uint32_t> draining;
-  // The engine's doorbell: workers bump it after posting to a request ring, and futex-wake it
-  // when engine_sleeping is set.
+  // The engine's doorbell (an ipc::Doorbell, see engine_doorbell()): after posting to a request
+  // ring a worker bumps and futex-wakes it, but only when engine_sleeping is set.
   alignas(64) std::atomic<uint32_t> engine_doorbell;
   std::atomic<uint32_t> engine_sleeping;
+  alignas(64) EngineCounters engine_counters;
 };
 
 // Owns the mapping (and, for the creator, the name until Unlink). Move-only.
@@ -68,12 +101,24 @@ class SharedSegment {
   std::span<uint8_t> metrics_region() const;
   // The raw memory of worker `index`'s channel, for ipc::WorkerChannel.
   std::span<uint8_t> channel_region(int index) const;
+  // Worker `index`'s channel (validated by Open).
+  WorkerChannel channel(int index) const;
   int num_workers() const;
+  Doorbell engine_doorbell() const {
+    return {&header()->engine_doorbell, &header()->engine_sleeping};
+  }
+
+  // Supervisor, after worker `index` died and before starting its replacement: has the engine
+  // free its sequences and reset its rings (see worker_channel.h).
+  void ResetWorkerChannel(int index);
 
  private:
+  static absl::StatusOr<SharedSegment> Map(const std::string& name, int fd, size_t size);
+
   std::string name_;
   uint8_t* base_ = nullptr;
   size_t size_ = 0;
+  std::vector<WorkerChannel> channels_;
 };
 
 }  // namespace gecd::ipc
