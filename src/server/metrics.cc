@@ -1,0 +1,186 @@
+#include "server/metrics.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <new>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace gecd::server {
+namespace {
+
+// A histogram's fixed upper bounds and its unit: the value 1.0 is recorded as `units` units.
+struct HistogramSpec {
+  const char* name;
+  const char* help;
+  std::span<const double> bounds;
+  double units;
+};
+
+constexpr double kLatencyBounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                     0.25,  0.5,    1,     2.5,  5,     10};
+constexpr double kBatchBounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+static_assert(std::size(kLatencyBounds) <= HistogramBlock::kMaxBuckets);
+static_assert(std::size(kBatchBounds) <= HistogramBlock::kMaxBuckets);
+
+constexpr HistogramSpec kRequestDuration = {
+    "gecd_request_duration_seconds", "Time from RPC arrival to its answer.", kLatencyBounds, 1e6};
+constexpr HistogramSpec kTimeToFirstToken = {
+    "gecd_time_to_first_token_seconds", "Time from RPC arrival to the first generated token.",
+    kLatencyBounds, 1e6};
+constexpr HistogramSpec kBatchSize = {"gecd_batch_size", "Sequences per engine step.",
+                                      kBatchBounds, 1};
+
+constexpr std::string_view kCodeNames[ProcessMetrics::kNumCodes] = {
+    "OK",        "CANCELLED",         "UNKNOWN",          "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+    "NOT_FOUND", "ALREADY_EXISTS",    "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",     "UNIMPLEMENTED",    "INTERNAL",
+    "UNAVAILABLE", "DATA_LOSS",       "UNAUTHENTICATED"};
+constexpr int kUnknownCode = 2;
+
+void Observe(HistogramBlock& h, const HistogramSpec& spec, double value) {
+  // Prometheus buckets are "le": a value equal to a bound belongs to that bound's bucket.
+  const size_t bucket =
+      std::lower_bound(spec.bounds.begin(), spec.bounds.end(), value) - spec.bounds.begin();
+  h.counts[bucket].fetch_add(1, std::memory_order_relaxed);
+  const double units = std::max(0.0, std::round(value * spec.units));
+  h.sum_units.fetch_add(static_cast<uint64_t>(units), std::memory_order_relaxed);
+}
+
+void AddTo(MetricsSnapshot::Histogram& sum, const HistogramBlock& h) {
+  for (size_t i = 0; i < h.counts.size(); ++i) {
+    sum.counts[i] += h.counts[i].load(std::memory_order_relaxed);
+  }
+  sum.sum_units += h.sum_units.load(std::memory_order_relaxed);
+}
+
+void AppendHeader(std::string& out, std::string_view name, std::string_view help,
+                  std::string_view type) {
+  absl::StrAppend(&out, "# HELP ", std::string(name), " ", std::string(help), "\n# TYPE ",
+                  std::string(name), " ", std::string(type), "\n");
+}
+
+void AppendScalar(std::string& out, std::string_view name, std::string_view help,
+                  std::string_view type, const std::string& value) {
+  AppendHeader(out, name, help, type);
+  absl::StrAppend(&out, std::string(name), " ", value, "\n");
+}
+
+void AppendHistogram(std::string& out, const HistogramSpec& spec,
+                     const MetricsSnapshot::Histogram& h) {
+  AppendHeader(out, spec.name, spec.help, "histogram");
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < spec.bounds.size(); ++i) {
+    cumulative += h.counts[i];
+    absl::StrAppendFormat(&out, "%s_bucket{le=\"%g\"} %d\n", spec.name, spec.bounds[i],
+                          cumulative);
+  }
+  // Observations above the last bound sit in the slot after it.
+  cumulative += h.counts[spec.bounds.size()];
+  absl::StrAppendFormat(&out, "%s_bucket{le=\"+Inf\"} %d\n", spec.name, cumulative);
+  absl::StrAppendFormat(&out, "%s_sum %.6f\n", spec.name,
+                        static_cast<double>(h.sum_units) / spec.units);
+  absl::StrAppendFormat(&out, "%s_count %d\n", spec.name, cumulative);
+}
+
+}  // namespace
+
+void ProcessMetrics::RequestFinished(int grpc_code, double seconds) {
+  const int code = grpc_code >= 0 && grpc_code < kNumCodes ? grpc_code : kUnknownCode;
+  requests_[code].fetch_add(1, std::memory_order_relaxed);
+  Observe(request_duration_, kRequestDuration, seconds);
+}
+
+void ProcessMetrics::ObserveTimeToFirstToken(double seconds) {
+  Observe(time_to_first_token_, kTimeToFirstToken, seconds);
+}
+
+void ProcessMetrics::ObserveBatch(int sequences) { Observe(batch_size_, kBatchSize, sequences); }
+
+void ProcessMetrics::SetKvCacheUsage(double ratio) {
+  kv_cache_usage_bits_.store(std::bit_cast<uint64_t>(ratio), std::memory_order_relaxed);
+}
+
+void ProcessMetrics::ResetGauges() {
+  concurrency_.store(0, std::memory_order_relaxed);
+  kv_cache_usage_bits_.store(std::bit_cast<uint64_t>(0.0), std::memory_order_relaxed);
+  queue_depth_.store(0, std::memory_order_relaxed);
+}
+
+size_t MetricsRegion::BytesFor(int num_processes) {
+  return static_cast<size_t>(num_processes) * sizeof(ProcessMetrics);
+}
+
+MetricsRegion MetricsRegion::Initialize(std::span<uint8_t> region) {
+  const size_t n = region.size() / sizeof(ProcessMetrics);
+  for (size_t i = 0; i < n; ++i) new (region.data() + i * sizeof(ProcessMetrics)) ProcessMetrics();
+  return MetricsRegion(region);
+}
+
+MetricsRegion::MetricsRegion(std::span<uint8_t> region)
+    : blocks_(std::launder(reinterpret_cast<ProcessMetrics*>(region.data()))),
+      num_processes_(static_cast<int>(region.size() / sizeof(ProcessMetrics))) {}
+
+ProcessMetrics* MetricsRegion::ForProcess(int index) const {
+  return index >= 0 && index < num_processes_ ? &blocks_[index] : nullptr;
+}
+
+MetricsSnapshot MetricsRegion::Sum() const {
+  MetricsSnapshot s;
+  for (int p = 0; p < num_processes_; ++p) {
+    const ProcessMetrics& m = blocks_[p];
+    for (int c = 0; c < ProcessMetrics::kNumCodes; ++c) {
+      s.requests[c] += m.requests_[c].load(std::memory_order_relaxed);
+    }
+    s.concurrency += m.concurrency_.load(std::memory_order_relaxed);
+    s.prompt_tokens += m.prompt_tokens_.load(std::memory_order_relaxed);
+    s.generated_tokens += m.generated_tokens_.load(std::memory_order_relaxed);
+    s.cancelled_sequences += m.cancelled_sequences_.load(std::memory_order_relaxed);
+    s.kv_cache_usage +=
+        std::bit_cast<double>(m.kv_cache_usage_bits_.load(std::memory_order_relaxed));
+    s.queue_depth += m.queue_depth_.load(std::memory_order_relaxed);
+    AddTo(s.request_duration, m.request_duration_);
+    AddTo(s.time_to_first_token, m.time_to_first_token_);
+    AddTo(s.batch_size, m.batch_size_);
+  }
+  return s;
+}
+
+std::string FormatPrometheus(const MetricsSnapshot& s,
+                             const std::map<std::string, uint64_t>& restarts) {
+  std::string out;
+  AppendHeader(out, "gecd_requests_total", "RPCs answered, by gRPC status code.", "counter");
+  for (int c = 0; c < ProcessMetrics::kNumCodes; ++c) {
+    // OK always, so the series exists before the first request; other codes once seen.
+    if (c != 0 && s.requests[c] == 0) continue;
+    absl::StrAppend(&out, "gecd_requests_total{code=\"", std::string(kCodeNames[c]), "\"} ",
+                    s.requests[c], "\n");
+  }
+  AppendScalar(out, "gecd_request_concurrency", "Requests admitted and not yet answered.",
+               "gauge", absl::StrCat(s.concurrency));
+  AppendHistogram(out, kRequestDuration, s.request_duration);
+  AppendHistogram(out, kTimeToFirstToken, s.time_to_first_token);
+  AppendHistogram(out, kBatchSize, s.batch_size);
+  AppendScalar(out, "gecd_prompt_tokens_total", "Prompt tokens prefilled.", "counter",
+               absl::StrCat(s.prompt_tokens));
+  AppendScalar(out, "gecd_generated_tokens_total", "Tokens generated.", "counter",
+               absl::StrCat(s.generated_tokens));
+  AppendScalar(out, "gecd_cancelled_sequences_total",
+               "Sequences the engine stopped before they finished (cancelled, expired, orphaned).",
+               "counter", absl::StrCat(s.cancelled_sequences));
+  AppendScalar(out, "gecd_kv_cache_usage_ratio", "Fraction of KV-cache blocks in use.", "gauge",
+               absl::StrFormat("%g", s.kv_cache_usage));
+  AppendScalar(out, "gecd_queue_depth", "Sequences waiting for the engine to admit them.",
+               "gauge", absl::StrCat(s.queue_depth));
+  AppendHeader(out, "gecd_process_restarts_total", "Child processes restarted after dying.",
+               "counter");
+  for (const auto& [process, count] : restarts) {
+    absl::StrAppend(&out, "gecd_process_restarts_total{process=\"", process, "\"} ", count, "\n");
+  }
+  return out;
+}
+
+}  // namespace gecd::server

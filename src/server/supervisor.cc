@@ -1,0 +1,386 @@
+#include "server/supervisor.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "config/config.h"
+#include "ipc/shared_segment.h"
+#include "server/metrics.h"
+#include "server/process_title.h"
+#include "server/roles.h"
+#include "server/sd_notify.h"
+#include "server/status_http.h"
+#include "spdlog/spdlog.h"
+
+extern char** environ;
+
+namespace gecd::server {
+
+std::chrono::milliseconds RestartBackoff::OnExit(std::chrono::milliseconds uptime) {
+  if (uptime >= kStableUptime) quick_exits_ = 0;
+  const int n = quick_exits_++;
+  if (n == 0) return std::chrono::milliseconds(0);
+  return std::min<std::chrono::milliseconds>(kFirstDelay * (int64_t{1} << std::min(n - 1, 16)),
+                                             kMaxDelay);
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// How often the loop looks at state no signal announces: the engine's ready flag, restart
+// times, the drain deadline.
+constexpr auto kPollInterval = milliseconds(50);
+
+std::string DescribeExit(int wait_status) {
+  if (WIFEXITED(wait_status)) return absl::StrCat("exited with code ", WEXITSTATUS(wait_status));
+  if (WIFSIGNALED(wait_status)) {
+    return absl::StrCat("killed by signal ", WTERMSIG(wait_status), " (",
+                        strsignal(WTERMSIG(wait_status)), ")");
+  }
+  return "stopped";
+}
+
+// One supervised process slot: the engine or one worker, through all its restarts.
+struct Child {
+  int worker = -1;  // -1 for the engine
+  std::string title;
+  pid_t pid = 0;  // 0 while not running
+  Clock::time_point started;
+  std::optional<Clock::time_point> restart_at;  // set while a restart is pending
+  bool has_run = false;
+  RestartBackoff backoff;
+
+  bool is_engine() const { return worker < 0; }
+  const char* kind() const { return is_engine() ? "engine" : "worker"; }
+  int metrics_index() const {
+    return is_engine() ? MetricsRegion::kEngineIndex : MetricsRegion::WorkerIndex(worker);
+  }
+};
+
+class Supervisor {
+ public:
+  Supervisor(const config::Config& config, std::string config_path, std::string overrides,
+             const sigset_t& signals)
+      : config_(config),
+        config_path_(std::move(config_path)),
+        overrides_(std::move(overrides)),
+        signals_(signals) {}
+  ~Supervisor();
+
+  // Serves until SIGTERM or SIGINT and a completed drain.
+  absl::Status Run();
+
+ private:
+  absl::Status Start();
+  absl::Status Spawn(Child& child);
+  std::vector<std::string> ChildEnvironment(const Child& child) const;
+  void ReapExited();
+  void OnExit(Child& child, int wait_status);
+  void StartDueRestarts();
+  void UpdateReadiness();
+  bool Ready() const;
+  void BeginShutdown(int signal);
+  void AdvanceShutdown();
+  void KillAll();
+  bool AnyRunning(bool workers_only) const;
+
+  const config::Config& config_;
+  const std::string config_path_;
+  const std::string overrides_;
+  const sigset_t signals_;
+
+  ipc::SharedSegment segment_;
+  bool segment_created_ = false;
+  ipc::SegmentHeader* header_ = nullptr;
+  std::optional<MetricsRegion> metrics_;
+  std::atomic<uint64_t> engine_restarts_{0};
+  std::atomic<uint64_t> worker_restarts_{0};
+  std::unique_ptr<StatusHttpServer> http_;
+  std::vector<Child> children_;  // the engine, then worker 0..N-1
+
+  bool ready_ = false;
+  bool notified_ready_ = false;
+  bool shutting_down_ = false;
+  bool engine_stopped_ = false;
+  bool killed_stragglers_ = false;
+  Clock::time_point shutdown_deadline_;
+};
+
+Supervisor::~Supervisor() {
+  // Error paths and a finished drain alike: no child outlives us, no segment name leaks.
+  KillAll();
+  http_.reset();
+  if (segment_created_) {
+    if (absl::Status s = segment_.Unlink(); !s.ok()) {
+      spdlog::error("cannot unlink shared memory {}: {}", segment_.name(), s.ToString());
+    }
+  }
+}
+
+absl::Status Supervisor::Start() {
+  const int num_workers = config_.server.workers > 0
+                              ? config_.server.workers
+                              : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  ipc::SegmentOptions options;
+  options.num_workers = num_workers;
+  options.ring_slots = config_.server.ring_slots;
+  options.ring_slot_bytes = config_.server.ring_slot_bytes;
+  options.metrics_bytes = MetricsRegion::BytesFor(1 + num_workers);
+  ASSIGN_OR_RETURN(segment_, ipc::SharedSegment::Create(ipc::SharedSegment::UniqueName(), options));
+  segment_created_ = true;
+  header_ = segment_.header();
+  metrics_ = MetricsRegion::Initialize(segment_.metrics_region());
+  spdlog::info("shared memory segment {} ({} workers)", segment_.name(), num_workers);
+
+  StatusHttpServer::Handlers handlers;
+  handlers.metrics = [this] {
+    return FormatPrometheus(metrics_->Sum(), {{"engine", engine_restarts_.load()},
+                                              {"worker", worker_restarts_.load()}});
+  };
+  handlers.ready = [this] { return Ready(); };
+  ASSIGN_OR_RETURN(http_, StatusHttpServer::Start(config_.server.metrics_listen, handlers));
+  spdlog::info("metrics, /healthz and /readyz on {} (port {})", config_.server.metrics_listen,
+               http_->port());
+
+  header_->engine_epoch.store(1);
+  children_.resize(1 + num_workers);
+  for (int i = 0; i < num_workers; ++i) {
+    children_[1 + i].worker = i;
+    children_[1 + i].title = absl::StrCat("gecd: worker ", i);
+  }
+  children_[0].title = "gecd: engine";
+  for (Child& child : children_) child.restart_at = Clock::now();
+  StartDueRestarts();
+  return absl::OkStatus();
+}
+
+std::vector<std::string> Supervisor::ChildEnvironment(const Child& child) const {
+  // Our own variables are replaced, not inherited; NOTIFY_SOCKET is the supervisor's alone.
+  static constexpr std::string_view kOwned[] = {kRoleEnv,   kShmEnv,       kWorkerIndexEnv,
+                                                kConfigEnv, kOverridesEnv, "NOTIFY_SOCKET"};
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view var(*e);
+    const bool owned = std::any_of(std::begin(kOwned), std::end(kOwned), [&](std::string_view k) {
+      return var.size() > k.size() && var.substr(0, k.size()) == k && var[k.size()] == '=';
+    });
+    if (!owned) env.emplace_back(var);
+  }
+  env.push_back(absl::StrCat(kRoleEnv, "=", child.kind()));
+  env.push_back(absl::StrCat(kShmEnv, "=", segment_.name()));
+  env.push_back(absl::StrCat(kConfigEnv, "=", config_path_));
+  env.push_back(absl::StrCat(kOverridesEnv, "=", overrides_));
+  if (!child.is_engine()) env.push_back(absl::StrCat(kWorkerIndexEnv, "=", child.worker));
+  return env;
+}
+
+absl::Status Supervisor::Spawn(Child& child) {
+  // Everything the child needs is built before fork: between fork and exec only
+  // async-signal-safe calls are allowed, as the HTTP thread may hold the allocator's lock.
+  std::vector<std::string> env = ChildEnvironment(child);
+  std::vector<char*> envp;
+  for (std::string& var : env) envp.push_back(var.data());
+  envp.push_back(nullptr);
+  std::string title = child.title;
+  char* argv[] = {title.data(), nullptr};
+  sigset_t none;
+  sigemptyset(&none);
+  const pid_t parent = getpid();
+
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  if (pid == 0) {
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    // Its own process group, so a terminal's Ctrl-C reaches only the supervisor, which drains
+    // in order; and no child outlives a supervisor that was killed.
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    close_range(3, ~0U, 0);
+    execve("/proc/self/exe", argv, envp.data());
+    _exit(127);
+  }
+  child.pid = pid;
+  child.started = Clock::now();
+  spdlog::info("started {} (pid {})", child.title, pid);
+  return absl::OkStatus();
+}
+
+void Supervisor::StartDueRestarts() {
+  const Clock::time_point now = Clock::now();
+  for (Child& child : children_) {
+    if (!child.restart_at || *child.restart_at > now) continue;
+    child.restart_at.reset();
+    if (absl::Status s = Spawn(child); !s.ok()) {
+      spdlog::error("cannot start {}: {}", child.title, s.ToString());
+      child.restart_at = now + child.backoff.OnExit(milliseconds(0));
+      continue;
+    }
+    if (child.has_run) (child.is_engine() ? engine_restarts_ : worker_restarts_).fetch_add(1);
+    child.has_run = true;
+  }
+}
+
+void Supervisor::ReapExited() {
+  int wait_status = 0;
+  pid_t pid;
+  while ((pid = waitpid(-1, &wait_status, WNOHANG)) > 0) {
+    for (Child& child : children_) {
+      if (child.pid == pid) OnExit(child, wait_status);
+    }
+  }
+}
+
+void Supervisor::OnExit(Child& child, int wait_status) {
+  const Clock::time_point now = Clock::now();
+  const pid_t pid = child.pid;
+  child.pid = 0;
+  metrics_->ForProcess(child.metrics_index())->ResetGauges();
+  if (child.is_engine()) {
+    // Not ready until the next engine warms up; the new epoch tells workers to fail what they
+    // had in flight with the dead one.
+    header_->engine_ready_epoch.store(0);
+    header_->engine_epoch.fetch_add(1);
+  }
+  // TODO(ipc): reset worker `child.worker`'s rings and have the engine free its sequences
+  // (ipc::WorkerChannel) here, before the worker is restarted.
+  if (shutting_down_) {
+    spdlog::info("{} (pid {}) {}", child.title, pid, DescribeExit(wait_status));
+    return;
+  }
+  const milliseconds delay =
+      child.backoff.OnExit(std::chrono::duration_cast<milliseconds>(now - child.started));
+  spdlog::warn("{} (pid {}) {}; restarting in {} ms", child.title, pid,
+               DescribeExit(wait_status), delay.count());
+  child.restart_at = now + delay;
+}
+
+bool Supervisor::Ready() const {
+  const uint64_t epoch = header_->engine_epoch.load();
+  return epoch != 0 && header_->engine_ready_epoch.load() == epoch &&
+         header_->draining.load() == 0;
+}
+
+void Supervisor::UpdateReadiness() {
+  const bool ready = Ready();
+  if (ready == ready_) return;
+  ready_ = ready;
+  spdlog::info(ready ? "ready" : "not ready: engine not warmed up");
+  if (ready && !notified_ready_) {
+    notified_ready_ = true;
+    if (absl::Status s = NotifySystemd("READY=1"); !s.ok()) spdlog::warn("{}", s.ToString());
+  }
+}
+
+void Supervisor::BeginShutdown(int signal) {
+  shutting_down_ = true;
+  shutdown_deadline_ = Clock::now() + milliseconds(config_.server.grace_period_ms);
+  header_->draining.store(1);
+  spdlog::info("{}: draining for up to {} ms", strsignal(signal), config_.server.grace_period_ms);
+  if (absl::Status s = NotifySystemd("STOPPING=1"); !s.ok()) spdlog::warn("{}", s.ToString());
+  // Workers first: the engine keeps serving what they still have in flight.
+  for (Child& child : children_) {
+    child.restart_at.reset();
+    if (!child.is_engine() && child.pid != 0) kill(child.pid, SIGTERM);
+  }
+}
+
+void Supervisor::AdvanceShutdown() {
+  Child& engine = children_[0];
+  if (!engine_stopped_ && engine.pid != 0 && !AnyRunning(/*workers_only=*/true)) {
+    engine_stopped_ = true;
+    kill(engine.pid, SIGTERM);
+  }
+  if (!killed_stragglers_ && Clock::now() >= shutdown_deadline_ && AnyRunning(false)) {
+    killed_stragglers_ = true;
+    for (const Child& child : children_) {
+      if (child.pid == 0) continue;
+      spdlog::warn("{} (pid {}) still running after the grace period; killing it", child.title,
+                   child.pid);
+      kill(child.pid, SIGKILL);
+    }
+  }
+}
+
+void Supervisor::KillAll() {
+  for (Child& child : children_) {
+    if (child.pid == 0) continue;
+    kill(child.pid, SIGKILL);
+    waitpid(child.pid, nullptr, 0);
+    child.pid = 0;
+  }
+}
+
+bool Supervisor::AnyRunning(bool workers_only) const {
+  return std::any_of(children_.begin(), children_.end(), [&](const Child& c) {
+    return c.pid != 0 && !(workers_only && c.is_engine());
+  });
+}
+
+absl::Status Supervisor::Run() {
+  RETURN_IF_ERROR(Start());
+  const timespec poll = {0, std::chrono::nanoseconds(kPollInterval).count()};
+  while (true) {
+    ReapExited();
+    if (shutting_down_) {
+      AdvanceShutdown();
+      if (!AnyRunning(false)) break;
+    } else {
+      StartDueRestarts();
+      UpdateReadiness();
+    }
+    siginfo_t info;
+    const int signal = sigtimedwait(&signals_, &info, &poll);
+    if (signal == SIGTERM || signal == SIGINT) {
+      if (!shutting_down_) {
+        BeginShutdown(signal);
+      } else {
+        spdlog::warn("{} again: stopping now", strsignal(signal));
+        shutdown_deadline_ = Clock::now();
+      }
+    }
+  }
+  spdlog::info("stopped");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunSupervisor(const config::Config& config, const std::string& config_path,
+                  const std::string& overrides) {
+  SetProcessTitle("gecd: supervisor");
+  // Blocked before any thread starts, so every thread inherits the mask and the loop alone
+  // takes these signals, synchronously.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGCHLD);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  absl::Status status = Supervisor(config, config_path, overrides, signals).Run();
+  if (!status.ok()) {
+    spdlog::error("{}", status.ToString());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace gecd::server
