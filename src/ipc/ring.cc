@@ -35,7 +35,7 @@ absl::Status CheckGeometry(uint32_t slots, uint32_t slot_bytes) {
 
 }  // namespace
 
-void Doorbell::Ring() {
+void Doorbell::Ring() const {
   // Pairs with the fence in Wait(): either the waiter's re-check sees what was published
   // before this call, or this load sees its sleeping flag.
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -44,7 +44,7 @@ void Doorbell::Ring() {
   Futex(word_, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
-bool Doorbell::Sleep(std::chrono::nanoseconds timeout, uint32_t seen) {
+bool Doorbell::Sleep(std::chrono::nanoseconds timeout, uint32_t seen) const {
   timespec ts;
   ts.tv_sec = timeout.count() / 1'000'000'000;
   ts.tv_nsec = timeout.count() % 1'000'000'000;

@@ -45,15 +45,15 @@ class Doorbell {
       : word_(word), sleeping_(sleeping) {}
 
   // Call after publishing work: wakes the waiter if it is asleep.
-  void Ring();
+  void Ring() const;
 
   // Returns as soon as ready() is true (spinning for options.spin, then sleeping), or false
   // after options.timeout. ready() must read what Ring() callers publish.
   template <typename Ready>
-  bool Wait(Ready&& ready, const WaitOptions& options);
+  bool Wait(Ready&& ready, const WaitOptions& options) const;
 
  private:
-  bool Sleep(std::chrono::nanoseconds timeout, uint32_t seen);
+  bool Sleep(std::chrono::nanoseconds timeout, uint32_t seen) const;
 
   std::atomic<uint32_t>* word_ = nullptr;
   std::atomic<uint32_t>* sleeping_ = nullptr;
@@ -140,7 +140,7 @@ class RingConsumer {
 };
 
 template <typename Ready>
-bool Doorbell::Wait(Ready&& ready, const WaitOptions& options) {
+bool Doorbell::Wait(Ready&& ready, const WaitOptions& options) const {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   const Clock::time_point spin_end = start + options.spin;

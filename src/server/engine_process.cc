@@ -1,0 +1,428 @@
+#include "server/engine_process.h"
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <string>
+#include <utility>
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "engine/cpu_backend.h"
+#include "ipc/messages.h"
+#include "model/checkpoint.h"
+#include "server/roles.h"
+#include "spdlog/spdlog.h"
+
+namespace gecd::server {
+namespace {
+
+int64_t NowUs() {
+  // steady_clock is CLOCK_MONOTONIC, the clock workers stamp arrival_us with.
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+// One step's outcome, whatever generates it.
+struct StepOutcome {
+  std::vector<engine::SequenceId> ran;
+  int num_tokens = 0;  // tokens processed (prefill + decode)
+  std::vector<engine::StepEvent> events;
+};
+
+class Generator {
+ public:
+  virtual ~Generator() = default;
+  virtual absl::Status Add(engine::SequenceId id, std::vector<int32_t> prompt,
+                           int max_new_tokens) = 0;
+  // False when `id` is not live.
+  virtual bool Free(engine::SequenceId id) = 0;
+  virtual bool HasWork() const = 0;
+  virtual absl::Status Step(StepOutcome* out) = 0;
+  virtual void PublishGauges(ipc::EngineCounters& counters) const = 0;
+};
+
+namespace {
+
+// The Engine over a model backend. Runs the three phases itself, to see each step's batch.
+class ModelGenerator final : public Generator {
+ public:
+  static absl::StatusOr<std::unique_ptr<ModelGenerator>> Create(const config::Config& config) {
+    ASSIGN_OR_RETURN(std::unique_ptr<model::Checkpoint> checkpoint,
+                     model::Checkpoint::Open(config.model.dir));
+    const engine::CpuBackendOptions options{.kv_block_size = config.engine.kv_block_size,
+                                            .num_kv_blocks = config.engine.kv_cache_blocks,
+                                            .kv_cache_mb = config.engine.kv_cache_mb,
+                                            .max_step_tokens = config.engine.max_step_tokens,
+                                            .max_batch_size = config.engine.max_batch_size,
+                                            .threads = config.engine.threads};
+    ASSIGN_OR_RETURN(std::unique_ptr<engine::CpuBackend> backend,
+                     engine::CpuBackend::Create(*checkpoint, options));
+    const model::GenerationConfig& gen = checkpoint->generation_config();
+    const std::vector<int>& eos =
+        gen.eos_token_ids.empty() ? checkpoint->config().eos_token_ids : gen.eos_token_ids;
+    engine::EngineOptions engine_options;
+    engine_options.eos_token_ids.assign(eos.begin(), eos.end());
+    return std::unique_ptr<ModelGenerator>(
+        new ModelGenerator(std::move(backend), std::move(engine_options)));
+  }
+
+  absl::Status Add(engine::SequenceId id, std::vector<int32_t> prompt,
+                   int max_new_tokens) override {
+    engine::GenerationParams params;
+    params.max_new_tokens = max_new_tokens;
+    return engine_.AddSequence(id, std::move(prompt), std::move(params));
+  }
+  bool Free(engine::SequenceId id) override { return engine_.Free(id).ok(); }
+  bool HasWork() const override { return engine_.HasWork(); }
+
+  absl::Status Step(StepOutcome* out) override {
+    const engine::StepPlan& plan = engine_.PlanStep();
+    out->ran = plan.ids;
+    out->num_tokens = plan.batch.num_tokens();
+    out->events.clear();
+    if (plan.empty()) return absl::OkStatus();
+    RETURN_IF_ERROR(backend_->Forward(plan.batch, &result_));
+    out->events = engine_.CommitStep(plan, result_);
+    return absl::OkStatus();
+  }
+
+  void PublishGauges(ipc::EngineCounters& c) const override {
+    c.running.store(engine_.num_running(), std::memory_order_relaxed);
+    c.waiting.store(engine_.num_waiting(), std::memory_order_relaxed);
+    c.kv_blocks_total.store(engine_.num_blocks(), std::memory_order_relaxed);
+    c.kv_blocks_used.store(engine_.num_blocks() - engine_.num_free_blocks(),
+                           std::memory_order_relaxed);
+    c.preemptions.store(engine_.num_preemptions(), std::memory_order_relaxed);
+  }
+
+ private:
+  ModelGenerator(std::unique_ptr<engine::CpuBackend> backend, engine::EngineOptions options)
+      : backend_(std::move(backend)), engine_(backend_.get(), nullptr, std::move(options)) {}
+
+  std::unique_ptr<engine::CpuBackend> backend_;
+  engine::Engine engine_;
+  engine::StepResult result_;
+};
+
+// The `echo` backend: every sequence's output is its prompt, all of it in the step after it
+// arrived, so that the daemon's front-end path can be measured without a model.
+class EchoGenerator final : public Generator {
+ public:
+  absl::Status Add(engine::SequenceId id, std::vector<int32_t> prompt, int) override {
+    if (prompt.empty()) return absl::InvalidArgumentError("empty prompt");
+    if (!prompts_.emplace(id, std::move(prompt)).second) {
+      return absl::AlreadyExistsError(absl::StrCat("sequence ", id, " is live"));
+    }
+    return absl::OkStatus();
+  }
+  bool Free(engine::SequenceId id) override { return prompts_.erase(id) > 0; }
+  bool HasWork() const override { return !prompts_.empty(); }
+
+  absl::Status Step(StepOutcome* out) override {
+    out->ran.clear();
+    out->events.clear();
+    out->num_tokens = 0;
+    for (auto& [id, prompt] : prompts_) {
+      out->ran.push_back(id);
+      out->num_tokens += prompt.size();
+      for (size_t i = 0; i < prompt.size(); ++i) {
+        const bool last = i + 1 == prompt.size();
+        out->events.push_back({.id = id,
+                               .token = prompt[i],
+                               .finished = last,
+                               .reason = last ? engine::FinishReason::kLength
+                                              : engine::FinishReason::kNone});
+      }
+    }
+    prompts_.clear();
+    return absl::OkStatus();
+  }
+
+  void PublishGauges(ipc::EngineCounters& c) const override {
+    c.running.store(0, std::memory_order_relaxed);
+    c.waiting.store(prompts_.size(), std::memory_order_relaxed);
+  }
+
+ private:
+  absl::flat_hash_map<engine::SequenceId, std::vector<int32_t>> prompts_;
+};
+
+absl::StatusOr<std::unique_ptr<Generator>> MakeGenerator(const config::Config& config) {
+  if (config.engine.backend == "echo") return std::make_unique<EchoGenerator>();
+  if (config.engine.backend == "cpu") {
+    ASSIGN_OR_RETURN(std::unique_ptr<ModelGenerator> model, ModelGenerator::Create(config));
+    return model;
+  }
+  return absl::UnimplementedError(
+      absl::StrCat("engine.backend '", config.engine.backend, "' is not available"));
+}
+
+// One tiny generation, so the first request does not pay for first-touch page faults and
+// lazily built BLAS state.
+absl::Status WarmUp(Generator& generator) {
+  constexpr engine::SequenceId kWarmUpId = 0;  // real sequences start at 1
+  RETURN_IF_ERROR(generator.Add(kWarmUpId, {0}, 1));
+  StepOutcome outcome;
+  while (generator.HasWork()) RETURN_IF_ERROR(generator.Step(&outcome));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::Create(const config::Config& config,
+                                                               const ipc::SharedSegment& segment,
+                                                               ipc::WaitOptions wait) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Generator> generator, MakeGenerator(config));
+  RETURN_IF_ERROR(WarmUp(*generator));
+  return std::unique_ptr<EngineLoop>(new EngineLoop(segment, std::move(generator), wait));
+}
+
+EngineLoop::EngineLoop(const ipc::SharedSegment& segment, std::unique_ptr<Generator> generator,
+                       ipc::WaitOptions wait)
+    : segment_(segment),
+      header_(segment.header()),
+      counters_(segment.header()->engine_counters),
+      epoch_(segment.header()->engine_epoch.load(std::memory_order_acquire)),
+      wait_(wait),
+      generator_(std::move(generator)),
+      endpoints_(segment.num_workers()) {
+  for (int i = 0; i < segment.num_workers(); ++i) {
+    endpoints_[i].channel = segment.channel(i);
+    AttachEndpoint(endpoints_[i]);
+  }
+}
+
+EngineLoop::~EngineLoop() = default;
+
+void EngineLoop::AttachEndpoint(Endpoint& endpoint) {
+  endpoint.requests = ipc::RingConsumer(endpoint.channel.requests());
+  endpoint.responses = ipc::RingProducer(endpoint.channel.responses());
+}
+
+absl::Status EngineLoop::Run() {
+  header_->engine_ready_epoch.store(epoch_, std::memory_order_release);
+  spdlog::info("engine ready (epoch {})", epoch_);
+  const ipc::Doorbell doorbell = segment_.engine_doorbell();
+  for (;;) {
+    const uint64_t epoch = header_->engine_epoch.load(std::memory_order_acquire);
+    if (epoch != epoch_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("engine epoch ", epoch_, " superseded by ", epoch));
+    }
+    ResetDeadChannels();
+    DrainRequests();
+    if (generator_->HasWork()) RETURN_IF_ERROR(RunStep());
+    SendReplies();
+    if (generator_->HasWork()) continue;
+    const bool draining = header_->draining.load(std::memory_order_acquire) != 0;
+    const bool replies_pending = RepliesPending();
+    if (draining && sequences_.empty() && !replies_pending) return absl::OkStatus();
+    // A worker that does not read its replies is retried every millisecond; otherwise sleep
+    // until a worker rings, and look at the epoch and draining flags now and then.
+    ipc::WaitOptions wait = wait_;
+    if (replies_pending) wait.timeout = std::min<std::chrono::nanoseconds>(
+        wait.timeout, std::chrono::milliseconds(1));
+    doorbell.Wait(
+        [&] {
+          return HasRequests() ||
+                 (!draining && header_->draining.load(std::memory_order_relaxed) != 0) ||
+                 header_->engine_epoch.load(std::memory_order_relaxed) != epoch_;
+        },
+        wait);
+  }
+}
+
+bool EngineLoop::HasRequests() const {
+  for (const Endpoint& e : endpoints_) {
+    if (e.requests.HasMessage() || e.channel.ResetPending()) return true;
+  }
+  return false;
+}
+
+bool EngineLoop::RepliesPending() const {
+  return std::any_of(endpoints_.begin(), endpoints_.end(),
+                     [](const Endpoint& e) { return !e.outbox.empty(); });
+}
+
+void EngineLoop::ResetDeadChannels() {
+  for (int w = 0; w < static_cast<int>(endpoints_.size()); ++w) {
+    Endpoint& e = endpoints_[w];
+    if (!e.channel.ResetPending()) continue;
+    for (const auto& [request_id, id] : e.live) {
+      generator_->Free(id);
+      sequences_.erase(id);
+      counters_.sequences_cancelled.fetch_add(1, std::memory_order_relaxed);
+    }
+    spdlog::info("worker {} restarted: dropped its {} requests, reset its rings", w,
+                 e.live.size());
+    e.live.clear();
+    e.outbox.clear();
+    e.channel.CompleteReset();
+    AttachEndpoint(e);
+  }
+}
+
+void EngineLoop::DrainRequests() {
+  for (int w = 0; w < static_cast<int>(endpoints_.size()); ++w) {
+    Endpoint& e = endpoints_[w];
+    for (std::span<const uint8_t> message = e.requests.Peek(); !message.empty();
+         message = e.requests.Peek()) {
+      ipc::MessageReader reader(message);
+      ipc::Record record;
+      for (;;) {
+        absl::StatusOr<bool> more = reader.Next(&record);
+        if (!more.ok()) {
+          spdlog::error("request ring of worker {}: {}", w, more.status().ToString());
+          break;
+        }
+        if (!*more) break;
+        if (auto* submit = std::get_if<ipc::SubmitRecord>(&record)) {
+          Admit(w, std::move(*submit));
+        } else if (auto* cancel = std::get_if<ipc::CancelRecord>(&record)) {
+          CancelRequest(w, *cancel);
+        } else {
+          spdlog::error("request ring of worker {}: a DONE record", w);
+        }
+      }
+      e.requests.Release();
+    }
+  }
+}
+
+void EngineLoop::Admit(int worker, ipc::SubmitRecord record) {
+  // Left over from the engine before this one: its worker has failed it already.
+  if (record.epoch != epoch_) return;
+  Endpoint& e = endpoints_[worker];
+  if (e.live.contains(record.id)) {
+    spdlog::error("worker {} submitted request {} twice; ignoring the second", worker, record.id);
+    return;
+  }
+  const engine::SequenceId id = next_id_++;
+  const size_t prompt_tokens = record.tokens.size();
+  sequences_[id] = Sequence{.worker = worker,
+                            .request_id = record.id,
+                            .arrival_us = record.arrival_us,
+                            .first_step_us = 0,
+                            .tokens = {}};
+  e.live.emplace(record.id, id);
+  const absl::Status added = generator_->Add(id, std::move(record.tokens), record.max_new_tokens);
+  if (!added.ok()) {
+    spdlog::debug("worker {} request {}: {}", worker, record.id, added.ToString());
+    Reply(id, added.code());
+    return;
+  }
+  counters_.prompt_tokens.fetch_add(prompt_tokens, std::memory_order_relaxed);
+}
+
+void EngineLoop::CancelRequest(int worker, const ipc::CancelRecord& record) {
+  Endpoint& e = endpoints_[worker];
+  if (record.epoch != epoch_) return;
+  auto it = e.live.find(record.id);
+  if (it == e.live.end()) return;  // finished already: its DONE is on the way
+  generator_->Free(it->second);
+  counters_.sequences_cancelled.fetch_add(1, std::memory_order_relaxed);
+  Reply(it->second, absl::StatusCode::kCancelled);
+}
+
+absl::Status EngineLoop::RunStep() {
+  StepOutcome outcome;
+  const int64_t start_us = NowUs();
+  RETURN_IF_ERROR(generator_->Step(&outcome));
+  for (engine::SequenceId id : outcome.ran) {
+    auto it = sequences_.find(id);
+    if (it != sequences_.end() && it->second.first_step_us == 0) it->second.first_step_us = start_us;
+  }
+  for (const engine::StepEvent& event : outcome.events) {
+    auto it = sequences_.find(event.id);
+    if (it == sequences_.end()) continue;
+    if (event.reason != engine::FinishReason::kStopToken) it->second.tokens.push_back(event.token);
+    if (event.finished) Reply(event.id, absl::StatusCode::kOk);
+  }
+  if (!outcome.ran.empty()) {
+    const size_t size = outcome.ran.size();
+    const int bucket = std::min<int>(std::bit_width(size - 1),
+                                     ipc::EngineCounters::kBatchSizeBuckets - 1);
+    counters_.steps.fetch_add(1, std::memory_order_relaxed);
+    counters_.batch_size_buckets[bucket].fetch_add(1, std::memory_order_relaxed);
+    counters_.batch_size_sum.fetch_add(size, std::memory_order_relaxed);
+    counters_.step_tokens.fetch_add(outcome.num_tokens, std::memory_order_relaxed);
+  }
+  generator_->PublishGauges(counters_);
+  return absl::OkStatus();
+}
+
+void EngineLoop::Reply(engine::SequenceId id, absl::StatusCode code) {
+  auto it = sequences_.find(id);
+  Sequence& seq = it->second;
+  const int64_t now_us = NowUs();
+  ipc::DoneRecord record;
+  record.id = seq.request_id;
+  record.epoch = epoch_;
+  record.status_code = static_cast<int32_t>(code);
+  if (seq.first_step_us != 0) {
+    record.queue_us = std::max<int64_t>(0, seq.first_step_us - seq.arrival_us);
+    record.engine_us = now_us - seq.first_step_us;
+  }
+  record.tokens = std::move(seq.tokens);
+  endpoints_[seq.worker].live.erase(seq.request_id);
+  QueueReply(seq.worker, std::move(record));
+  sequences_.erase(it);
+}
+
+void EngineLoop::QueueReply(int worker, ipc::DoneRecord record) {
+  Endpoint& e = endpoints_[worker];
+  if (ipc::RecordBytes(record) > e.channel.responses().max_message_bytes()) {
+    spdlog::error("worker {} request {}: {} tokens do not fit one ring message", worker,
+                  record.id, record.tokens.size());
+    record.status_code = static_cast<int32_t>(absl::StatusCode::kResourceExhausted);
+    record.tokens.clear();
+  }
+  counters_.generated_tokens.fetch_add(record.tokens.size(), std::memory_order_relaxed);
+  counters_.requests_done.fetch_add(1, std::memory_order_relaxed);
+  e.outbox.push_back(std::move(record));
+}
+
+void EngineLoop::SendReplies() {
+  for (Endpoint& e : endpoints_) {
+    if (e.outbox.empty()) continue;
+    size_t sent = 0;
+    while (sent < e.outbox.size()) {
+      const std::span<uint8_t> slot = e.responses.Reserve();
+      if (slot.empty()) break;
+      ipc::MessageWriter writer(slot);
+      while (sent < e.outbox.size() && writer.Add(e.outbox[sent])) ++sent;
+      e.responses.Commit(writer.size());
+    }
+    if (sent == 0) continue;
+    e.outbox.erase(e.outbox.begin(), e.outbox.begin() + sent);
+    e.responses.Publish();
+    e.channel.responses().consumer_doorbell().Ring();
+  }
+}
+
+int RunEngineProcess(const config::Config& config, const std::string& shm_name) {
+  absl::StatusOr<ipc::SharedSegment> segment = ipc::SharedSegment::Open(shm_name);
+  if (!segment.ok()) {
+    spdlog::critical("engine: {}", segment.status().ToString());
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<EngineLoop>> loop = EngineLoop::Create(config, *segment);
+  if (!loop.ok()) {
+    spdlog::critical("engine: {}", loop.status().ToString());
+    return 1;
+  }
+  const absl::Status status = (*loop)->Run();
+  if (!status.ok()) {
+    spdlog::error("engine: {}", status.ToString());
+    return 1;
+  }
+  spdlog::info("engine: drained, exiting");
+  return 0;
+}
+
+}  // namespace gecd::server

@@ -1,0 +1,84 @@
+#ifndef GECD_SERVER_ENGINE_PROCESS_H_
+#define GECD_SERVER_ENGINE_PROCESS_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "config/config.h"
+#include "engine/engine.h"
+#include "ipc/messages.h"
+#include "ipc/ring.h"
+#include "ipc/shared_segment.h"
+
+// The engine process's work (server::RunEngineProcess runs it on the segment the supervisor
+// named): one thread that takes SUBMIT/CANCEL records off every worker's request ring, runs
+// continuous-batching steps, and writes DONE records to the response rings, sleeping on the
+// segment's doorbell when there is nothing to do. Counters for the metrics endpoint go to
+// SegmentHeader::engine_counters.
+namespace gecd::server {
+
+// What the loop drives: the Engine over a model backend, or the echo stand-in (defined in
+// engine_process.cc).
+class Generator;
+
+class EngineLoop {
+ public:
+  // Loads the model config.engine.backend names ("cpu", or "echo": no model, every request's
+  // output is its prompt) and warms it up with one tiny generation. `segment` must outlive the
+  // loop; its current engine_epoch is the loop's.
+  static absl::StatusOr<std::unique_ptr<EngineLoop>> Create(const config::Config& config,
+                                                            const ipc::SharedSegment& segment,
+                                                            ipc::WaitOptions wait = {});
+  ~EngineLoop();
+
+  // Sets engine_ready_epoch and serves. Returns OK once header.draining is set and no request
+  // is left (running, or a reply not yet written); FailedPrecondition when engine_epoch moved
+  // on (the supervisor started another engine).
+  absl::Status Run();
+
+ private:
+  struct Sequence {
+    int worker = 0;
+    uint64_t request_id = 0;
+    int64_t arrival_us = 0;
+    int64_t first_step_us = 0;
+    std::vector<int32_t> tokens;  // generated
+  };
+  struct Endpoint {
+    ipc::WorkerChannel channel;
+    ipc::RingConsumer requests;
+    ipc::RingProducer responses;
+    std::vector<ipc::DoneRecord> outbox;  // replies the response ring had no room for yet
+    absl::flat_hash_map<uint64_t, engine::SequenceId> live;  // by request id
+  };
+
+  EngineLoop(const ipc::SharedSegment& segment, std::unique_ptr<Generator> generator,
+             ipc::WaitOptions wait);
+  void AttachEndpoint(Endpoint& endpoint);
+  void ResetDeadChannels();
+  void DrainRequests();
+  void Admit(int worker, ipc::SubmitRecord record);
+  void CancelRequest(int worker, const ipc::CancelRecord& record);
+  absl::Status RunStep();
+  void Reply(engine::SequenceId id, absl::StatusCode code);
+  void QueueReply(int worker, ipc::DoneRecord record);
+  void SendReplies();
+  bool HasRequests() const;
+  bool RepliesPending() const;
+
+  const ipc::SharedSegment& segment_;
+  ipc::SegmentHeader* const header_;
+  ipc::EngineCounters& counters_;
+  const uint64_t epoch_;
+  const ipc::WaitOptions wait_;
+  std::unique_ptr<Generator> generator_;
+  std::vector<Endpoint> endpoints_;
+  absl::flat_hash_map<engine::SequenceId, Sequence> sequences_;
+  engine::SequenceId next_id_ = 1;
+};
+
+}  // namespace gecd::server
+
+#endif  // GECD_SERVER_ENGINE_PROCESS_H_

@@ -1,0 +1,257 @@
+#include "server/ring_engine_link.h"
+
+#include <string>
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace gecd::server {
+
+using Clock = std::chrono::steady_clock;
+
+absl::StatusOr<std::unique_ptr<RingEngineLink>> RingEngineLink::Create(
+    const ipc::SharedSegment& segment, int index, RingEngineLinkOptions options) {
+  if (index < 0 || index >= segment.num_workers()) {
+    return absl::InvalidArgumentError(absl::StrCat("worker index ", index, " outside [0, ",
+                                                   segment.num_workers(), ")"));
+  }
+  auto link = std::unique_ptr<RingEngineLink>(new RingEngineLink(segment, index, options));
+  link->reader_ = std::thread([l = link.get()] { l->ReaderLoop(); });
+  return link;
+}
+
+RingEngineLink::RingEngineLink(const ipc::SharedSegment& segment, int index,
+                               RingEngineLinkOptions options)
+    : header_(segment.header()),
+      channel_(segment.channel(index)),
+      engine_doorbell_(segment.engine_doorbell()),
+      reader_doorbell_(channel_.responses().consumer_doorbell()),
+      generation_(channel_.header()->generation.load(std::memory_order_acquire)),
+      options_(options) {
+  TryAttach();
+}
+
+RingEngineLink::~RingEngineLink() {
+  stop_.store(true, std::memory_order_release);
+  reader_doorbell_.Ring();
+  reader_.join();
+}
+
+bool RingEngineLink::TryAttach() {
+  if (attached_.load(std::memory_order_relaxed)) return true;
+  if (channel_.header()->engine_generation.load(std::memory_order_acquire) != generation_) {
+    return false;
+  }
+  {
+    std::lock_guard lock(mu_);
+    producer_ = ipc::RingProducer(channel_.requests());
+  }
+  consumer_ = ipc::RingConsumer(channel_.responses());
+  attached_.store(true, std::memory_order_release);
+  return true;
+}
+
+bool RingEngineLink::Ready() const {
+  const uint64_t epoch = header_->engine_epoch.load(std::memory_order_acquire);
+  return epoch != 0 && header_->engine_ready_epoch.load(std::memory_order_acquire) == epoch &&
+         attached_.load(std::memory_order_acquire);
+}
+
+absl::Status RingEngineLink::Submit(EngineRequest request, Done done) {
+  if (!Ready()) return absl::UnavailableError("the engine is not ready");
+  ipc::SubmitRecord record;
+  record.id = request.id;
+  record.arrival_us = request.arrival_us;
+  record.max_new_tokens = request.max_new_tokens;
+  record.tokens = std::move(request.prompt);
+  std::lock_guard lock(mu_);
+  // Read under the lock that FailStale holds, so a request is either refused here or seen by
+  // FailStale's scan.
+  record.epoch = header_->engine_ready_epoch.load(std::memory_order_acquire);
+  if (record.epoch == 0) return absl::UnavailableError("the engine is restarting");
+  if (record.epoch != checked_ready_epoch_) FailStaleLocked(record.epoch);
+  if (in_flight_.contains(record.id)) {
+    return absl::InvalidArgumentError(absl::StrCat("request id ", record.id, " is in flight"));
+  }
+  RETURN_IF_ERROR(AppendLocked(record));
+  in_flight_.emplace(record.id, InFlight{std::move(done), record.epoch});
+  return absl::OkStatus();
+}
+
+void RingEngineLink::Cancel(uint64_t id) {
+  std::lock_guard lock(mu_);
+  auto it = in_flight_.find(id);
+  if (it == in_flight_.end()) return;
+  if (AppendLocked(ipc::CancelRecord{.id = id, .epoch = it->second.epoch}).ok()) return;
+  // No room to tell the engine: answer now; its eventual reply finds no entry and is dropped.
+  EngineReply reply;
+  reply.status = absl::CancelledError("cancelled");
+  AnswerLocked(std::move(it->second.done), std::move(reply));
+  in_flight_.erase(it);
+}
+
+void RingEngineLink::AnswerLocked(Done done, EngineReply reply) {
+  local_.emplace_back(std::move(done), std::move(reply));
+  if (!local_pending_.exchange(true, std::memory_order_acq_rel)) reader_doorbell_.Ring();
+}
+
+absl::Status RingEngineLink::AppendLocked(const ipc::Record& record) {
+  const size_t max_bytes = channel_.requests().max_message_bytes();
+  if (ipc::RecordBytes(record) > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a prompt of ", std::get<ipc::SubmitRecord>(record).tokens.size(),
+        " tokens does not fit one ring message of ", max_bytes, " bytes"));
+  }
+  if (!open_ || !writer_.Add(record)) {
+    if (open_) PublishLocked();  // full
+    const std::span<uint8_t> slot = producer_.Reserve();
+    if (slot.empty()) return absl::ResourceExhaustedError("the request ring is full");
+    writer_ = ipc::MessageWriter(slot);
+    writer_.Add(record);
+    open_ = true;
+    open_since_ = Clock::now();
+  }
+  // An idle engine gets the record at once; a busy one will not look before its step ends, so
+  // let more records join this message and have the reader publish it shortly.
+  if (producer_.ConsumerCaughtUp()) {
+    PublishLocked();
+  } else if (!flush_wanted_.exchange(true, std::memory_order_acq_rel)) {
+    reader_doorbell_.Ring();
+  }
+  return absl::OkStatus();
+}
+
+void RingEngineLink::PublishLocked() {
+  producer_.Commit(writer_.size());
+  producer_.Publish();
+  open_ = false;
+  engine_doorbell_.Ring();
+}
+
+void RingEngineLink::ReaderLoop() {
+  while (!stop_.load(std::memory_order_acquire)) {
+    const bool attached = TryAttach();
+    const bool flush_armed = flush_wanted_.load(std::memory_order_acquire);
+    ipc::WaitOptions wait = options_.wait;
+    if (flush_armed) wait.timeout = options_.flush_delay;
+    reader_doorbell_.Wait(
+        [&] {
+          return stop_.load(std::memory_order_relaxed) || (attached && consumer_.HasMessage()) ||
+                 local_pending_.load(std::memory_order_relaxed) ||
+                 (!flush_armed && flush_wanted_.load(std::memory_order_relaxed));
+        },
+        wait);
+    if (attached) DrainResponses();
+    FlushIfDue();
+    FailStale();
+    if (local_pending_.exchange(false, std::memory_order_acq_rel)) {
+      std::vector<Completion> completions;
+      {
+        std::lock_guard lock(mu_);
+        completions.swap(local_);
+      }
+      Run(completions);
+    }
+  }
+  FailAll(absl::UnavailableError("the engine link closed"));
+}
+
+void RingEngineLink::DrainResponses() {
+  std::vector<ipc::DoneRecord> records;
+  std::vector<Completion> completions;
+  for (std::span<const uint8_t> message = consumer_.Peek(); !message.empty();
+       message = consumer_.Peek()) {
+    ipc::MessageReader reader(message);
+    ipc::Record record;
+    for (;;) {
+      absl::StatusOr<bool> more = reader.Next(&record);
+      if (!more.ok()) {
+        spdlog::error("response ring: {}", more.status().ToString());
+        break;
+      }
+      if (!*more) break;
+      if (auto* done = std::get_if<ipc::DoneRecord>(&record)) {
+        records.push_back(std::move(*done));
+      } else {
+        spdlog::error("response ring: a record that is not DONE");
+      }
+    }
+    consumer_.Release();
+  }
+  if (records.empty()) return;
+  {
+    std::lock_guard lock(mu_);
+    for (ipc::DoneRecord& r : records) {
+      auto it = in_flight_.find(r.id);
+      // Not ours any more: already failed after an engine restart, or cancelled locally.
+      if (it == in_flight_.end() || it->second.epoch != r.epoch) continue;
+      EngineReply reply;
+      const auto code = static_cast<absl::StatusCode>(r.status_code);
+      if (code == absl::StatusCode::kCancelled) {
+        reply.status = absl::CancelledError("cancelled");
+      } else if (code != absl::StatusCode::kOk) {
+        reply.status = absl::Status(code, "the engine rejected the request");
+      }
+      reply.tokens = std::move(r.tokens);
+      reply.queue_us = r.queue_us;
+      reply.engine_us = r.engine_us;
+      completions.emplace_back(std::move(it->second.done), std::move(reply));
+      in_flight_.erase(it);
+    }
+  }
+  Run(completions);
+}
+
+void RingEngineLink::FlushIfDue() {
+  if (!flush_wanted_.load(std::memory_order_acquire)) return;
+  std::lock_guard lock(mu_);
+  if (open_ && (Clock::now() - open_since_ >= options_.flush_delay ||
+                producer_.ConsumerCaughtUp())) {
+    PublishLocked();
+  }
+  flush_wanted_.store(open_, std::memory_order_release);
+}
+
+void RingEngineLink::FailStale() {
+  std::lock_guard lock(mu_);
+  const uint64_t ready = header_->engine_ready_epoch.load(std::memory_order_acquire);
+  if (ready != checked_ready_epoch_) FailStaleLocked(ready);
+}
+
+void RingEngineLink::FailStaleLocked(uint64_t ready_epoch) {
+  checked_ready_epoch_ = ready_epoch;
+  for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+    if (it->second.epoch == ready_epoch) {
+      ++it;
+      continue;
+    }
+    EngineReply reply;
+    reply.status = absl::UnavailableError("the engine restarted with the request in flight");
+    AnswerLocked(std::move(it->second.done), std::move(reply));
+    in_flight_.erase(it++);
+  }
+}
+
+void RingEngineLink::FailAll(absl::Status status) {
+  std::vector<Completion> completions;
+  {
+    std::lock_guard lock(mu_);
+    completions.swap(local_);
+    for (auto& [id, entry] : in_flight_) {
+      EngineReply reply;
+      reply.status = status;
+      completions.emplace_back(std::move(entry.done), std::move(reply));
+    }
+    in_flight_.clear();
+  }
+  Run(completions);
+}
+
+void RingEngineLink::Run(std::vector<Completion>& completions) {
+  for (auto& [done, reply] : completions) done(std::move(reply));
+  completions.clear();
+}
+
+}  // namespace gecd::server

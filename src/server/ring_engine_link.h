@@ -1,0 +1,98 @@
+#ifndef GECD_SERVER_RING_ENGINE_LINK_H_
+#define GECD_SERVER_RING_ENGINE_LINK_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "ipc/messages.h"
+#include "ipc/ring.h"
+#include "ipc/shared_segment.h"
+#include "server/engine_link.h"
+
+namespace gecd::server {
+
+struct RingEngineLinkOptions {
+  // The reader thread's spin before sleeping; its timeout bounds how long an engine restart
+  // goes unnoticed when no reply wakes it.
+  ipc::WaitOptions wait;
+  // While the engine is busy (it has not taken the last message yet) Submit and Cancel append
+  // to an open message instead of publishing one per request; the reader thread publishes it
+  // at the latest this long after it was opened.
+  std::chrono::microseconds flush_delay{50};
+};
+
+// The production EngineLink: worker `index`'s channel of the shared segment. Owns the reader
+// thread, which takes DONE records off the response ring and runs `done`, publishes open
+// messages, and fails every in-flight request with UNAVAILABLE once the engine that took it
+// is gone (engine_ready_epoch no longer equals the epoch it was submitted under).
+// Submit/Cancel may be called from any thread.
+class RingEngineLink final : public EngineLink {
+ public:
+  // `segment` must outlive the link. When the channel awaits the engine's reset after a worker
+  // restart (worker_channel.h), the link attaches once it is done; Ready() is false till then.
+  static absl::StatusOr<std::unique_ptr<RingEngineLink>> Create(
+      const ipc::SharedSegment& segment, int index, RingEngineLinkOptions options = {});
+  // Requests still in flight end with UNAVAILABLE.
+  ~RingEngineLink() override;
+
+  absl::Status Submit(EngineRequest request, Done done) override;
+  void Cancel(uint64_t id) override;
+  bool Ready() const override;
+
+ private:
+  struct InFlight {
+    Done done;
+    uint64_t epoch = 0;
+  };
+  using Completion = std::pair<Done, EngineReply>;
+
+  RingEngineLink(const ipc::SharedSegment& segment, int index, RingEngineLinkOptions options);
+  bool TryAttach();
+  absl::Status AppendLocked(const ipc::Record& record);
+  void PublishLocked();
+  void ReaderLoop();
+  void DrainResponses();
+  void FlushIfDue();
+  // Fails the requests of engines other than the one ready now.
+  void FailStale();
+  void FailStaleLocked(uint64_t ready_epoch);
+  // Queues `done` for the reader thread (never inline: the caller may hold its own locks).
+  void AnswerLocked(Done done, EngineReply reply);
+  void FailAll(absl::Status status);
+  static void Run(std::vector<Completion>& completions);
+
+  ipc::SegmentHeader* const header_;
+  const ipc::WorkerChannel channel_;
+  const ipc::Doorbell engine_doorbell_;
+  const ipc::Doorbell reader_doorbell_;  // the response ring's
+  const uint64_t generation_;
+  const RingEngineLinkOptions options_;
+  std::atomic<bool> attached_{false};
+  std::atomic<bool> flush_wanted_{false};
+  std::atomic<bool> stop_{false};
+
+  std::mutex mu_;
+  ipc::RingProducer producer_;
+  ipc::MessageWriter writer_;
+  bool open_ = false;
+  std::chrono::steady_clock::time_point open_since_;
+  absl::flat_hash_map<uint64_t, InFlight> in_flight_;
+  uint64_t checked_ready_epoch_ = 0;  // the ready epoch FailStale last acted on
+  std::vector<Completion> local_;     // answered by the link itself, not by the engine
+  std::atomic<bool> local_pending_{false};
+
+  ipc::RingConsumer consumer_;  // reader thread only
+  std::thread reader_;
+};
+
+}  // namespace gecd::server
+
+#endif  // GECD_SERVER_RING_ENGINE_LINK_H_
