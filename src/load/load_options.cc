@@ -1,0 +1,197 @@
+#include "load/load_options.h"
+
+#include <fstream>
+#include <optional>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/status_macros.h"
+
+namespace gecd::load {
+
+const char kLoadUsage[] = R"(usage: gecd-load --input FILE [options]
+
+Drives a gecd.v1.GrammarCorrection server with one sentence per request and reports achieved
+QPS, latency percentiles (of successful requests) and errors by status code.
+
+  --target HOST:PORT     server address (127.0.0.1:50051)
+  --input FILE           sentences, one per line, cycled (required)
+  --qps N                open loop: Poisson arrivals at N requests/s (default 100)
+  --profile SPEC         open loop with a varying rate: ramp:FROM:TO (linear over --duration)
+                         or diurnal:MIN:MAX:PERIOD_S (a sine from MIN up to MAX and back)
+  --concurrency N        closed loop: N requests in flight, each answered one replaced
+  --duration D           measured time (10s); D is 30, 30s, 500ms or 2m
+  --warmup D             time sent but not measured, before the window (1s)
+  --deadline-ms N        per-request gRPC deadline (5000); with --stream, how long after
+                         the run a stream may take to answer what it still owes
+  --stream               send on CorrectStream (one stream per channel) instead of Correct
+  --channels N           connections, each with its own channel args (8)
+  --threads N            completion-queue threads (2)
+  --seed N               arrival schedule seed (1)
+  --json FILE            write the report (or the find-max trials) as JSON
+  --csv FILE             write per-second rows: t,sent,ok,errors,p50_ms,p99_ms
+  --find-max             search the highest open-loop QPS meeting the SLO: start at --qps,
+                         double until a trial fails, then bisect; each trial is --warmup
+                         plus --duration
+  --slo-p99 D            the find-max latency SLO (1s)
+  --max-error-rate F     the find-max error-rate limit (0.01)
+  --precision F          find-max stops when the bracket is within F of its top (0.05)
+  --max-trials N         find-max trial limit (16)
+  --help                 this text
+
+Open-loop latency counts from each request's intended send time, so a server (or client)
+that falls behind shows as latency, not as fewer requests.
+)";
+
+namespace {
+
+absl::Status BadValue(std::string_view flag, std::string_view value, std::string_view want) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(std::string(flag), ": '", std::string(value), "' is not ", std::string(want)));
+}
+
+absl::StatusOr<double> ParsePositive(std::string_view flag, std::string_view value) {
+  double v;
+  if (!absl::SimpleAtod(std::string(value), &v) || !(v > 0)) {
+    return BadValue(flag, value, "a number > 0");
+  }
+  return v;
+}
+
+absl::StatusOr<int> ParseCount(std::string_view flag, std::string_view value) {
+  int v;
+  if (!absl::SimpleAtoi(std::string(value), &v) || v < 1) {
+    return BadValue(flag, value, "an integer >= 1");
+  }
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<double> ParseDuration(std::string_view text) {
+  absl::string_view number(text.data(), text.size());
+  double scale = 1;
+  if (absl::ConsumeSuffix(&number, "ms")) {
+    scale = 1e-3;
+  } else if (absl::ConsumeSuffix(&number, "s")) {
+  } else if (absl::ConsumeSuffix(&number, "m")) {
+    scale = 60;
+  }
+  double v;
+  if (!absl::SimpleAtod(std::string(number), &v) || !(v >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", std::string(text), "' is not a duration (30, 30s, 500ms, 2m)"));
+  }
+  return v * scale;
+}
+
+absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& args) {
+  LoadOptions options;
+  RunConfig& run = options.run;
+  std::optional<double> qps;
+  std::string profile;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i];
+    std::optional<std::string> inline_value;
+    if (const size_t eq = flag.find('='); eq != std::string::npos) {
+      inline_value = flag.substr(eq + 1);
+      flag.resize(eq);
+    }
+    if (flag == "--help" || flag == "-h") {
+      options.help = true;
+      continue;
+    }
+    if (flag == "--stream") {
+      run.stream = true;
+      continue;
+    }
+    if (flag == "--find-max") {
+      options.find_max = true;
+      continue;
+    }
+    std::string value;
+    if (inline_value.has_value()) {
+      value = *inline_value;
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value (see --help)"));
+    }
+    if (flag == "--target") {
+      run.target = value;
+    } else if (flag == "--input") {
+      options.input_path = value;
+    } else if (flag == "--qps") {
+      ASSIGN_OR_RETURN(qps, ParsePositive(flag, value));
+    } else if (flag == "--profile") {
+      profile = value;
+    } else if (flag == "--concurrency") {
+      ASSIGN_OR_RETURN(run.concurrency, ParseCount(flag, value));
+    } else if (flag == "--duration") {
+      ASSIGN_OR_RETURN(run.duration_s, ParseDuration(value));
+    } else if (flag == "--warmup") {
+      ASSIGN_OR_RETURN(run.warmup_s, ParseDuration(value));
+    } else if (flag == "--slo-p99") {
+      ASSIGN_OR_RETURN(options.find_max_options.slo_p99_s, ParseDuration(value));
+    } else if (flag == "--deadline-ms") {
+      ASSIGN_OR_RETURN(run.deadline_ms, ParseCount(flag, value));
+    } else if (flag == "--channels") {
+      ASSIGN_OR_RETURN(run.channels, ParseCount(flag, value));
+    } else if (flag == "--threads") {
+      ASSIGN_OR_RETURN(run.threads, ParseCount(flag, value));
+    } else if (flag == "--seed") {
+      if (!absl::SimpleAtoi(value, &run.seed)) return BadValue(flag, value, "an integer");
+    } else if (flag == "--json") {
+      options.json_path = value;
+    } else if (flag == "--csv") {
+      options.csv_path = value;
+    } else if (flag == "--max-error-rate") {
+      double& rate = options.find_max_options.max_error_rate;
+      if (!absl::SimpleAtod(value, &rate) || rate < 0 || rate > 1) {
+        return BadValue(flag, value, "a fraction in [0, 1]");
+      }
+    } else if (flag == "--precision") {
+      ASSIGN_OR_RETURN(options.find_max_options.precision, ParsePositive(flag, value));
+    } else if (flag == "--max-trials") {
+      ASSIGN_OR_RETURN(options.find_max_options.max_trials, ParseCount(flag, value));
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", flag, " (see --help)"));
+    }
+  }
+  if (options.help) return options;
+  if (options.input_path.empty()) return absl::InvalidArgumentError("--input FILE is required");
+  if (!(run.duration_s > 0)) return absl::InvalidArgumentError("--duration must be > 0");
+  if (run.concurrency > 0 && (qps.has_value() || !profile.empty() || options.find_max)) {
+    return absl::InvalidArgumentError(
+        "--concurrency (closed loop) excludes --qps, --profile and --find-max (open loop)");
+  }
+  if (!profile.empty() && (qps.has_value() || options.find_max)) {
+    return absl::InvalidArgumentError("--profile excludes --qps and --find-max");
+  }
+  if (!profile.empty()) {
+    ASSIGN_OR_RETURN(run.profile, RateProfile::Parse(profile, run.duration_s));
+  } else {
+    run.profile = RateProfile::Constant(qps.value_or(100));
+  }
+  options.find_max_options.start_qps = qps.value_or(100);
+  return options;
+}
+
+absl::StatusOr<std::vector<std::string>> ReadSentences(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("--input ", path, ": cannot be read"));
+  std::vector<std::string> sentences;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) sentences.push_back(std::move(line));
+  }
+  if (in.bad()) return absl::DataLossError(absl::StrCat("--input ", path, ": read error"));
+  if (sentences.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--input ", path, ": no sentences"));
+  }
+  return sentences;
+}
+
+}  // namespace gecd::load

@@ -1,0 +1,79 @@
+#include "load/load_recorder.h"
+
+#include <algorithm>
+#include <array>
+
+#include "absl/strings/str_cat.h"
+
+namespace gecd::load {
+
+uint64_t RunResult::error_count() const {
+  uint64_t n = 0;
+  for (const auto& [code, count] : errors) n += count;
+  return n;
+}
+
+std::string StatusCodeName(int code) {
+  static constexpr std::array<const char*, 17> kNames = {"OK",
+                                                         "CANCELLED",
+                                                         "UNKNOWN",
+                                                         "INVALID_ARGUMENT",
+                                                         "DEADLINE_EXCEEDED",
+                                                         "NOT_FOUND",
+                                                         "ALREADY_EXISTS",
+                                                         "PERMISSION_DENIED",
+                                                         "RESOURCE_EXHAUSTED",
+                                                         "FAILED_PRECONDITION",
+                                                         "ABORTED",
+                                                         "OUT_OF_RANGE",
+                                                         "UNIMPLEMENTED",
+                                                         "INTERNAL",
+                                                         "UNAVAILABLE",
+                                                         "DATA_LOSS",
+                                                         "UNAUTHENTICATED"};
+  if (code >= 0 && code < static_cast<int>(kNames.size())) return kNames[code];
+  return absl::StrCat("CODE_", code);
+}
+
+LoadRecorder::LoadRecorder(Clock::time_point window_start, Clock::time_point window_end)
+    : window_start_(window_start), window_end_(window_end) {
+  result_.duration_s = std::chrono::duration<double>(window_end - window_start).count();
+}
+
+SecondStats& LoadRecorder::SecondOf(Clock::time_point t) {
+  const auto second = std::chrono::duration_cast<std::chrono::seconds>(t - window_start_).count();
+  const size_t index = static_cast<size_t>(std::max<int64_t>(second, 0));
+  if (index >= result_.timeline.size()) result_.timeline.resize(index + 1);
+  return result_.timeline[index];
+}
+
+void LoadRecorder::RecordSent(Clock::time_point intended) {
+  if (!InWindow(intended)) return;
+  std::lock_guard lock(mu_);
+  ++result_.sent;
+  ++SecondOf(intended).sent;
+}
+
+void LoadRecorder::RecordDone(Clock::time_point intended, Clock::time_point done, int code) {
+  if (!InWindow(intended)) return;
+  std::lock_guard lock(mu_);
+  SecondStats& second = SecondOf(done);
+  if (code == 0) {
+    const int64_t micros =
+        std::chrono::duration_cast<std::chrono::microseconds>(done - intended).count();
+    ++result_.ok;
+    ++second.ok;
+    result_.ok_latency.Record(micros);
+    second.ok_latency.Record(micros);
+  } else {
+    ++result_.errors[StatusCodeName(code)];
+    ++second.errors;
+  }
+}
+
+RunResult LoadRecorder::Finish() {
+  std::lock_guard lock(mu_);
+  return std::move(result_);
+}
+
+}  // namespace gecd::load

@@ -1,0 +1,69 @@
+#ifndef GECD_LOAD_LOAD_RECORDER_H_
+#define GECD_LOAD_LOAD_RECORDER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "load/latency_histogram.h"
+
+namespace gecd::load {
+
+using Clock = std::chrono::steady_clock;
+
+// One second of a run, by completion time (sent: by intended send time).
+struct SecondStats {
+  uint64_t sent = 0;
+  uint64_t ok = 0;
+  uint64_t errors = 0;
+  LatencyHistogram ok_latency{5};
+};
+
+// What a run measured. Latency percentiles are of successful requests only: a fast
+// RESOURCE_EXHAUSTED would otherwise make an overloaded server look quick.
+struct RunResult {
+  double duration_s = 0;  // the measured window, warmup excluded
+  uint64_t sent = 0;
+  uint64_t ok = 0;
+  std::map<std::string, uint64_t> errors;  // by gRPC status code name
+  LatencyHistogram ok_latency;
+  std::vector<SecondStats> timeline;
+
+  uint64_t error_count() const;
+  double achieved_qps() const { return duration_s > 0 ? ok / duration_s : 0; }
+};
+
+// The upper-case gRPC name of a status code ("RESOURCE_EXHAUSTED"), "CODE_<n>" if unknown.
+std::string StatusCodeName(int code);
+
+// Collects outcomes from the client threads. Requests intended before the window's start
+// (warmup) are not counted; those intended inside it are counted whenever they complete, so the
+// slow tail of the last second is not dropped.
+class LoadRecorder {
+ public:
+  LoadRecorder(Clock::time_point window_start, Clock::time_point window_end);
+
+  bool InWindow(Clock::time_point intended) const {
+    return intended >= window_start_ && intended < window_end_;
+  }
+  void RecordSent(Clock::time_point intended);
+  // code: a gRPC status code, 0 for OK.
+  void RecordDone(Clock::time_point intended, Clock::time_point done, int code);
+
+  RunResult Finish();
+
+ private:
+  SecondStats& SecondOf(Clock::time_point t);  // requires mu_
+
+  const Clock::time_point window_start_;
+  const Clock::time_point window_end_;
+  std::mutex mu_;
+  RunResult result_;
+};
+
+}  // namespace gecd::load
+
+#endif  // GECD_LOAD_LOAD_RECORDER_H_

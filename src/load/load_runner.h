@@ -1,0 +1,41 @@
+#ifndef GECD_LOAD_LOAD_RUNNER_H_
+#define GECD_LOAD_LOAD_RUNNER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "load/load_recorder.h"
+#include "load/rate_profile.h"
+
+namespace gecd::load {
+
+// One load run against a gecd.v1.GrammarCorrection server.
+struct RunConfig {
+  std::string target = "127.0.0.1:50051";
+  // Each channel gets distinct channel args, hence its own TCP connection, so that the kernel
+  // spreads them over the server's SO_REUSEPORT workers.
+  int channels = 8;
+  int threads = 2;      // completion-queue threads
+  bool stream = false;  // CorrectStream, one stream per channel, instead of unary Correct
+  int concurrency = 0;  // closed loop with this many requests in flight; 0: open loop
+  RateProfile profile = RateProfile::Constant(100);  // open loop only
+  double duration_s = 10;
+  double warmup_s = 1;
+  // Unary: the gRPC deadline. Stream: the stream ends this long after the run, failing what is
+  // still unanswered.
+  int deadline_ms = 5000;
+  uint64_t seed = 1;
+  std::vector<std::string> sentences;  // cycled; must not be empty
+};
+
+// Connects every channel (UNAVAILABLE if the target does not answer within 5 s), drives the
+// load, waits for the requests in flight to end, and returns what the window measured. In open
+// loop a request's latency runs from its intended send time, so a client or server that falls
+// behind shows up as latency rather than as fewer requests (no coordinated omission).
+absl::StatusOr<RunResult> RunLoad(const RunConfig& config);
+
+}  // namespace gecd::load
+
+#endif  // GECD_LOAD_LOAD_RUNNER_H_

@@ -1,0 +1,56 @@
+#include "load/report.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace gecd::load {
+namespace {
+
+double Ms(int64_t micros) { return micros / 1000.0; }
+
+constexpr double kQuantiles[] = {0.5, 0.9, 0.99, 0.999};
+constexpr const char* kQuantileNames[] = {"p50", "p90", "p99", "p99.9"};
+
+}  // namespace
+
+void WriteTable(const RunResult& result, std::ostream& out) {
+  out << absl::StrFormat("%-16s %12.1f s\n", "duration", result.duration_s);
+  out << absl::StrFormat("%-16s %12u\n", "sent", result.sent);
+  out << absl::StrFormat("%-16s %12u\n", "ok", result.ok);
+  out << absl::StrFormat("%-16s %12u\n", "errors", result.error_count());
+  out << absl::StrFormat("%-16s %12.1f req/s\n", "achieved qps", result.achieved_qps());
+  for (size_t i = 0; i < std::size(kQuantiles); ++i) {
+    out << absl::StrFormat("%-16s %12.3f ms\n", absl::StrCat("latency ", kQuantileNames[i]),
+                           Ms(result.ok_latency.Percentile(kQuantiles[i])));
+  }
+  out << absl::StrFormat("%-16s %12.3f ms\n", "latency max", Ms(result.ok_latency.max()));
+  for (const auto& [code, count] : result.errors) {
+    out << absl::StrFormat("%-16s %12u\n", absl::StrCat("  ", code), count);
+  }
+}
+
+nlohmann::json ToJson(const RunResult& result) {
+  nlohmann::json latency = {{"mean", result.ok_latency.mean() / 1000.0},
+                            {"max", Ms(result.ok_latency.max())}};
+  for (size_t i = 0; i < std::size(kQuantiles); ++i) {
+    latency[kQuantileNames[i]] = Ms(result.ok_latency.Percentile(kQuantiles[i]));
+  }
+  return {{"duration_s", result.duration_s},
+          {"sent", result.sent},
+          {"ok", result.ok},
+          {"errors", result.error_count()},
+          {"errors_by_code", result.errors},
+          {"achieved_qps", result.achieved_qps()},
+          {"latency_ms", latency}};
+}
+
+void WriteTimelineCsv(const RunResult& result, std::ostream& out) {
+  out << "t,sent,ok,errors,p50_ms,p99_ms\n";
+  for (size_t t = 0; t < result.timeline.size(); ++t) {
+    const SecondStats& s = result.timeline[t];
+    out << absl::StrFormat("%u,%u,%u,%u,%.3f,%.3f\n", t, s.sent, s.ok, s.errors,
+                           Ms(s.ok_latency.Percentile(0.5)), Ms(s.ok_latency.Percentile(0.99)));
+  }
+}
+
+}  // namespace gecd::load

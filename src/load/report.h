@@ -1,0 +1,23 @@
+#ifndef GECD_LOAD_REPORT_H_
+#define GECD_LOAD_REPORT_H_
+
+#include <ostream>
+
+#include "load/load_recorder.h"
+#include "nlohmann/json.hpp"
+
+namespace gecd::load {
+
+// The human summary of a run: achieved QPS, latency percentiles in ms, errors by code.
+void WriteTable(const RunResult& result, std::ostream& out);
+
+// The same figures for machines; latencies in ms.
+nlohmann::json ToJson(const RunResult& result);
+
+// Latency over time: a header, then one row per second of the window
+// "t,sent,ok,errors,p50_ms,p99_ms".
+void WriteTimelineCsv(const RunResult& result, std::ostream& out);
+
+}  // namespace gecd::load
+
+#endif  // GECD_LOAD_REPORT_H_

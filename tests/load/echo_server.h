@@ -1,0 +1,128 @@
+#ifndef GECD_TESTS_LOAD_ECHO_SERVER_H_
+#define GECD_TESTS_LOAD_ECHO_SERVER_H_
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "gecd/v1/grammar.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+
+namespace gecd::load::testing {
+
+// An in-process gecd.v1.GrammarCorrection server on 127.0.0.1 (a free port) that answers every
+// sentence with its own text, and every reject_every-th one (0: none) with RESOURCE_EXHAUSTED,
+// as an RPC status on Correct and as a per-sentence status on CorrectStream.
+class EchoServer final : public v1::GrammarCorrection::CallbackService {
+ public:
+  explicit EchoServer(uint64_t reject_every = 0) : reject_every_(reject_every) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+  }
+  ~EchoServer() override { server_->Shutdown(); }
+
+  std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
+  uint64_t answered() const { return answered_.load(); }
+
+  grpc::ServerUnaryReactor* Correct(grpc::CallbackServerContext* context,
+                                    const v1::CorrectRequest* request,
+                                    v1::CorrectResponse* response) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    if (Reject()) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "full"));
+    } else {
+      Echo(*request, response);
+      reactor->Finish(grpc::Status::OK);
+    }
+    return reactor;
+  }
+
+  grpc::ServerBidiReactor<v1::CorrectRequest, v1::CorrectResponse>* CorrectStream(
+      grpc::CallbackServerContext* context) override {
+    return new StreamEcho(this);
+  }
+
+ private:
+  // Answers each sentence as it is read; one write in flight at a time, as gRPC requires.
+  // Reactor operations start outside the lock: a reaction may run inline.
+  class StreamEcho final : public grpc::ServerBidiReactor<v1::CorrectRequest, v1::CorrectResponse> {
+   public:
+    explicit StreamEcho(EchoServer* server) : server_(server) { StartRead(&request_); }
+
+    void OnReadDone(bool ok) override {
+      if (!ok) {
+        bool finish;
+        {
+          std::lock_guard lock(mu_);
+          reads_done_ = true;
+          finish = !writing_;
+        }
+        if (finish) Finish(grpc::Status::OK);
+        return;
+      }
+      v1::CorrectResponse response;
+      if (server_->Reject()) {
+        response.set_request_id(request_.request_id());
+        response.mutable_status()->set_code(grpc::StatusCode::RESOURCE_EXHAUSTED);
+      } else {
+        server_->Echo(request_, &response);
+      }
+      const v1::CorrectResponse* to_write = nullptr;  // stays put: only OnWriteDone pops it
+      {
+        std::lock_guard lock(mu_);
+        pending_.push_back(std::move(response));
+        if (!writing_) to_write = &pending_.front();
+        writing_ = true;
+      }
+      if (to_write != nullptr) StartWrite(to_write);
+      StartRead(&request_);
+    }
+
+    void OnWriteDone(bool ok) override {
+      const v1::CorrectResponse* to_write = nullptr;
+      bool finish;
+      {
+        std::lock_guard lock(mu_);
+        pending_.pop_front();
+        writing_ = !pending_.empty();
+        if (writing_) to_write = &pending_.front();
+        finish = !writing_ && reads_done_;
+      }
+      if (to_write != nullptr) StartWrite(to_write);
+      if (finish) Finish(grpc::Status::OK);
+    }
+
+    void OnDone() override { delete this; }
+
+   private:
+    EchoServer* server_;
+    v1::CorrectRequest request_;
+    std::mutex mu_;
+    std::deque<v1::CorrectResponse> pending_;  // front() is being written while writing_
+    bool writing_ = false;
+    bool reads_done_ = false;
+  };
+
+  bool Reject() {
+    return reject_every_ > 0 && calls_.fetch_add(1) % reject_every_ == reject_every_ - 1u;
+  }
+  void Echo(const v1::CorrectRequest& request, v1::CorrectResponse* response) {
+    response->set_request_id(request.request_id());
+    response->set_corrected_text(request.text());
+    answered_.fetch_add(1);
+  }
+
+  const uint64_t reject_every_;
+  std::atomic<uint64_t> calls_{0};
+  std::atomic<uint64_t> answered_{0};
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+}  // namespace gecd::load::testing
+
+#endif  // GECD_TESTS_LOAD_ECHO_SERVER_H_
