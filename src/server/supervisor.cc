@@ -259,9 +259,11 @@ void Supervisor::OnExit(Child& child, int wait_status) {
     // had in flight with the dead one.
     header_->engine_ready_epoch.store(0);
     header_->engine_epoch.fetch_add(1);
+  } else {
+    // The engine frees the dead worker's sequences and resets its rings before the
+    // replacement attaches.
+    segment_.ResetWorkerChannel(child.worker);
   }
-  // TODO(ipc): reset worker `child.worker`'s rings and have the engine free its sequences
-  // (ipc::WorkerChannel) here, before the worker is restarted.
   if (shutting_down_) {
     spdlog::info("{} (pid {}) {}", child.title, pid, DescribeExit(wait_status));
     return;
