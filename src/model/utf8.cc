@@ -58,4 +58,21 @@ absl::Status ValidateUtf8(std::string_view text) {
   return absl::OkStatus();
 }
 
+std::string ToValidUtf8(std::string_view text) {
+  if (ValidateUtf8(text).ok()) return std::string(text);
+  std::string out;
+  out.reserve(text.size() + 8);
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = WellFormedLength(text, i);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(text.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
 }  // namespace gecd::model

@@ -2,6 +2,7 @@
 #define GECD_MODEL_UTF8_H_
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -13,6 +14,10 @@ namespace gecd::model {
 // OK for well-formed UTF-8 (no overlongs, surrogates or code points above U+10FFFF); otherwise
 // InvalidArgument naming the byte offset of the first bad sequence.
 absl::Status ValidateUtf8(std::string_view text);
+
+// `text` with every ill-formed sequence replaced by U+FFFD, for bytes that must leave as text
+// (a model can stop in the middle of a multi-byte character).
+std::string ToValidUtf8(std::string_view text);
 
 // Length of the UTF-8 sequence that starts with `lead` (1 for a continuation byte, so that a
 // scan over arbitrary bytes always advances).

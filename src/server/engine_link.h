@@ -26,6 +26,7 @@ struct EngineReply {
   std::vector<int32_t> tokens;  // generated, stop token excluded
   int64_t queue_us = 0;         // arrival → first engine step that ran it
   int64_t engine_us = 0;        // first step → last token
+  int64_t first_token_us = 0;   // arrival → first generated token; 0 when not reported
 };
 
 class EngineLink {

@@ -5,7 +5,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "testing/test_paths.h"
+#include "testing/byte_level_tokenizer.h"
+#include "testing/scoped_temp_dir.h"
 
 namespace gecd::server {
 namespace {
@@ -15,8 +16,8 @@ using ::testing::HasSubstr;
 class RequestValidatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto tokenizer =
-        model::Tokenizer::LoadFromModelDir(gecd::testing::FixturePath("tokenizers/sp_brown"));
+    gecd::testing::WriteByteLevelTokenizer(model_dir_.path());
+    auto tokenizer = model::Tokenizer::LoadFromModelDir(model_dir_.path());
     ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
     tokenizer_ = *std::move(tokenizer);
     config_.model.prompt_template = "Correct: {text}\nAnswer:";
@@ -32,6 +33,7 @@ class RequestValidatorTest : public ::testing::Test {
     EXPECT_THAT(std::string(prompt.status().message()), HasSubstr(std::string(message_part)));
   }
 
+  gecd::testing::ScopedTempDir model_dir_;
   config::Config config_;
   std::unique_ptr<model::Tokenizer> tokenizer_;
 };

@@ -1,0 +1,283 @@
+#include "server/grammar_service.h"
+
+#include <deque>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/utf8.h"
+#include "server/edits.h"
+#include "spdlog/spdlog.h"
+
+namespace gecd::server {
+
+namespace {
+
+using gecd::v1::CorrectRequest;
+using gecd::v1::CorrectResponse;
+
+int64_t MonotonicMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+void FillEdits(std::string_view source, std::string_view corrected, CorrectResponse& response) {
+  for (TextEdit& e : ComputeEdits(source, corrected)) {
+    gecd::v1::Edit* edit = response.add_edits();
+    edit->set_start(e.start);
+    edit->set_end(e.end);
+    edit->set_replacement(std::move(e.replacement));
+  }
+}
+
+}  // namespace
+
+// One Correct call. It deletes itself when gRPC is done with it.
+class GrammarService::UnaryCall final : public grpc::ServerUnaryReactor {
+ public:
+  UnaryCall(GrammarService& service, grpc::CallbackServerContext* context,
+            const CorrectRequest* request, CorrectResponse* response)
+      : service_(service), id_(service.NextId()) {
+    service.Process(id_, *request, context->deadline(),
+                    [this, response](const grpc::Status& status, CorrectResponse reply) {
+                      if (status.ok()) *response = std::move(reply);
+                      Finish(status);
+                    });
+  }
+
+  // The client went away or the deadline passed: free the engine's work. The engine still
+  // answers (CANCELLED), and that answer finishes the call.
+  void OnCancel() override { service_.engine_.Cancel(id_); }
+  void OnDone() override { delete this; }
+
+ private:
+  GrammarService& service_;
+  const uint64_t id_;
+};
+
+// One CorrectStream call: reads sentences while fewer than options.stream_window are
+// outstanding, writes each answer as it arrives (one write at a time, the rest queued), and
+// finishes once the client has half-closed and everything is answered. gRPC operations are
+// started only outside mu_, because a completion can run inline on the starting thread.
+class GrammarService::StreamCall final
+    : public grpc::ServerBidiReactor<CorrectRequest, CorrectResponse> {
+ public:
+  StreamCall(GrammarService& service, grpc::CallbackServerContext* context)
+      : service_(service), context_(context) {
+    reading_ = true;
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      std::unique_lock lock(mu_);
+      reading_ = false;
+      read_closed_ = true;
+      Pump(lock);
+      return;
+    }
+    const uint64_t id = service_.NextId();
+    {
+      std::lock_guard lock(mu_);
+      reading_ = false;
+      in_engine_.push_back(id);
+    }
+    service_.Process(id, request_, context_->deadline(),
+                     [this, id](const grpc::Status& status, CorrectResponse reply) {
+                       Answer(id, status, std::move(reply));
+                     });
+    std::unique_lock lock(mu_);
+    Pump(lock);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::unique_lock lock(mu_);
+    writing_ = false;
+    if (!ok) Break(lock);
+    Pump(lock);
+  }
+
+  void OnCancel() override {
+    std::unique_lock lock(mu_);
+    Break(lock);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void Answer(uint64_t id, const grpc::Status& status, CorrectResponse reply) {
+    if (!status.ok()) {
+      reply.mutable_status()->set_code(status.error_code());
+      reply.mutable_status()->set_message(status.error_message());
+    }
+    std::unique_lock lock(mu_);
+    std::erase(in_engine_, id);
+    if (!broken_) pending_.push_back(std::move(reply));
+    Pump(lock);
+  }
+
+  // The stream can no longer deliver: drop queued answers and cancel the engine's work.
+  // Unlocks `lock`.
+  void Break(std::unique_lock<std::mutex>& lock) {
+    if (broken_) return;
+    broken_ = true;
+    read_closed_ = true;
+    pending_.clear();
+    const std::vector<uint64_t> ids = in_engine_;
+    lock.unlock();
+    for (uint64_t id : ids) service_.engine_.Cancel(id);
+    lock.lock();
+  }
+
+  // Starts whatever the state allows: the next write, the next read, or the finish. Releases
+  // `lock` before calling into gRPC.
+  void Pump(std::unique_lock<std::mutex>& lock) {
+    bool write = false, read = false, finish = false;
+    if (!writing_ && !pending_.empty()) {
+      writing_ = write = true;
+      writing_response_ = std::move(pending_.front());
+      pending_.pop_front();
+    }
+    const size_t outstanding = in_engine_.size() + pending_.size() + (writing_ ? 1 : 0);
+    if (!reading_ && !read_closed_ &&
+        outstanding < static_cast<size_t>(service_.options_.stream_window)) {
+      reading_ = read = true;
+    }
+    if (read_closed_ && !reading_ && outstanding == 0 && !finished_) finished_ = finish = true;
+    const bool broken = broken_;
+    lock.unlock();
+    if (write) StartWrite(&writing_response_);
+    if (read) StartRead(&request_);
+    if (finish) {
+      Finish(broken ? grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled")
+                    : grpc::Status::OK);
+    }
+  }
+
+  GrammarService& service_;
+  grpc::CallbackServerContext* const context_;
+  CorrectRequest request_;             // the read in progress; only touched by reads
+  CorrectResponse writing_response_;   // the write in progress
+  std::mutex mu_;
+  std::vector<uint64_t> in_engine_;    // ids submitted and not yet answered (few: the window)
+  std::deque<CorrectResponse> pending_;  // answered, waiting for the write in progress
+  bool reading_ = false;
+  bool writing_ = false;
+  bool read_closed_ = false;
+  bool broken_ = false;
+  bool finished_ = false;
+};
+
+GrammarService::GrammarService(const config::Config& config, const model::Tokenizer& tokenizer,
+                               EngineLink& engine, ProcessMetrics& metrics, Options options)
+    : tokenizer_(tokenizer),
+      engine_(engine),
+      metrics_(metrics),
+      options_(options),
+      validator_(config, tokenizer),
+      max_in_flight_(config.server.max_in_flight) {}
+
+grpc::ServerUnaryReactor* GrammarService::Correct(grpc::CallbackServerContext* context,
+                                                  const CorrectRequest* request,
+                                                  CorrectResponse* response) {
+  return new UnaryCall(*this, context, request, response);
+}
+
+grpc::ServerBidiReactor<CorrectRequest, CorrectResponse>* GrammarService::CorrectStream(
+    grpc::CallbackServerContext* context) {
+  return new StreamCall(*this, context);
+}
+
+bool GrammarService::TryAdmit() {
+  int n = in_flight_.load(std::memory_order_relaxed);
+  do {
+    if (n >= max_in_flight_) return false;
+  } while (!in_flight_.compare_exchange_weak(n, n + 1, std::memory_order_relaxed));
+  metrics_.RequestAdmitted();
+  return true;
+}
+
+void GrammarService::Release() {
+  in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  metrics_.RequestReleased();
+}
+
+void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadline deadline,
+                             SentenceDone done) {
+  const int64_t arrival_us = MonotonicMicros();
+  // Every outcome, refused or answered, is counted once and logged with both ids.
+  auto reply = [this, id, arrival_us, done = std::move(done), client_id = request.request_id()](
+                   const grpc::Status& status, CorrectResponse response) {
+    const double seconds = static_cast<double>(MonotonicMicros() - arrival_us) * 1e-6;
+    metrics_.RequestFinished(status.error_code(), seconds);
+    if (status.ok()) {
+      spdlog::debug("request {} ({}): ok, {} prompt + {} output tokens, {:.1f} ms", id, client_id,
+                   response.prompt_tokens(), response.output_tokens(), seconds * 1e3);
+    } else {
+      spdlog::debug("request {} ({}): {} {}", id, client_id, static_cast<int>(status.error_code()),
+                   status.error_message());
+    }
+    response.set_request_id(client_id);
+    done(status, std::move(response));
+  };
+
+  if (draining_.load(std::memory_order_relaxed)) {
+    reply(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"), {});
+    return;
+  }
+  absl::StatusOr<Prompt> prompt = validator_.Validate(request.text(), request.max_output_tokens());
+  if (!prompt.ok()) {
+    reply(ToGrpc(prompt.status()), {});
+    return;
+  }
+  if (!TryAdmit()) {
+    reply(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                       "server is at its in-flight limit (server.max_in_flight); retry with "
+                       "backoff"),
+          {});
+    return;
+  }
+  const auto prompt_tokens = static_cast<uint32_t>(prompt->tokens.size());
+  EngineRequest engine_request{id, std::move(prompt->tokens), prompt->max_new_tokens, arrival_us};
+  // The engine thread does the reply's CPU work (detokenize, diff), off gRPC's threads.
+  absl::Status submitted = engine_.Submit(
+      std::move(engine_request),
+      [this, reply, deadline, prompt_tokens, text = request.text()](EngineReply engine_reply) {
+        Release();
+        if (engine_reply.first_token_us > 0) {
+          metrics_.ObserveTimeToFirstToken(static_cast<double>(engine_reply.first_token_us) *
+                                           1e-6);
+        }
+        if (!engine_reply.status.ok()) {
+          grpc::Status status = ToGrpc(engine_reply.status);
+          if (status.error_code() == grpc::StatusCode::CANCELLED &&
+              std::chrono::system_clock::now() >= deadline) {
+            status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded");
+          }
+          reply(status, {});
+          return;
+        }
+        CorrectResponse response;
+        std::string corrected = model::ToValidUtf8(tokenizer_.Decode(engine_reply.tokens));
+        FillEdits(text, corrected, response);
+        response.set_corrected_text(std::move(corrected));
+        response.set_prompt_tokens(prompt_tokens);
+        response.set_output_tokens(static_cast<uint32_t>(engine_reply.tokens.size()));
+        response.set_queue_time_us(static_cast<uint64_t>(engine_reply.queue_us));
+        response.set_engine_time_us(static_cast<uint64_t>(engine_reply.engine_us));
+        reply(grpc::Status::OK, std::move(response));
+      });
+  if (!submitted.ok()) {
+    Release();
+    reply(ToGrpc(submitted), {});
+  }
+}
+
+}  // namespace gecd::server

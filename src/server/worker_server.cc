@@ -1,0 +1,77 @@
+#include "server/worker_server.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "spdlog/spdlog.h"
+
+namespace gecd::server {
+
+absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
+    const config::Config& config, const model::Tokenizer& tokenizer, EngineLink& engine,
+    ProcessMetrics& metrics, const Options& options) {
+  // Both are process-wide switches read by the builder.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+
+  std::unique_ptr<WorkerServer> server(new WorkerServer(
+      engine, std::make_unique<GrammarService>(config, tokenizer, engine, metrics, options.service),
+      options.health_poll));
+  grpc::ServerBuilder builder;
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 1);
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->port_);
+  builder.RegisterService(server->service_.get());
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.listen, " (server.listen)"));
+  }
+  // The default health service starts out SERVING; correct it before anyone can ask twice.
+  server->server_->GetHealthCheckService()->SetServingStatus(engine.Ready());
+  server->health_thread_ = std::thread([s = server.get()] { s->PollHealth(); });
+  return server;
+}
+
+WorkerServer::WorkerServer(EngineLink& engine, std::unique_ptr<GrammarService> service,
+                           std::chrono::milliseconds health_poll)
+    : engine_(engine), service_(std::move(service)), health_poll_(health_poll) {}
+
+WorkerServer::~WorkerServer() { Drain(std::chrono::milliseconds(0)); }
+
+void WorkerServer::PollHealth() {
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  bool serving = engine_.Ready();
+  std::unique_lock lock(mu_);
+  while (!stop_cv_.wait_for(lock, health_poll_, [this] { return stopping_; })) {
+    const bool ready = engine_.Ready();
+    if (ready == serving) continue;
+    serving = ready;
+    spdlog::info("engine {}: health {}", ready ? "ready" : "not ready",
+                 ready ? "SERVING" : "NOT_SERVING");
+    health->SetServingStatus(ready);
+  }
+}
+
+void WorkerServer::Drain(std::chrono::milliseconds grace) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (health_thread_.joinable()) health_thread_.join();
+  if (server_ == nullptr) return;  // Start failed
+  // NOT_SERVING for every service, and it stays so whatever the engine does.
+  server_->GetHealthCheckService()->Shutdown();
+  service_->StartDraining();
+  spdlog::info("draining: {} requests in flight, grace {} ms", service_->in_flight(),
+               grace.count());
+  server_->Shutdown(std::chrono::system_clock::now() + grace);
+  server_->Wait();
+}
+
+}  // namespace gecd::server

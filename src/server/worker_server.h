@@ -1,0 +1,72 @@
+#ifndef GECD_SERVER_WORKER_SERVER_H_
+#define GECD_SERVER_WORKER_SERVER_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "config/config.h"
+#include "grpcpp/server.h"
+#include "model/tokenizer.h"
+#include "server/engine_link.h"
+#include "server/grammar_service.h"
+#include "server/metrics.h"
+
+// One front-end worker's gRPC server: GrammarService plus grpc.health.v1 (SERVING only while
+// the engine link is ready and the worker is not draining) and server reflection. It listens
+// with SO_REUSEPORT, so every worker of an instance binds the same address. RunWorkerProcess
+// builds one over the shared-memory engine link; tests build one over a fake.
+namespace gecd::server {
+
+class WorkerServer {
+ public:
+  struct Options {
+    std::string listen;  // host:port; port 0 picks a free one (see port())
+    GrammarService::Options service;
+    // How often the health status follows EngineLink::Ready().
+    std::chrono::milliseconds health_poll{100};
+  };
+
+  // Everything passed must outlive the server.
+  static absl::StatusOr<std::unique_ptr<WorkerServer>> Start(const config::Config& config,
+                                                             const model::Tokenizer& tokenizer,
+                                                             EngineLink& engine,
+                                                             ProcessMetrics& metrics,
+                                                             const Options& options);
+  // Drains with no grace if Drain was not called.
+  ~WorkerServer();
+  WorkerServer(const WorkerServer&) = delete;
+  WorkerServer& operator=(const WorkerServer&) = delete;
+
+  int port() const { return port_; }
+  GrammarService& service() { return *service_; }
+
+  // Health goes NOT_SERVING, new RPCs and new stream sentences are refused, admitted sentences
+  // are answered; whatever is still running after `grace` is cancelled. Returns once the server
+  // has stopped. Idempotent.
+  void Drain(std::chrono::milliseconds grace);
+
+ private:
+  WorkerServer(EngineLink& engine, std::unique_ptr<GrammarService> service,
+               std::chrono::milliseconds health_poll);
+  void PollHealth();
+
+  EngineLink& engine_;
+  std::unique_ptr<GrammarService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  const std::chrono::milliseconds health_poll_;
+
+  std::mutex mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;  // guarded by mu_
+  std::thread health_thread_;
+};
+
+}  // namespace gecd::server
+
+#endif  // GECD_SERVER_WORKER_SERVER_H_

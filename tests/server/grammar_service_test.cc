@@ -1,0 +1,480 @@
+#include "server/grammar_service.h"
+
+#include <algorithm>
+#include <cctype>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "server/edits.h"
+#include "server/worker_server.h"
+#include "testing/byte_level_tokenizer.h"
+#include "testing/scoped_temp_dir.h"
+#include "testing/test_paths.h"
+
+namespace gecd::server {
+namespace {
+
+using gecd::v1::CorrectRequest;
+using gecd::v1::CorrectResponse;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+
+constexpr auto kWait = std::chrono::seconds(60);  // generous: a loaded 2-core machine
+
+// What the fake engine "corrects" a prompt to: its text in upper case, re-tokenized.
+std::vector<int32_t> FakeCorrection(const model::Tokenizer& tokenizer,
+                                    std::span<const int32_t> prompt) {
+  std::string text = tokenizer.Decode(prompt);
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return *tokenizer.Encode(text);
+}
+
+// An in-process EngineLink. Replies come from its own thread, as the real link's do. In hold
+// mode requests wait until the test releases them (or cancels them), so a test controls
+// completion order and how many are in flight.
+class FakeEngine final : public EngineLink {
+ public:
+  explicit FakeEngine(const model::Tokenizer& tokenizer)
+      : tokenizer_(tokenizer), thread_([this] { Deliver(); }) {}
+  ~FakeEngine() override {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  absl::Status Submit(EngineRequest request, Done done) override {
+    std::lock_guard lock(mu_);
+    if (!ready_) return absl::UnavailableError("engine not ready");
+    if (hold_) {
+      held_.push_back({std::move(request), std::move(done)});
+    } else {
+      Reply(std::move(request), std::move(done), absl::OkStatus());
+    }
+    cv_.notify_all();
+    return absl::OkStatus();
+  }
+
+  void Cancel(uint64_t id) override {
+    std::lock_guard lock(mu_);
+    cancelled_.push_back(id);
+    auto it = std::find_if(held_.begin(), held_.end(),
+                           [id](const Held& h) { return h.request.id == id; });
+    if (it != held_.end()) {
+      Reply(std::move(it->request), std::move(it->done), absl::CancelledError("cancelled"));
+      held_.erase(it);
+    }
+    cv_.notify_all();
+  }
+
+  bool Ready() const override {
+    std::lock_guard lock(mu_);
+    return ready_;
+  }
+
+  void set_ready(bool ready) {
+    std::lock_guard lock(mu_);
+    ready_ = ready;
+  }
+  void set_hold(bool hold) {
+    std::lock_guard lock(mu_);
+    hold_ = hold;
+  }
+  // Waits until `n` requests are held; false on timeout.
+  bool WaitForHeld(size_t n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kWait, [&] { return held_.size() >= n; });
+  }
+  bool WaitForCancelled(size_t n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kWait, [&] { return cancelled_.size() >= n; });
+  }
+  // Answers every held request, the most recent first.
+  void ReleaseNewestFirst() {
+    std::lock_guard lock(mu_);
+    while (!held_.empty()) {
+      Reply(std::move(held_.back().request), std::move(held_.back().done), absl::OkStatus());
+      held_.pop_back();
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  struct Held {
+    EngineRequest request;
+    Done done;
+  };
+
+  void Reply(EngineRequest request, Done done, absl::Status status) {
+    EngineReply reply;
+    reply.status = std::move(status);
+    if (reply.status.ok()) reply.tokens = FakeCorrection(tokenizer_, request.prompt);
+    reply.queue_us = 7;
+    reply.engine_us = 11;
+    outbox_.push_back([done = std::move(done), reply = std::move(reply)]() mutable {
+      done(std::move(reply));
+    });
+  }
+
+  void Deliver() {
+    std::unique_lock lock(mu_);
+    while (true) {
+      cv_.wait(lock, [this] { return stop_ || !outbox_.empty(); });
+      if (outbox_.empty()) return;
+      std::function<void()> next = std::move(outbox_.front());
+      outbox_.pop_front();
+      lock.unlock();
+      next();
+      lock.lock();
+    }
+  }
+
+  const model::Tokenizer& tokenizer_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool ready_ = true;
+  bool hold_ = false;
+  bool stop_ = false;
+  std::vector<Held> held_;
+  std::vector<uint64_t> cancelled_;
+  std::deque<std::function<void()>> outbox_;
+  std::thread thread_;  // last: starts after the state above exists
+};
+
+// 64-byte aligned storage for one process's metrics block.
+struct MetricsStorage {
+  MetricsStorage() : bytes(MetricsRegion::BytesFor(1) + 64), region(Init()) {}
+  MetricsRegion Init() {
+    auto* base = reinterpret_cast<uint8_t*>(
+        (reinterpret_cast<uintptr_t>(bytes.data()) + 63) & ~uintptr_t{63});
+    return MetricsRegion::Initialize({base, MetricsRegion::BytesFor(1)});
+  }
+  uint64_t Requests(grpc::StatusCode code) const {
+    return region.Sum().requests[static_cast<size_t>(code)];
+  }
+  std::vector<uint8_t> bytes;
+  MetricsRegion region;
+};
+
+class GrammarServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    gecd::testing::WriteByteLevelTokenizer(model_dir_.path());
+    auto tokenizer = model::Tokenizer::LoadFromModelDir(model_dir_.path());
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+    tokenizer_ = *std::move(tokenizer);
+    engine_ = std::make_unique<FakeEngine>(*tokenizer_);
+    config_.server.max_input_chars = 100;
+    config_.server.max_in_flight = 4;
+  }
+
+  void StartServer(GrammarService::Options service_options = {}) {
+    WorkerServer::Options options;
+    options.listen = "127.0.0.1:0";
+    options.service = service_options;
+    options.health_poll = std::chrono::milliseconds(10);
+    auto server = WorkerServer::Start(config_, *tokenizer_, *engine_,
+                                      *metrics_.region.ForProcess(0), options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = gecd::v1::GrammarCorrection::NewStub(channel_);
+  }
+
+  std::string Expected(const std::string& text) {
+    return tokenizer_->Decode(FakeCorrection(*tokenizer_, *tokenizer_->Encode(text)));
+  }
+
+  grpc::Status Correct(const std::string& text, CorrectResponse* response,
+                       std::chrono::milliseconds timeout = kWait) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + timeout);
+    CorrectRequest request;
+    request.set_text(text);
+    request.set_request_id("r-" + text);
+    return stub_->Correct(&context, request, response);
+  }
+
+  // A unary call left running; get() waits for its status.
+  struct PendingCall {
+    grpc::ClientContext context;
+    CorrectRequest request;
+    CorrectResponse response;
+    std::promise<grpc::Status> status;
+  };
+  std::unique_ptr<PendingCall> StartCorrect(const std::string& text) {
+    auto call = std::make_unique<PendingCall>();
+    call->request.set_text(text);
+    call->context.set_deadline(std::chrono::system_clock::now() + kWait);
+    stub_->async()->Correct(&call->context, &call->request, &call->response,
+                            [c = call.get()](grpc::Status s) { c->status.set_value(s); });
+    return call;
+  }
+
+  // One unary call through the generic stub, for services we have no C++ stubs of.
+  grpc::Status GenericUnary(const std::string& method, const std::string& request_bytes,
+                            std::string* response_bytes) {
+    grpc::GenericStub stub(channel_);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + kWait);
+    grpc::Slice slice(request_bytes);
+    grpc::ByteBuffer request(&slice, 1), response;
+    std::promise<grpc::Status> done;
+    stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
+                   [&](grpc::Status s) { done.set_value(s); });
+    grpc::Status status = done.get_future().get();
+    std::vector<grpc::Slice> slices;
+    if (status.ok() && response.Dump(&slices).ok()) {
+      for (const grpc::Slice& s : slices) response_bytes->append(s.begin(), s.end());
+    }
+    return status;
+  }
+
+  // grpc.health.v1 Check for the whole server: 1 SERVING, 2 NOT_SERVING.
+  int HealthStatus() {
+    std::string response;
+    const grpc::Status status = GenericUnary("/grpc.health.v1.Health/Check", "", &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    // HealthCheckResponse{status = 1 (varint)}; an absent field is 0, UNKNOWN.
+    return response.size() == 2 && response[0] == 0x08 ? response[1] : 0;
+  }
+
+  bool WaitForHealth(int want) {
+    const auto deadline = std::chrono::steady_clock::now() + kWait;
+    int got = HealthStatus();
+    // Polls an eventual state (the server's 10 ms health poll); each try is a full RPC.
+    while (got != want && std::chrono::steady_clock::now() < deadline) got = HealthStatus();
+    return got == want;
+  }
+
+  gecd::testing::ScopedTempDir model_dir_;
+  config::Config config_;
+  std::unique_ptr<model::Tokenizer> tokenizer_;
+  std::unique_ptr<FakeEngine> engine_;
+  MetricsStorage metrics_;
+  std::unique_ptr<WorkerServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<gecd::v1::GrammarCorrection::Stub> stub_;
+};
+
+TEST_F(GrammarServiceTest, UnaryAnswersWithCorrectionEditsAndCounts) {
+  StartServer();
+  const std::string text = "she go home, to café.";
+  CorrectResponse response;
+  ASSERT_TRUE(Correct(text, &response).ok());
+  EXPECT_EQ(response.request_id(), "r-" + text);
+  EXPECT_EQ(response.corrected_text(), Expected(text));
+  std::vector<TextEdit> edits;
+  for (const auto& e : response.edits()) edits.push_back({e.start(), e.end(), e.replacement()});
+  EXPECT_FALSE(edits.empty());
+  EXPECT_EQ(ApplyEdits(text, edits), response.corrected_text());
+  EXPECT_EQ(response.prompt_tokens(), tokenizer_->Encode(text)->size());
+  EXPECT_GT(response.output_tokens(), 0u);
+  EXPECT_EQ(response.queue_time_us(), 7u);
+  EXPECT_EQ(response.engine_time_us(), 11u);
+  EXPECT_EQ(metrics_.Requests(grpc::StatusCode::OK), 1u);
+}
+
+TEST_F(GrammarServiceTest, InvalidTextsAreRefusedNamingTheLimit) {
+  StartServer();
+  CorrectResponse response;
+  grpc::Status status = Correct("", &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("empty"));
+  status = Correct(std::string(101, 'a'), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("server.max_input_chars"));
+  EXPECT_EQ(metrics_.Requests(grpc::StatusCode::INVALID_ARGUMENT), 2u);
+}
+
+TEST_F(GrammarServiceTest, StreamAnswersAsSentencesFinishWithTheirIds) {
+  StartServer();
+  engine_->set_hold(true);
+  grpc::ClientContext context;
+  auto stream = stub_->CorrectStream(&context);
+  const std::vector<std::string> texts = {"first one", "second one", "third one"};
+  for (size_t i = 0; i < texts.size(); ++i) {
+    CorrectRequest request;
+    request.set_text(texts[i]);
+    request.set_request_id(std::to_string(i));
+    ASSERT_TRUE(stream->Write(request));
+  }
+  ASSERT_TRUE(engine_->WaitForHeld(texts.size()));
+  // A failing sentence is answered on the stream without ending it.
+  CorrectRequest empty;
+  empty.set_request_id("empty");
+  ASSERT_TRUE(stream->Write(empty));
+  CorrectResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_EQ(response.request_id(), "empty");
+  EXPECT_EQ(response.status().code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+
+  engine_->ReleaseNewestFirst();
+  std::vector<std::string> order;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    ASSERT_TRUE(stream->Read(&response));
+    order.push_back(response.request_id());
+    EXPECT_EQ(response.status().code(), 0);
+    EXPECT_EQ(response.corrected_text(), Expected(texts[std::stoul(response.request_id())]));
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"2", "1", "0"}));
+  stream->WritesDone();
+  EXPECT_FALSE(stream->Read(&response));
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_F(GrammarServiceTest, StreamStopsReadingAtItsWindow) {
+  StartServer({.stream_window = 2});
+  engine_->set_hold(true);
+  grpc::ClientContext context;
+  auto stream = stub_->CorrectStream(&context);
+  for (int i = 0; i < 5; ++i) {
+    CorrectRequest request;
+    request.set_text("sentence");
+    request.set_request_id(std::to_string(i));
+    ASSERT_TRUE(stream->Write(request));
+  }
+  ASSERT_TRUE(engine_->WaitForHeld(2));
+  // Only the window reached the engine; the rest wait in flow control, not in the worker.
+  EXPECT_EQ(server_->service().in_flight(), 2);
+  std::vector<std::string> ids;
+  CorrectResponse response;
+  while (ids.size() < 5) {
+    engine_->ReleaseNewestFirst();
+    ASSERT_TRUE(stream->Read(&response));
+    ids.push_back(response.request_id());
+    EXPECT_LE(server_->service().in_flight(), 2);
+  }
+  EXPECT_THAT(ids, UnorderedElementsAre("0", "1", "2", "3", "4"));
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_F(GrammarServiceTest, BeyondMaxInFlightIsRefusedWhileAdmittedComplete) {
+  StartServer();
+  engine_->set_hold(true);
+  std::vector<std::unique_ptr<PendingCall>> admitted;
+  for (int i = 0; i < config_.server.max_in_flight; ++i) admitted.push_back(StartCorrect("ok"));
+  ASSERT_TRUE(engine_->WaitForHeld(admitted.size()));
+  CorrectResponse response;
+  const grpc::Status refused = Correct("one more", &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("server.max_in_flight"));
+  engine_->ReleaseNewestFirst();
+  for (auto& call : admitted) {
+    EXPECT_TRUE(call->status.get_future().get().ok());
+    EXPECT_EQ(call->response.corrected_text(), Expected("ok"));
+  }
+  // Admission is released: a new request passes.
+  engine_->set_hold(false);
+  EXPECT_TRUE(Correct("again", &response).ok());
+}
+
+TEST_F(GrammarServiceTest, DeadlineCancelsTheEngineRequest) {
+  StartServer();
+  engine_->set_hold(true);
+  CorrectResponse response;
+  const grpc::Status status = Correct("too slow", &response, std::chrono::milliseconds(200));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_TRUE(engine_->WaitForCancelled(1));
+}
+
+TEST_F(GrammarServiceTest, ClientCancellationCancelsTheEngineRequest) {
+  StartServer();
+  engine_->set_hold(true);
+  auto call = StartCorrect("never mind");
+  ASSERT_TRUE(engine_->WaitForHeld(1));
+  call->context.TryCancel();
+  EXPECT_EQ(call->status.get_future().get().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(engine_->WaitForCancelled(1));
+}
+
+TEST_F(GrammarServiceTest, EngineNotReadyIsUnavailable) {
+  engine_->set_ready(false);
+  StartServer();
+  CorrectResponse response;
+  EXPECT_EQ(Correct("hello", &response).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(GrammarServiceTest, HealthFollowsEngineReadiness) {
+  engine_->set_ready(false);
+  StartServer();
+  EXPECT_TRUE(WaitForHealth(2));
+  engine_->set_ready(true);
+  EXPECT_TRUE(WaitForHealth(1));
+  engine_->set_ready(false);
+  EXPECT_TRUE(WaitForHealth(2));
+}
+
+TEST_F(GrammarServiceTest, DrainAnswersAdmittedRequests) {
+  StartServer();
+  engine_->set_hold(true);
+  auto call = StartCorrect("in flight");
+  ASSERT_TRUE(engine_->WaitForHeld(1));
+  std::thread drain([&] { server_->Drain(kWait); });
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (!server_->service().draining() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_TRUE(server_->service().draining());
+  engine_->ReleaseNewestFirst();
+  EXPECT_TRUE(call->status.get_future().get().ok());
+  drain.join();
+}
+
+TEST_F(GrammarServiceTest, ReflectionListsTheService) {
+  StartServer();
+  grpc::GenericStub stub(channel_);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kWait);
+  grpc::CompletionQueue cq;
+  auto call = stub.PrepareCall(&context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  void* tag;
+  bool ok;
+  const auto step = [&](int want) {
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    ASSERT_TRUE(ok);
+    ASSERT_EQ(tag, reinterpret_cast<void*>(want));
+  };
+  call->StartCall(reinterpret_cast<void*>(1));
+  step(1);
+  // ServerReflectionRequest{list_services = "*"} (field 7, a string).
+  grpc::Slice slice(std::string("\x3a\x01*", 3));
+  grpc::ByteBuffer request(&slice, 1), response;
+  call->Write(request, reinterpret_cast<void*>(2));
+  step(2);
+  call->Read(&response, reinterpret_cast<void*>(3));
+  step(3);
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& s : slices) bytes.append(s.begin(), s.end());
+  EXPECT_THAT(bytes, HasSubstr("gecd.v1.GrammarCorrection"));
+  EXPECT_THAT(bytes, HasSubstr("grpc.health.v1.Health"));
+  context.TryCancel();
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(4));
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
+}  // namespace
+}  // namespace gecd::server
