@@ -217,6 +217,7 @@ absl::Status EngineLoop::Run() {
     ResetDeadChannels();
     DrainRequests();
     if (generator_->HasWork()) RETURN_IF_ERROR(RunStep());
+    generator_->PublishGauges(counters_);
     SendReplies();
     if (generator_->HasWork()) continue;
     const bool draining = header_->draining.load(std::memory_order_acquire) != 0;
@@ -352,7 +353,6 @@ absl::Status EngineLoop::RunStep() {
     counters_.batch_size_sum.fetch_add(size, std::memory_order_relaxed);
     counters_.step_tokens.fetch_add(outcome.num_tokens, std::memory_order_relaxed);
   }
-  generator_->PublishGauges(counters_);
   return absl::OkStatus();
 }
 

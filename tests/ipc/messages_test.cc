@@ -1,0 +1,131 @@
+#include "ipc/messages.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace gecd::ipc {
+namespace {
+
+std::vector<Record> ReadAll(std::span<const uint8_t> message, absl::Status* error) {
+  MessageReader reader(message);
+  std::vector<Record> records;
+  Record record;
+  for (;;) {
+    absl::StatusOr<bool> more = reader.Next(&record);
+    if (!more.ok()) {
+      *error = more.status();
+      return records;
+    }
+    if (!*more) return records;
+    records.push_back(record);
+  }
+}
+
+SubmitRecord Submit() {
+  SubmitRecord r;
+  r.id = 0x1122334455667788;
+  r.epoch = 3;
+  r.arrival_us = 123456789;
+  r.max_new_tokens = 64;
+  r.tokens = {1, 2, 3, 1999};
+  return r;
+}
+
+DoneRecord Done() {
+  DoneRecord r;
+  r.id = 42;
+  r.epoch = 3;
+  r.status_code = static_cast<int32_t>(absl::StatusCode::kCancelled);
+  r.queue_us = 17;
+  r.engine_us = 9000;
+  r.tokens = {5, 6};
+  return r;
+}
+
+TEST(MessagesTest, RecordsRoundTripPackedInOneMessage) {
+  std::vector<uint8_t> buffer(1024);
+  MessageWriter writer(buffer);
+  ASSERT_TRUE(writer.Add(Submit()));
+  ASSERT_TRUE(writer.Add(CancelRecord{.id = 7, .epoch = 3}));
+  ASSERT_TRUE(writer.Add(Done()));
+  EXPECT_EQ(writer.size(), RecordBytes(Submit()) + RecordBytes(CancelRecord{}) +
+                               RecordBytes(Done()));
+
+  absl::Status error;
+  std::vector<Record> records = ReadAll({buffer.data(), writer.size()}, &error);
+  ASSERT_TRUE(error.ok()) << error;
+  ASSERT_EQ(records.size(), 3u);
+  const auto& s = std::get<SubmitRecord>(records[0]);
+  EXPECT_EQ(s.id, Submit().id);
+  EXPECT_EQ(s.epoch, 3u);
+  EXPECT_EQ(s.arrival_us, 123456789);
+  EXPECT_EQ(s.max_new_tokens, 64);
+  EXPECT_EQ(s.tokens, Submit().tokens);
+  const auto& c = std::get<CancelRecord>(records[1]);
+  EXPECT_EQ(c.id, 7u);
+  EXPECT_EQ(c.epoch, 3u);
+  const auto& d = std::get<DoneRecord>(records[2]);
+  EXPECT_EQ(d.id, 42u);
+  EXPECT_EQ(d.status_code, static_cast<int32_t>(absl::StatusCode::kCancelled));
+  EXPECT_EQ(d.queue_us, 17);
+  EXPECT_EQ(d.engine_us, 9000);
+  EXPECT_EQ(d.tokens, Done().tokens);
+}
+
+TEST(MessagesTest, WriterRefusesWhatDoesNotFitAndKeepsWhatDid) {
+  std::vector<uint8_t> buffer(RecordBytes(Submit()) + 10);
+  MessageWriter writer(buffer);
+  EXPECT_TRUE(writer.Add(Submit()));
+  EXPECT_FALSE(writer.Add(CancelRecord{.id = 1, .epoch = 1}));
+  EXPECT_EQ(writer.size(), RecordBytes(Submit()));
+}
+
+TEST(MessagesTest, EveryTruncationIsAnErrorNotAnOverread) {
+  std::vector<uint8_t> buffer(1024);
+  MessageWriter writer(buffer);
+  ASSERT_TRUE(writer.Add(Submit()));
+  ASSERT_TRUE(writer.Add(Done()));
+  const size_t first = RecordBytes(Submit());
+  for (size_t size = 1; size < writer.size(); ++size) {
+    // A copy of exactly `size` bytes, so a read past it would be a heap overflow.
+    std::vector<uint8_t> cut(buffer.begin(), buffer.begin() + size);
+    absl::Status error;
+    std::vector<Record> records = ReadAll(cut, &error);
+    if (size == first) {
+      EXPECT_TRUE(error.ok());
+      EXPECT_EQ(records.size(), 1u);
+    } else {
+      EXPECT_EQ(error.code(), absl::StatusCode::kDataLoss) << size;
+      EXPECT_EQ(records.size(), size < first ? 0u : 1u);
+    }
+  }
+}
+
+TEST(MessagesTest, CorruptFieldsAreErrors) {
+  std::vector<uint8_t> buffer(1024);
+  MessageWriter writer(buffer);
+  ASSERT_TRUE(writer.Add(Done()));
+  std::vector<uint8_t> message(buffer.begin(), buffer.begin() + writer.size());
+  absl::Status error;
+
+  std::vector<uint8_t> bad_type = message;
+  bad_type[0] = 99;
+  EXPECT_TRUE(ReadAll(bad_type, &error).empty());
+  EXPECT_EQ(error.code(), absl::StatusCode::kDataLoss);
+
+  std::vector<uint8_t> huge_count = message;
+  huge_count[4] = huge_count[5] = huge_count[6] = huge_count[7] = 0xff;
+  error = absl::OkStatus();
+  EXPECT_TRUE(ReadAll(huge_count, &error).empty());
+  EXPECT_EQ(error.code(), absl::StatusCode::kDataLoss);
+
+  std::vector<uint8_t> bad_code = message;
+  bad_code[24] = 77;  // status_code follows type, count, id and epoch
+  error = absl::OkStatus();
+  EXPECT_TRUE(ReadAll(bad_code, &error).empty());
+  EXPECT_EQ(error.code(), absl::StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace gecd::ipc
