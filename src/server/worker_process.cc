@@ -1,0 +1,85 @@
+// RunWorkerProcess (roles.h): one front-end worker over the shared-memory engine link.
+
+#include <signal.h>
+
+#include <cerrno>
+#include <chrono>
+#include <ctime>
+
+#include "ipc/shared_segment.h"
+#include "model/tokenizer.h"
+#include "server/metrics.h"
+#include "server/ring_engine_link.h"
+#include "server/roles.h"
+#include "server/worker_server.h"
+#include "spdlog/spdlog.h"
+
+namespace gecd::server {
+
+namespace {
+
+// How often the worker looks at the segment's draining flag while no signal arrives.
+constexpr timespec kDrainPoll = {0, 100'000'000};
+
+}  // namespace
+
+int RunWorkerProcess(const config::Config& config, const std::string& shm_name, int index) {
+  // Blocked before any thread starts, so that every thread inherits the mask and the signals
+  // wait for sigtimedwait below instead of killing the process mid-request.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  absl::StatusOr<ipc::SharedSegment> segment = ipc::SharedSegment::Open(shm_name);
+  if (!segment.ok()) {
+    spdlog::critical("{}", segment.status().ToString());
+    return 1;
+  }
+  ProcessMetrics* metrics =
+      MetricsRegion(segment->metrics_region()).ForProcess(MetricsRegion::WorkerIndex(index));
+  if (metrics == nullptr) {
+    spdlog::critical("worker index {} has no metrics block in segment {}", index, shm_name);
+    return 1;
+  }
+  // A worker only tokenizes: the weights stay in the engine.
+  absl::StatusOr<std::unique_ptr<model::Tokenizer>> tokenizer =
+      model::Tokenizer::LoadFromModelDir(config.model.dir);
+  if (!tokenizer.ok()) {
+    spdlog::critical("{}", tokenizer.status().ToString());
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<RingEngineLink>> link = RingEngineLink::Create(*segment, index);
+  if (!link.ok()) {
+    spdlog::critical("{}", link.status().ToString());
+    return 1;
+  }
+  WorkerServer::Options options;
+  options.listen = config.server.listen;
+  absl::StatusOr<std::unique_ptr<WorkerServer>> server =
+      WorkerServer::Start(config, **tokenizer, **link, *metrics, options);
+  if (!server.ok()) {
+    spdlog::critical("{}", server.status().ToString());
+    return 1;
+  }
+  spdlog::info("listening on {} (port {})", config.server.listen, (*server)->port());
+
+  // SIGTERM from the supervisor, or its draining flag, whichever comes first.
+  while (segment->header()->draining.load(std::memory_order_relaxed) == 0) {
+    const int signal = sigtimedwait(&stop_signals, nullptr, &kDrainPoll);
+    if (signal > 0) {
+      spdlog::info("signal {}: draining", signal);
+      break;
+    }
+    if (errno != EAGAIN && errno != EINTR) {
+      spdlog::error("sigtimedwait: errno {}", errno);
+      break;
+    }
+  }
+  (*server)->Drain(std::chrono::milliseconds(config.server.grace_period_ms));
+  spdlog::info("drained, exiting");
+  return 0;
+}
+
+}  // namespace gecd::server
