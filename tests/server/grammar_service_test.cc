@@ -1,6 +1,9 @@
 #include "server/grammar_service.h"
 
+#include <sys/wait.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cctype>
 #include <condition_variable>
 #include <deque>
@@ -474,6 +477,19 @@ TEST_F(GrammarServiceTest, ReflectionListsTheService) {
   cq.Shutdown();
   while (cq.Next(&tag, &ok)) {
   }
+}
+
+// The Python end-to-end client (tests/e2e/client_test.py, Debian's python3-grpcio) against
+// this in-process worker; the daemon's integration tests run it against `gecd serve`.
+TEST_F(GrammarServiceTest, PythonClientAgrees) {
+  StartServer();
+  const std::string command =
+      absl::StrCat("/usr/bin/python3 ", gecd::testing::SourceDir(),
+                   "/tests/e2e/client_test.py 127.0.0.1:", server_->port());
+  const int status = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(status)) << command;
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "python3-grpcio or grpc_python_plugin missing";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << command;
 }
 
 }  // namespace
