@@ -57,6 +57,7 @@ void LoadRecorder::RecordSent(Clock::time_point intended) {
 void LoadRecorder::RecordDone(Clock::time_point intended, Clock::time_point done, int code) {
   if (!InWindow(intended)) return;
   std::lock_guard lock(mu_);
+  last_done_ = std::max(last_done_, done);
   SecondStats& second = SecondOf(done);
   if (code == 0) {
     const int64_t micros =
@@ -73,6 +74,8 @@ void LoadRecorder::RecordDone(Clock::time_point intended, Clock::time_point done
 
 RunResult LoadRecorder::Finish() {
   std::lock_guard lock(mu_);
+  result_.elapsed_s = std::max(result_.duration_s,
+                               std::chrono::duration<double>(last_done_ - window_start_).count());
   return std::move(result_);
 }
 

@@ -26,6 +26,9 @@ struct SecondStats {
 // RESOURCE_EXHAUSTED would otherwise make an overloaded server look quick.
 struct RunResult {
   double duration_s = 0;  // the measured window, warmup excluded
+  // From the window's start to its last request's completion, at least duration_s: above
+  // capacity an open-loop backlog drains after the window, and the rate must count that time.
+  double elapsed_s = 0;
   uint64_t sent = 0;
   uint64_t ok = 0;
   std::map<std::string, uint64_t> errors;  // by gRPC status code name
@@ -33,7 +36,7 @@ struct RunResult {
   std::vector<SecondStats> timeline;
 
   uint64_t error_count() const;
-  double achieved_qps() const { return duration_s > 0 ? ok / duration_s : 0; }
+  double achieved_qps() const { return elapsed_s > 0 ? ok / elapsed_s : 0; }
 };
 
 // The upper-case gRPC name of a status code ("RESOURCE_EXHAUSTED"), "CODE_<n>" if unknown.
@@ -61,6 +64,7 @@ class LoadRecorder {
   const Clock::time_point window_start_;
   const Clock::time_point window_end_;
   std::mutex mu_;
+  Clock::time_point last_done_;
   RunResult result_;
 };
 

@@ -163,7 +163,9 @@ StreamSession::StreamSession(Driver* driver, GrammarCorrection::Stub* stub,
     : driver_(driver) {
   context_.set_deadline(deadline);
   driver_->BeginWork();
-  stream_ = stub->AsyncCorrectStream(&context_, cq, &started_);
+  // Prepared, then started: the start tag may complete before an Async* call would return.
+  stream_ = stub->PrepareAsyncCorrectStream(&context_, cq);
+  stream_->StartCall(&started_);
 }
 
 void StreamSession::Send(Clock::time_point intended, const std::string& text) {

@@ -15,6 +15,7 @@ constexpr const char* kQuantileNames[] = {"p50", "p90", "p99", "p99.9"};
 
 void WriteTable(const RunResult& result, std::ostream& out) {
   out << absl::StrFormat("%-16s %12.1f s\n", "duration", result.duration_s);
+  out << absl::StrFormat("%-16s %12.1f s\n", "until last reply", result.elapsed_s);
   out << absl::StrFormat("%-16s %12u\n", "sent", result.sent);
   out << absl::StrFormat("%-16s %12u\n", "ok", result.ok);
   out << absl::StrFormat("%-16s %12u\n", "errors", result.error_count());
@@ -36,6 +37,7 @@ nlohmann::json ToJson(const RunResult& result) {
     latency[kQuantileNames[i]] = Ms(result.ok_latency.Percentile(kQuantiles[i]));
   }
   return {{"duration_s", result.duration_s},
+          {"elapsed_s", result.elapsed_s},
           {"sent", result.sent},
           {"ok", result.ok},
           {"errors", result.error_count()},

@@ -29,6 +29,7 @@ RunResult SampleRun() {
 TEST(LoadRecorderTest, CountsTheWindowOnlyAndBinsByCompletionSecond) {
   const RunResult result = SampleRun();
   EXPECT_DOUBLE_EQ(result.duration_s, 2.0);
+  EXPECT_DOUBLE_EQ(result.elapsed_s, 2.0);
   EXPECT_EQ(result.sent, 3u);
   EXPECT_EQ(result.ok, 2u);
   EXPECT_EQ(result.error_count(), 1u);
@@ -39,6 +40,19 @@ TEST(LoadRecorderTest, CountsTheWindowOnlyAndBinsByCompletionSecond) {
   EXPECT_EQ(result.timeline[0].sent, 3u);
   EXPECT_EQ(result.timeline[0].ok, 2u);
   EXPECT_EQ(result.timeline[1].errors, 1u);
+}
+
+TEST(LoadRecorderTest, AchievedRateCountsTheDrainAfterTheWindow) {
+  const Clock::time_point start = Clock::time_point() + std::chrono::hours(1);
+  LoadRecorder recorder(start, start + milliseconds(1000));
+  for (int at : {0, 500, 900}) {
+    recorder.RecordSent(start + milliseconds(at));
+    recorder.RecordDone(start + milliseconds(at), start + milliseconds(at + 1100), 0);
+  }
+  const RunResult result = recorder.Finish();
+  EXPECT_DOUBLE_EQ(result.duration_s, 1.0);
+  EXPECT_DOUBLE_EQ(result.elapsed_s, 2.0);
+  EXPECT_DOUBLE_EQ(result.achieved_qps(), 1.5);
 }
 
 TEST(StatusCodeNameTest, NamesGrpcCodes) {
