@@ -221,10 +221,11 @@ class GrammarServiceTest : public ::testing::Test {
     CorrectResponse response;
     std::promise<grpc::Status> status;
   };
-  std::unique_ptr<PendingCall> StartCorrect(const std::string& text) {
+  std::unique_ptr<PendingCall> StartCorrect(const std::string& text,
+                                            std::chrono::milliseconds timeout = kWait) {
     auto call = std::make_unique<PendingCall>();
     call->request.set_text(text);
-    call->context.set_deadline(std::chrono::system_clock::now() + kWait);
+    call->context.set_deadline(std::chrono::system_clock::now() + timeout);
     stub_->async()->Correct(&call->context, &call->request, &call->response,
                             [c = call.get()](grpc::Status s) { c->status.set_value(s); });
     return call;
@@ -310,6 +311,7 @@ TEST_F(GrammarServiceTest, StreamAnswersAsSentencesFinishWithTheirIds) {
   StartServer();
   engine_->set_hold(true);
   grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kWait);
   auto stream = stub_->CorrectStream(&context);
   const std::vector<std::string> texts = {"first one", "second one", "third one"};
   for (size_t i = 0; i < texts.size(); ++i) {
@@ -346,6 +348,7 @@ TEST_F(GrammarServiceTest, StreamStopsReadingAtItsWindow) {
   StartServer({.stream_window = 2});
   engine_->set_hold(true);
   grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kWait);
   auto stream = stub_->CorrectStream(&context);
   for (int i = 0; i < 5; ++i) {
     CorrectRequest request;
@@ -356,10 +359,11 @@ TEST_F(GrammarServiceTest, StreamStopsReadingAtItsWindow) {
   ASSERT_TRUE(engine_->WaitForHeld(2));
   // Only the window reached the engine; the rest wait in flow control, not in the worker.
   EXPECT_EQ(server_->service().in_flight(), 2);
+  engine_->set_hold(false);
+  engine_->ReleaseNewestFirst();
   std::vector<std::string> ids;
   CorrectResponse response;
   while (ids.size() < 5) {
-    engine_->ReleaseNewestFirst();
     ASSERT_TRUE(stream->Read(&response));
     ids.push_back(response.request_id());
     EXPECT_LE(server_->service().in_flight(), 2);
@@ -392,9 +396,10 @@ TEST_F(GrammarServiceTest, BeyondMaxInFlightIsRefusedWhileAdmittedComplete) {
 TEST_F(GrammarServiceTest, DeadlineCancelsTheEngineRequest) {
   StartServer();
   engine_->set_hold(true);
-  CorrectResponse response;
-  const grpc::Status status = Correct("too slow", &response, std::chrono::milliseconds(200));
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // Long enough for the request to reach the engine on a loaded machine.
+  auto call = StartCorrect("too slow", std::chrono::seconds(2));
+  ASSERT_TRUE(engine_->WaitForHeld(1));
+  EXPECT_EQ(call->status.get_future().get().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_TRUE(engine_->WaitForCancelled(1));
 }
 
