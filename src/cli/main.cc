@@ -1,8 +1,13 @@
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#ifdef GECD_HAVE_SERVER
+#include "server/process_title.h"
+#include "server/roles.h"
+#endif
 
 namespace {
 
@@ -15,6 +20,12 @@ void PrintUsage(FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef GECD_HAVE_SERVER
+  gecd::server::InitProcessTitle(argc, argv);
+  // A child of `gecd serve`: its argv is only a title for ps; the role comes from the
+  // environment.
+  if (const char* role = std::getenv(gecd::server::kRoleEnv)) return gecd::cli::RunChildRole(role);
+#endif
   if (argc < 2) {
     PrintUsage(stderr);
     return 2;

@@ -30,6 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "testing/byte_level_tokenizer.h"
 #include "testing/random_model.h"
 #include "testing/test_paths.h"
 
@@ -98,18 +99,29 @@ int FreePort() {
   return ntohs(addr.sin_port);
 }
 
-// A model directory for the daemon: a small random model with a SentencePiece tokenizer.
+// A model directory for the daemon: a small random model with a byte-level tokenizer.
 const std::string& ModelDir() {
   static const std::string dir = [] {
     const std::string d = testing::MakeTempDir() + "/model";
     testing::RandomModelOptions options;
-    options.vocab_size = 1000;
+    options.vocab_size = 512;
     EXPECT_TRUE(testing::WriteRandomModel(d, options).ok());
-    std::filesystem::copy_file(testing::FixturePath("tokenizers/sp_brown/tokenizer.model"),
-                               d + "/tokenizer.model");
+    testing::WriteByteLevelTokenizer(d);
     return d;
   }();
   return dir;
+}
+
+// Whether something accepts TCP connections on 127.0.0.1:`port`.
+bool Listening(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
 }
 
 // One `gecd serve` process, its stderr in a file; killed (with its children) if still running
@@ -118,11 +130,13 @@ class Daemon {
  public:
   explicit Daemon(std::vector<std::string> extra_sets = {},
                   std::map<std::string, std::string> env = {})
-      : metrics_port_(FreePort()), log_path_(testing::MakeTempDir() + "/gecd.log") {
+      : grpc_port_(FreePort()),
+        metrics_port_(FreePort()),
+        log_path_(testing::MakeTempDir() + "/gecd.log") {
     std::vector<std::string> args = {
         testing::BinaryDir() + "/gecd", "serve",
         "--set", "server.workers=2",
-        "--set", absl::StrCat("server.listen=127.0.0.1:", FreePort()),
+        "--set", absl::StrCat("server.listen=127.0.0.1:", grpc_port_),
         "--set", absl::StrCat("server.metrics_listen=127.0.0.1:", metrics_port_),
         "--set", absl::StrCat("server.grace_period_ms=", kGracePeriod.count()),
         "--set", "engine.backend=echo",
@@ -154,7 +168,7 @@ class Daemon {
   }
 
   pid_t pid() const { return pid_; }
-  int metrics_port() const { return metrics_port_; }
+  int grpc_port() const { return grpc_port_; }
   std::string log() const { return ReadFile(log_path_); }
 
   // The wait status once the process exited within `timeout`.
@@ -203,6 +217,7 @@ class Daemon {
   }
 
  private:
+  int grpc_port_;
   int metrics_port_;
   std::string log_path_;
   pid_t pid_ = 0;
@@ -236,6 +251,14 @@ TEST(SupervisorTest, TitledProcessesPrivateSegmentAndCleanSigterm) {
   ASSERT_EQ(stat(segment.c_str(), &st), 0) << segment;
   EXPECT_EQ(st.st_mode & 0777, 0600);
   EXPECT_EQ(daemon.Get("/healthz"), 200);
+  EXPECT_TRUE(WaitFor([&] { return Listening(daemon.grpc_port()); })) << daemon.log();
+  ASSERT_TRUE(WaitFor([&] { return daemon.Get("/readyz") == 200; })) << daemon.log();
+  std::string metrics;
+  ASSERT_EQ(daemon.Get("/metrics", &metrics), 200);
+  EXPECT_TRUE(absl::StrContains(metrics, "gecd_process_restarts_total{process=\"worker\"} 0\n"))
+      << metrics << daemon.log();
+  EXPECT_TRUE(absl::StrContains(metrics, "gecd_process_restarts_total{process=\"engine\"} 0\n"))
+      << metrics << daemon.log();
 
   ASSERT_EQ(kill(daemon.pid(), SIGTERM), 0);
   const std::optional<int> status = daemon.WaitExit(kGracePeriod + milliseconds(10'000));
@@ -251,6 +274,7 @@ TEST(SupervisorTest, KilledWorkerIsRestartedAlone) {
   Daemon daemon;
   const std::map<std::string, pid_t> before = daemon.WaitForChildren();
   ASSERT_TRUE(before.count("gecd: worker 0")) << daemon.log();
+  ASSERT_TRUE(WaitFor([&] { return daemon.Get("/readyz") == 200; })) << daemon.log();
   ASSERT_EQ(kill(before.at("gecd: worker 0"), SIGKILL), 0);
 
   std::map<std::string, pid_t> after;
@@ -258,7 +282,7 @@ TEST(SupervisorTest, KilledWorkerIsRestartedAlone) {
     after = ChildrenByTitle(daemon.pid());
     return after.count("gecd: worker 0") && after.at("gecd: worker 0") != before.at("gecd: worker 0");
   })) << daemon.log();
-  EXPECT_EQ(after.at("gecd: worker 1"), before.at("gecd: worker 1"));
+  EXPECT_EQ(after.at("gecd: worker 1"), before.at("gecd: worker 1")) << daemon.log();
   EXPECT_EQ(after.at("gecd: engine"), before.at("gecd: engine"));
   std::string metrics;
   ASSERT_EQ(daemon.Get("/metrics", &metrics), 200);
