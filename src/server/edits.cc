@@ -57,8 +57,8 @@ std::vector<Hunk> DiffPieces(const std::vector<std::string_view>& a,
   const auto at = [&](size_t i, size_t j) -> uint32_t& { return lcs[i * (m + 1) + j]; };
   for (size_t i = n; i-- > 0;) {
     for (size_t j = m; j-- > 0;) {
-      at(i, j) = a[lo + i] == b[lo + j] ? at(i + 1, j + 1) + 1
-                                        : std::max(at(i + 1, j), at(i, j + 1));
+      at(i, j) =
+          a[lo + i] == b[lo + j] ? at(i + 1, j + 1) + 1 : std::max(at(i + 1, j), at(i, j + 1));
     }
   }
   std::vector<Hunk> hunks;

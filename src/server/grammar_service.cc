@@ -24,8 +24,7 @@ int64_t MonotonicMicros() {
 }
 
 grpc::Status ToGrpc(const absl::Status& status) {
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
 void FillEdits(std::string_view source, std::string_view corrected, CorrectResponse& response) {
@@ -163,10 +162,10 @@ class GrammarService::StreamCall final
 
   GrammarService& service_;
   grpc::CallbackServerContext* const context_;
-  CorrectRequest request_;             // the read in progress; only touched by reads
-  CorrectResponse writing_response_;   // the write in progress
+  CorrectRequest request_;            // the read in progress; only touched by reads
+  CorrectResponse writing_response_;  // the write in progress
   std::mutex mu_;
-  std::vector<uint64_t> in_engine_;    // ids submitted and not yet answered (few: the window)
+  std::vector<uint64_t> in_engine_;      // ids submitted and not yet answered (few: the window)
   std::deque<CorrectResponse> pending_;  // answered, waiting for the write in progress
   bool reading_ = false;
   bool writing_ = false;
@@ -219,10 +218,10 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
     metrics_.RequestFinished(status.error_code(), seconds);
     if (status.ok()) {
       spdlog::debug("request {} ({}): ok, {} prompt + {} output tokens, {:.1f} ms", id, client_id,
-                   response.prompt_tokens(), response.output_tokens(), seconds * 1e3);
+                    response.prompt_tokens(), response.output_tokens(), seconds * 1e3);
     } else {
       spdlog::debug("request {} ({}): {} {}", id, client_id, static_cast<int>(status.error_code()),
-                   status.error_message());
+                    status.error_message());
     }
     response.set_request_id(client_id);
     done(status, std::move(response));
@@ -252,8 +251,7 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
       [this, reply, deadline, prompt_tokens, text = request.text()](EngineReply engine_reply) {
         Release();
         if (engine_reply.first_token_us > 0) {
-          metrics_.ObserveTimeToFirstToken(static_cast<double>(engine_reply.first_token_us) *
-                                           1e-6);
+          metrics_.ObserveTimeToFirstToken(static_cast<double>(engine_reply.first_token_us) * 1e-6);
         }
         if (!engine_reply.status.ok()) {
           grpc::Status status = ToGrpc(engine_reply.status);

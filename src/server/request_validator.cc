@@ -19,8 +19,7 @@ size_t CountCodePoints(std::string_view utf8) {
 
 }  // namespace
 
-RequestValidator::RequestValidator(const config::Config& config,
-                                   const model::Tokenizer& tokenizer)
+RequestValidator::RequestValidator(const config::Config& config, const model::Tokenizer& tokenizer)
     : config_(config), tokenizer_(tokenizer) {
   // The config loader guarantees the placeholder is present.
   const std::string& t = config.model.prompt_template;

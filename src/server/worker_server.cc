@@ -11,9 +11,11 @@
 
 namespace gecd::server {
 
-absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(
-    const config::Config& config, const model::Tokenizer& tokenizer, EngineLink& engine,
-    ProcessMetrics& metrics, const Options& options) {
+absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const config::Config& config,
+                                                                  const model::Tokenizer& tokenizer,
+                                                                  EngineLink& engine,
+                                                                  ProcessMetrics& metrics,
+                                                                  const Options& options) {
   // Both are process-wide switches read by the builder.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -28,8 +28,7 @@ TEST(EditsTest, IdenticalTextsHaveNoEdits) {
 }
 
 TEST(EditsTest, ReplacedWordIsOneEditOnItsBytes) {
-  EXPECT_THAT(ComputeEdits("She go home.", "She goes home."),
-              ElementsAre(TextEdit{4, 6, "goes"}));
+  EXPECT_THAT(ComputeEdits("She go home.", "She goes home."), ElementsAre(TextEdit{4, 6, "goes"}));
 }
 
 TEST(EditsTest, InsertionAndDeletion) {
@@ -79,8 +78,8 @@ void ExpectRoundTrip(const std::string& source, const std::string& target) {
 // Random texts over a small alphabet (so pieces repeat and the diff has work to do) that
 // includes multi-byte UTF-8, whitespace runs and punctuation.
 std::string RandomText(std::mt19937& rng) {
-  static const std::vector<std::string> kAtoms = {"a", "b", "cat", "the", " ", " ", "  ", "\n",
-                                                  ",", ".", "é", "日本", "'", "x1", "\t"};
+  static const std::vector<std::string> kAtoms = {"a", "b", "cat", "the",  " ", " ",  "  ", "\n",
+                                                  ",", ".", "é",   "日本", "'", "x1", "\t"};
   std::uniform_int_distribution<size_t> len(0, 24), pick(0, kAtoms.size() - 1);
   std::string s;
   for (size_t n = len(rng); n > 0; --n) s += kAtoms[pick(rng)];

@@ -3,9 +3,9 @@
 #include <sys/wait.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cctype>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <future>
 #include <map>
@@ -129,9 +129,8 @@ class FakeEngine final : public EngineLink {
     if (reply.status.ok()) reply.tokens = FakeCorrection(tokenizer_, request.prompt);
     reply.queue_us = 7;
     reply.engine_us = 11;
-    outbox_.push_back([done = std::move(done), reply = std::move(reply)]() mutable {
-      done(std::move(reply));
-    });
+    outbox_.push_back(
+        [done = std::move(done), reply = std::move(reply)]() mutable { done(std::move(reply)); });
   }
 
   void Deliver() {
@@ -163,8 +162,8 @@ class FakeEngine final : public EngineLink {
 struct MetricsStorage {
   MetricsStorage() : bytes(MetricsRegion::BytesFor(1) + 64), region(Init()) {}
   MetricsRegion Init() {
-    auto* base = reinterpret_cast<uint8_t*>(
-        (reinterpret_cast<uintptr_t>(bytes.data()) + 63) & ~uintptr_t{63});
+    auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(bytes.data()) + 63) &
+                                            ~uintptr_t{63});
     return MetricsRegion::Initialize({base, MetricsRegion::BytesFor(1)});
   }
   uint64_t Requests(grpc::StatusCode code) const {
@@ -452,7 +451,8 @@ TEST_F(GrammarServiceTest, ReflectionListsTheService) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + kWait);
   grpc::CompletionQueue cq;
-  auto call = stub.PrepareCall(&context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  auto call = stub.PrepareCall(
+      &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
   void* tag;
   bool ok;
   const auto step = [&](int want) {
@@ -488,9 +488,8 @@ TEST_F(GrammarServiceTest, ReflectionListsTheService) {
 // this in-process worker; the daemon's integration tests run it against `gecd serve`.
 TEST_F(GrammarServiceTest, PythonClientAgrees) {
   StartServer();
-  const std::string command =
-      absl::StrCat("/usr/bin/python3 ", gecd::testing::SourceDir(),
-                   "/tests/e2e/client_test.py 127.0.0.1:", server_->port());
+  const std::string command = absl::StrCat("/usr/bin/python3 ", gecd::testing::SourceDir(),
+                                           "/tests/e2e/client_test.py 127.0.0.1:", server_->port());
   const int status = std::system(command.c_str());
   ASSERT_TRUE(WIFEXITED(status)) << command;
   if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "python3-grpcio or grpc_python_plugin missing";
