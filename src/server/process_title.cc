@@ -6,10 +6,13 @@
 #include <cstring>
 #include <string>
 
+extern char** environ;
+
 namespace gecd::server {
 namespace {
 
-// argv strings are laid out back to back; the title may use all of them.
+// The argv strings, laid out back to back and followed by the environment strings: the title
+// may use all of them once the environment has moved to the heap.
 char* g_area = nullptr;
 size_t g_area_size = 0;
 
@@ -20,6 +23,17 @@ void InitProcessTitle(int argc, char** argv) {
   g_area = argv[0];
   char* end = argv[0] + std::strlen(argv[0]) + 1;
   for (int i = 1; i < argc && argv[i] == end; ++i) end = argv[i] + std::strlen(argv[i]) + 1;
+  // As nginx does: copy the environment (for the life of the process) so that a title longer
+  // than the command line, "gecd: supervisor" after "gecd serve", fits.
+  size_t n = 0;
+  while (environ[n] != nullptr) ++n;
+  char** moved = new char*[n + 1];
+  for (size_t i = 0; i < n; ++i) {
+    if (environ[i] == end) end = environ[i] + std::strlen(environ[i]) + 1;
+    moved[i] = strdup(environ[i]);
+  }
+  moved[n] = nullptr;
+  environ = moved;
   g_area_size = end - g_area;
 }
 
