@@ -8,9 +8,10 @@
 // (/proc/<pid>/comm, what `ps -e` and `top` show) is set to its first 15 bytes.
 namespace gecd::server {
 
-// Remembers argv's memory; main() calls it before anything reads argv again.
+// Remembers argv's memory and moves the environment out of the way; main() calls it first,
+// before anything keeps a pointer into argv or the environment.
 void InitProcessTitle(int argc, char** argv);
-// Truncates `title` to the original argv area (which always holds at least argv[0]).
+// Truncates `title` to the argv and environment strings' original size.
 void SetProcessTitle(std::string_view title);
 
 }  // namespace gecd::server
