@@ -1,0 +1,308 @@
+#include "server/engine_process.h"
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/cpu_backend.h"
+#include "engine/engine.h"
+#include "gtest/gtest.h"
+#include "ipc/shared_segment.h"
+#include "model/checkpoint.h"
+#include "server/ring_engine_link.h"
+#include "testing/random_model.h"
+#include "testing/test_paths.h"
+
+namespace gecd::server {
+namespace {
+
+using std::chrono::seconds;
+
+// Generous: these run beside other suites on a loaded 2-core machine.
+constexpr auto kTimeout = seconds(60);
+// New tokens for a request that must still be running when the test interrupts it (seconds of
+// engine time for the test model).
+constexpr int kLong = 4000;
+
+template <typename Predicate>
+bool WaitUntil(Predicate predicate, std::chrono::nanoseconds timeout = kTimeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!predicate()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// A random Llama with a SentencePiece-sized vocabulary, written once for the suite. Prompts are
+// token ids: the SentencePiece library cannot be loaded beside gRPC's protobuf (Debian's
+// libsentencepiece0 carries its own protobuf 3.14 and aborts on the version check).
+std::string ModelDir() {
+  static const std::string dir = [] {
+    const std::string d = gecd::testing::MakeTempDir();
+    gecd::testing::RandomModelOptions options;
+    options.vocab_size = 2000;
+    options.max_position_embeddings = 4096;  // room for generations long enough to interrupt
+    options.seed = 7;
+    EXPECT_TRUE(gecd::testing::WriteRandomModel(d, options).ok());
+    return d;
+  }();
+  return dir;
+}
+
+config::Config EngineConfig(const std::string& backend) {
+  config::Config c;
+  c.engine.backend = backend;
+  c.model.dir = ModelDir();
+  c.engine.threads = 1;
+  c.engine.kv_cache_mb = 8;
+  c.engine.max_batch_size = 32;
+  c.engine.max_step_tokens = 512;
+  return c;
+}
+
+class EngineProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<ipc::SharedSegment> segment = ipc::SharedSegment::Create(
+        ipc::SharedSegment::UniqueName(),
+        {.num_workers = 2, .ring_slots = 64, .ring_slot_bytes = 4096});
+    ASSERT_TRUE(segment.ok()) << segment.status();
+    segment_ = *std::move(segment);
+    header().engine_epoch.store(1);
+  }
+
+  void TearDown() override {
+    for (auto& link : links_) link.reset();
+    if (engine_thread_.joinable()) {
+      header().draining.store(1);
+      segment_.engine_doorbell().Ring();
+      engine_thread_.join();
+      EXPECT_TRUE(run_status_.ok()) << run_status_;
+    }
+    EXPECT_TRUE(segment_.Unlink().ok());
+  }
+
+  ipc::SegmentHeader& header() { return *segment_.header(); }
+  ipc::EngineCounters& counters() { return header().engine_counters; }
+
+  // What the supervisor does to start an engine, in a thread instead of a process.
+  void StartEngine(const std::string& backend) {
+    absl::StatusOr<std::unique_ptr<EngineLoop>> loop =
+        EngineLoop::Create(EngineConfig(backend), segment_);
+    ASSERT_TRUE(loop.ok()) << loop.status();
+    loop_ = *std::move(loop);
+    engine_thread_ = std::thread([this] { run_status_ = loop_->Run(); });
+  }
+
+  RingEngineLink& Link(int index) {
+    if (!links_[index]) {
+      absl::StatusOr<std::unique_ptr<RingEngineLink>> link =
+          RingEngineLink::Create(segment_, index);
+      EXPECT_TRUE(link.ok()) << link.status();
+      links_[index] = *std::move(link);
+    }
+    return *links_[index];
+  }
+
+  std::future<EngineReply> Submit(RingEngineLink& link, uint64_t id, std::vector<int32_t> prompt,
+                                  int max_new_tokens) {
+    auto promise = std::make_shared<std::promise<EngineReply>>();
+    std::future<EngineReply> future = promise->get_future();
+    EngineRequest request;
+    request.id = id;
+    request.prompt = std::move(prompt);
+    request.max_new_tokens = max_new_tokens;
+    const absl::Status status =
+        link.Submit(std::move(request), [promise](EngineReply r) { promise->set_value(r); });
+    EXPECT_TRUE(status.ok()) << status;
+    return future;
+  }
+
+  static EngineReply Get(std::future<EngineReply>& future) {
+    EXPECT_EQ(future.wait_for(kTimeout), std::future_status::ready);
+    return future.get();
+  }
+
+  // `length` ids in [3, 2000), different for each seed (0..2 are the special tokens).
+  static std::vector<int32_t> Prompt(int seed, int length = 12) {
+    std::vector<int32_t> ids;
+    for (int i = 0; i < length; ++i) ids.push_back(3 + (seed * 7919 + i * 104729) % 1997);
+    return ids;
+  }
+
+  ipc::SharedSegment segment_;
+  std::unique_ptr<EngineLoop> loop_;
+  std::thread engine_thread_;
+  absl::Status run_status_;
+  std::unique_ptr<RingEngineLink> links_[2];
+};
+
+TEST_F(EngineProcessTest, NotReadyUntilTheEngineRuns) {
+  EngineRequest request;
+  request.prompt = {1};
+  EXPECT_FALSE(Link(0).Ready());
+  EXPECT_EQ(Link(0).Submit(request, [](EngineReply) {}).code(), absl::StatusCode::kUnavailable);
+  StartEngine("echo");
+  EXPECT_TRUE(WaitUntil([&] { return Link(0).Ready(); }));
+  EXPECT_EQ(header().engine_ready_epoch.load(), 1u);
+}
+
+TEST_F(EngineProcessTest, EchoAnswersEveryRequestOfEveryWorker) {
+  StartEngine("echo");
+  ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready() && Link(1).Ready(); }));
+  constexpr int kPerWorker = 500;
+  std::vector<std::future<EngineReply>> futures[2];
+  for (int i = 0; i < kPerWorker; ++i) {
+    for (int w = 0; w < 2; ++w) {
+      futures[w].push_back(Submit(Link(w), i, {i, w, i + 1}, 8));
+    }
+  }
+  for (int w = 0; w < 2; ++w) {
+    for (int i = 0; i < kPerWorker; ++i) {
+      EngineReply reply = Get(futures[w][i]);
+      ASSERT_TRUE(reply.status.ok()) << reply.status;
+      EXPECT_EQ(reply.tokens, (std::vector<int32_t>{i, w, i + 1}));
+      EXPECT_GE(reply.engine_us, 0);
+    }
+  }
+  EXPECT_EQ(counters().requests_done.load(), 2u * kPerWorker);
+  EXPECT_EQ(counters().prompt_tokens.load(), 2u * kPerWorker * 3);
+  EXPECT_EQ(counters().generated_tokens.load(), 2u * kPerWorker * 3);
+  uint64_t bucketed = 0;
+  for (const auto& bucket : counters().batch_size_buckets) bucketed += bucket.load();
+  EXPECT_EQ(bucketed, counters().steps.load());
+  EXPECT_EQ(counters().batch_size_sum.load(), 2u * kPerWorker);
+}
+
+TEST_F(EngineProcessTest, CpuModelGivesWhatTheInProcessEngineGives) {
+  const std::vector<int32_t> prompt = Prompt(1, 20);
+  // The reference: the same model and options, one sequence, in this process.
+  const config::Config config = EngineConfig("cpu");
+  auto checkpoint = *model::Checkpoint::Open(config.model.dir);
+  auto backend = *engine::CpuBackend::Create(
+      *checkpoint, {.kv_cache_mb = config.engine.kv_cache_mb,
+                    .max_step_tokens = config.engine.max_step_tokens,
+                    .max_batch_size = config.engine.max_batch_size});
+  engine::Engine reference(backend.get(), nullptr, {.eos_token_ids = {2}});
+  engine::GenerationParams params;
+  params.max_new_tokens = 20;
+  ASSERT_TRUE(reference.AddSequence(1, prompt, params).ok());
+  std::vector<int32_t> expected;
+  while (reference.HasWork()) {
+    absl::StatusOr<std::vector<engine::StepEvent>> events = reference.Step();
+    ASSERT_TRUE(events.ok()) << events.status();
+    for (const engine::StepEvent& e : *events) {
+      if (e.reason != engine::FinishReason::kStopToken) expected.push_back(e.token);
+    }
+  }
+
+  StartEngine("cpu");
+  ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready(); }));
+  std::future<EngineReply> alone = Submit(Link(0), 99, prompt, 20);
+  EngineReply reply = Get(alone);
+  ASSERT_TRUE(reply.status.ok()) << reply.status;
+  EXPECT_EQ(reply.tokens, expected);
+
+  // Many at once from both workers: all answered, within their limits.
+  std::vector<std::future<EngineReply>> futures;
+  for (int i = 0; i < 16; ++i) {
+    futures.push_back(Submit(Link(i % 2), 100 + i, Prompt(i, 3 + i), 1 + i));
+  }
+  for (int i = 0; i < 16; ++i) {
+    EngineReply r = Get(futures[i]);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_GE(r.tokens.size(), 1u);
+    EXPECT_LE(r.tokens.size(), static_cast<size_t>(1 + i));
+    for (int32_t token : r.tokens) EXPECT_LT(token, 2000);
+  }
+  EXPECT_GT(counters().kv_blocks_total.load(), 0u);
+}
+
+TEST_F(EngineProcessTest, EngineRejectionsComeBackAsErrors) {
+  StartEngine("cpu");
+  ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready(); }));
+  std::future<EngineReply> no_tokens = Submit(Link(0), 1, {5, 6}, 0);
+  std::future<EngineReply> out_of_vocab = Submit(Link(0), 2, {5, 2000}, 4);
+  EXPECT_EQ(Get(no_tokens).status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Get(out_of_vocab).status.code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(EngineProcessTest, CancelStopsTheSequenceInTheEngine) {
+  StartEngine("cpu");
+  ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready(); }));
+  std::future<EngineReply> future = Submit(Link(0), 5, Prompt(2), kLong);
+  ASSERT_TRUE(WaitUntil([&] { return counters().prompt_tokens.load() == 12; }));  // admitted
+  Link(0).Cancel(5);
+  EXPECT_EQ(Get(future).status.code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(WaitUntil([&] {
+    return counters().running.load() == 0 && counters().waiting.load() == 0;
+  }));
+  EXPECT_EQ(counters().sequences_cancelled.load(), 1u);
+  EXPECT_EQ(counters().kv_blocks_used.load(), 0u);
+}
+
+TEST_F(EngineProcessTest, EngineRestartFailsInFlightRequestsAndServiceResumes) {
+  StartEngine("cpu");
+  ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready(); }));
+  std::vector<std::future<EngineReply>> futures;
+  for (int i = 0; i < 4; ++i) {
+    futures.push_back(Submit(Link(0), i, Prompt(3 + i), kLong));
+  }
+  ASSERT_TRUE(WaitUntil([&] { return counters().prompt_tokens.load() == 4 * 12; }));
+
+  // The supervisor's view of an engine crash: not ready, then a new epoch for the next engine.
+  header().engine_ready_epoch.store(0);
+  header().engine_epoch.store(2);
+  segment_.engine_doorbell().Ring();
+  engine_thread_.join();
+  EXPECT_EQ(run_status_.code(), absl::StatusCode::kFailedPrecondition);
+  for (auto& f : futures) EXPECT_EQ(Get(f).status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(Link(0).Ready());
+
+  StartEngine("cpu");
+  ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready(); }));
+  std::future<EngineReply> after = Submit(Link(0), 0, Prompt(9), 3);
+  EXPECT_TRUE(Get(after).status.ok());
+}
+
+TEST_F(EngineProcessTest, DeadWorkerSequencesAreFreedAndItsReplacementServed) {
+  StartEngine("cpu");
+  ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready() && Link(1).Ready(); }));
+  std::vector<std::future<EngineReply>> orphans;
+  for (int i = 0; i < 3; ++i) orphans.push_back(Submit(Link(0), i, Prompt(9), kLong));
+  std::future<EngineReply> other = Submit(Link(1), 0, Prompt(9), 5);
+  ASSERT_TRUE(WaitUntil([&] { return counters().prompt_tokens.load() == 4 * 12; }));
+
+  links_[0].reset();  // the worker dies (its link answers what it held, as a process would not)
+  segment_.ResetWorkerChannel(0);
+  EXPECT_TRUE(WaitUntil([&] { return counters().sequences_cancelled.load() == 3; }));
+  EXPECT_TRUE(Get(other).status.ok()) << "the other worker does not notice";
+
+  ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready(); }));  // the replacement
+  std::future<EngineReply> fresh = Submit(Link(0), 0, {7, 8, 9}, 2);
+  EngineReply reply = Get(fresh);
+  EXPECT_TRUE(reply.status.ok()) << reply.status;
+  EXPECT_EQ(reply.tokens.size(), 2u);
+}
+
+TEST_F(EngineProcessTest, DrainingFinishesInFlightWorkThenStops) {
+  StartEngine("cpu");
+  ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready(); }));
+  // The engine is idle, so Submit publishes at once: the request is in the ring before the
+  // supervisor's drain flag.
+  std::future<EngineReply> future = Submit(Link(0), 1, Prompt(9), 200);
+  header().draining.store(1);
+  segment_.engine_doorbell().Ring();
+  EngineReply reply = Get(future);
+  EXPECT_TRUE(reply.status.ok()) << reply.status;
+  EXPECT_FALSE(reply.tokens.empty());
+  engine_thread_.join();
+  EXPECT_TRUE(run_status_.ok()) << run_status_;
+}
+
+}  // namespace
+}  // namespace gecd::server
