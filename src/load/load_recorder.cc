@@ -31,6 +31,7 @@ std::string StatusCodeName(int code) {
                                                          "UNAVAILABLE",
                                                          "DATA_LOSS",
                                                          "UNAUTHENTICATED"};
+  if (code == kUnanswered) return "UNANSWERED";
   if (code >= 0 && code < static_cast<int>(kNames.size())) return kNames[code];
   return absl::StrCat("CODE_", code);
 }

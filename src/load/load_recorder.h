@@ -39,7 +39,12 @@ struct RunResult {
   double achieved_qps() const { return elapsed_s > 0 ? ok / elapsed_s : 0; }
 };
 
-// The upper-case gRPC name of a status code ("RESOURCE_EXHAUSTED"), "CODE_<n>" if unknown.
+// The outcome of a sentence that its stream ended OK without answering: a server bug, which
+// must not pass for a gRPC code.
+inline constexpr int kUnanswered = -1;
+
+// The upper-case gRPC name of a status code ("RESOURCE_EXHAUSTED"), "UNANSWERED" for
+// kUnanswered, "CODE_<n>" if unknown.
 std::string StatusCodeName(int code);
 
 // Collects outcomes from the client threads. Requests intended before the window's start

@@ -246,8 +246,8 @@ void StreamSession::OnRead(bool ok) {
 
 void StreamSession::OnFinished(bool ok) {
   const Clock::time_point now = Clock::now();
-  // Sentences the stream ended without answering fail with its status (UNKNOWN if it claims OK).
-  const int code = status_.ok() ? grpc::StatusCode::UNKNOWN : status_.error_code();
+  // Sentences the stream ended without answering fail with its status.
+  const int code = status_.ok() ? kUnanswered : status_.error_code();
   std::unordered_map<std::string, Clock::time_point> unanswered;
   {
     std::lock_guard lock(mu_);

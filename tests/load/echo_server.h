@@ -13,11 +13,17 @@
 namespace gecd::load::testing {
 
 // An in-process gecd.v1.GrammarCorrection server on 127.0.0.1 (a free port) that answers every
-// sentence with its own text, and every reject_every-th one (0: none) with RESOURCE_EXHAUSTED,
-// as an RPC status on Correct and as a per-sentence status on CorrectStream.
+// sentence with its own text, with faults on demand: every reject_every-th sentence (0: none)
+// gets RESOURCE_EXHAUSTED, as an RPC status on Correct and as a per-sentence status on
+// CorrectStream; every drop_every-th sentence on CorrectStream is never answered.
+struct EchoFaults {
+  uint64_t reject_every = 0;
+  uint64_t drop_every = 0;
+};
+
 class EchoServer final : public v1::GrammarCorrection::CallbackService {
  public:
-  explicit EchoServer(uint64_t reject_every = 0) : reject_every_(reject_every) {
+  explicit EchoServer(EchoFaults faults = {}) : faults_(faults) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(this);
@@ -64,6 +70,10 @@ class EchoServer final : public v1::GrammarCorrection::CallbackService {
         if (finish) Finish(grpc::Status::OK);
         return;
       }
+      if (Every(server_->faults_.drop_every, server_->stream_sentences_)) {
+        StartRead(&request_);
+        return;
+      }
       v1::CorrectResponse response;
       if (server_->Reject()) {
         response.set_request_id(request_.request_id());
@@ -107,17 +117,20 @@ class EchoServer final : public v1::GrammarCorrection::CallbackService {
     bool reads_done_ = false;
   };
 
-  bool Reject() {
-    return reject_every_ > 0 && calls_.fetch_add(1) % reject_every_ == reject_every_ - 1u;
+  // True for every n-th call of counter (never when n is 0).
+  static bool Every(uint64_t n, std::atomic<uint64_t>& counter) {
+    return n > 0 && counter.fetch_add(1) % n == n - 1;
   }
+  bool Reject() { return Every(faults_.reject_every, calls_); }
   void Echo(const v1::CorrectRequest& request, v1::CorrectResponse* response) {
     response->set_request_id(request.request_id());
     response->set_corrected_text(request.text());
     answered_.fetch_add(1);
   }
 
-  const uint64_t reject_every_;
+  const EchoFaults faults_;
   std::atomic<uint64_t> calls_{0};
+  std::atomic<uint64_t> stream_sentences_{0};
   std::atomic<uint64_t> answered_{0};
   int port_ = 0;
   std::unique_ptr<grpc::Server> server_;

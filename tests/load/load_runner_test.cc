@@ -68,7 +68,7 @@ TEST_P(LoadRunnerTest, OpenLoopSendsAtTheOfferedRate) {
 }
 
 TEST_P(LoadRunnerTest, RejectionsShowUpByCode) {
-  testing::EchoServer server(/*reject_every=*/4);
+  testing::EchoServer server({.reject_every = 4});
   RunConfig config = ConfigFor(server);
   config.stream = GetParam();
   config.concurrency = 4;
@@ -76,6 +76,19 @@ TEST_P(LoadRunnerTest, RejectionsShowUpByCode) {
   ASSERT_TRUE(result.ok()) << result.status();
   ASSERT_GT(result->sent, 100u);
   ExpectQuarterRejected(*result);
+}
+
+TEST(LoadRunnerStreamTest, SentencesAStreamNeverAnswersAreUnanswered) {
+  testing::EchoServer server({.drop_every = 10});
+  RunConfig config = ConfigFor(server);
+  config.stream = true;
+  config.profile = RateProfile::Constant(400);
+  absl::StatusOr<RunResult> result = RunLoad(config);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->errors.size(), 1u);
+  const uint64_t unanswered = result->errors.at("UNANSWERED");
+  EXPECT_EQ(result->ok + unanswered, result->sent);
+  EXPECT_NEAR(static_cast<double>(unanswered) / result->sent, 0.1, 0.03);
 }
 
 INSTANTIATE_TEST_SUITE_P(UnaryAndStream, LoadRunnerTest, ::testing::Bool(),

@@ -61,6 +61,7 @@ TEST(StatusCodeNameTest, NamesGrpcCodes) {
   EXPECT_EQ(StatusCodeName(14), "UNAVAILABLE");
   EXPECT_EQ(StatusCodeName(16), "UNAUTHENTICATED");
   EXPECT_EQ(StatusCodeName(99), "CODE_99");
+  EXPECT_EQ(StatusCodeName(kUnanswered), "UNANSWERED");
 }
 
 // Percentiles come from log buckets: within 1/32 per second, 1/128 overall.
