@@ -116,10 +116,17 @@ absl::StatusOr<bool> MessageReader::Next(Record* record) {
   const uint64_t epoch = in.Get<uint64_t>();
   size_t fixed;
   switch (type) {
-    case kSubmit: fixed = kSubmitBytes; break;
-    case kCancel: fixed = kCancelBytes; break;
-    case kDone: fixed = kDoneBytes; break;
-    default: return fail(absl::StrCat("unknown record type ", type));
+    case kSubmit:
+      fixed = kSubmitBytes;
+      break;
+    case kCancel:
+      fixed = kCancelBytes;
+      break;
+    case kDone:
+      fixed = kDoneBytes;
+      break;
+    default:
+      return fail(absl::StrCat("unknown record type ", type));
   }
   if (left < fixed || num_tokens > (left - fixed) / sizeof(int32_t)) {
     return fail("record longer than the message");

@@ -55,8 +55,7 @@ size_t Ring::RegionBytes(uint32_t slots, uint32_t slot_bytes) {
   return kHeaderBytes + static_cast<size_t>(slots) * slot_bytes;
 }
 
-absl::StatusOr<Ring> Ring::Format(std::span<uint8_t> region, uint32_t slots,
-                                  uint32_t slot_bytes) {
+absl::StatusOr<Ring> Ring::Format(std::span<uint8_t> region, uint32_t slots, uint32_t slot_bytes) {
   if (absl::Status s = CheckGeometry(slots, slot_bytes); !s.ok()) return s;
   if (region.size() < RegionBytes(slots, slot_bytes)) {
     return absl::InvalidArgumentError("ring region too small for its slots");

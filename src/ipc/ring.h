@@ -128,9 +128,7 @@ class RingConsumer {
   // if the producer wrote a corrupt length.
   std::span<const uint8_t> Peek();
   void Release() { ring_.header_->head.store(++head_, std::memory_order_release); }
-  bool HasMessage() const {
-    return ring_.header_->tail.load(std::memory_order_acquire) != head_;
-  }
+  bool HasMessage() const { return ring_.header_->tail.load(std::memory_order_acquire) != head_; }
   const Ring& ring() const { return ring_; }
 
  private:

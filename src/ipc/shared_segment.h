@@ -21,9 +21,9 @@ namespace gecd::ipc {
 
 struct SegmentOptions {
   int num_workers = 1;
-  uint32_t ring_slots = 1024;      // power of two
+  uint32_t ring_slots = 1024;  // power of two
   uint32_t ring_slot_bytes = 4096;
-  size_t metrics_bytes = 0;        // reserved for server::Metrics
+  size_t metrics_bytes = 0;  // reserved for server::Metrics
 };
 
 // What the engine publishes about itself for the metrics endpoint; written only by the engine

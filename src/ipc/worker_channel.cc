@@ -15,8 +15,7 @@ size_t WorkerChannel::RegionBytes(uint32_t ring_slots, uint32_t ring_slot_bytes)
   return kHeaderBytes + 2 * Ring::RegionBytes(ring_slots, ring_slot_bytes);
 }
 
-absl::StatusOr<WorkerChannel> WorkerChannel::Format(std::span<uint8_t> region,
-                                                    uint32_t ring_slots,
+absl::StatusOr<WorkerChannel> WorkerChannel::Format(std::span<uint8_t> region, uint32_t ring_slots,
                                                     uint32_t ring_slot_bytes) {
   const size_t ring_bytes = Ring::RegionBytes(ring_slots, ring_slot_bytes);
   if (region.size() < RegionBytes(ring_slots, ring_slot_bytes)) {
@@ -24,12 +23,11 @@ absl::StatusOr<WorkerChannel> WorkerChannel::Format(std::span<uint8_t> region,
   }
   WorkerChannel channel;
   channel.header_ = new (region.data()) ChannelHeader{};
-  ASSIGN_OR_RETURN(channel.requests_,
-                   Ring::Format(region.subspan(kHeaderBytes, ring_bytes), ring_slots,
-                                ring_slot_bytes));
+  ASSIGN_OR_RETURN(channel.requests_, Ring::Format(region.subspan(kHeaderBytes, ring_bytes),
+                                                   ring_slots, ring_slot_bytes));
   ASSIGN_OR_RETURN(channel.responses_,
-                   Ring::Format(region.subspan(kHeaderBytes + ring_bytes, ring_bytes),
-                                ring_slots, ring_slot_bytes));
+                   Ring::Format(region.subspan(kHeaderBytes + ring_bytes, ring_bytes), ring_slots,
+                                ring_slot_bytes));
   return channel;
 }
 

@@ -132,11 +132,11 @@ class EchoGenerator final : public Generator {
       out->num_tokens += prompt.size();
       for (size_t i = 0; i < prompt.size(); ++i) {
         const bool last = i + 1 == prompt.size();
-        out->events.push_back({.id = id,
-                               .token = prompt[i],
-                               .finished = last,
-                               .reason = last ? engine::FinishReason::kLength
-                                              : engine::FinishReason::kNone});
+        out->events.push_back(
+            {.id = id,
+             .token = prompt[i],
+             .finished = last,
+             .reason = last ? engine::FinishReason::kLength : engine::FinishReason::kNone});
       }
     }
     prompts_.clear();
@@ -226,8 +226,8 @@ absl::Status EngineLoop::Run() {
     // A worker that does not read its replies is retried every millisecond; otherwise sleep
     // until a worker rings, and look at the epoch and draining flags now and then.
     ipc::WaitOptions wait = wait_;
-    if (replies_pending) wait.timeout = std::min<std::chrono::nanoseconds>(
-        wait.timeout, std::chrono::milliseconds(1));
+    if (replies_pending)
+      wait.timeout = std::min<std::chrono::nanoseconds>(wait.timeout, std::chrono::milliseconds(1));
     doorbell.Wait(
         [&] {
           return HasRequests() ||
@@ -259,8 +259,7 @@ void EngineLoop::ResetDeadChannels() {
       sequences_.erase(id);
       counters_.sequences_cancelled.fetch_add(1, std::memory_order_relaxed);
     }
-    spdlog::info("worker {} restarted: dropped its {} requests, reset its rings", w,
-                 e.live.size());
+    spdlog::info("worker {} restarted: dropped its {} requests, reset its rings", w, e.live.size());
     e.live.clear();
     e.outbox.clear();
     e.channel.CompleteReset();
@@ -336,7 +335,8 @@ absl::Status EngineLoop::RunStep() {
   RETURN_IF_ERROR(generator_->Step(&outcome));
   for (engine::SequenceId id : outcome.ran) {
     auto it = sequences_.find(id);
-    if (it != sequences_.end() && it->second.first_step_us == 0) it->second.first_step_us = start_us;
+    if (it != sequences_.end() && it->second.first_step_us == 0)
+      it->second.first_step_us = start_us;
   }
   for (const engine::StepEvent& event : outcome.events) {
     auto it = sequences_.find(event.id);
@@ -346,8 +346,8 @@ absl::Status EngineLoop::RunStep() {
   }
   if (!outcome.ran.empty()) {
     const size_t size = outcome.ran.size();
-    const int bucket = std::min<int>(std::bit_width(size - 1),
-                                     ipc::EngineCounters::kBatchSizeBuckets - 1);
+    const int bucket =
+        std::min<int>(std::bit_width(size - 1), ipc::EngineCounters::kBatchSizeBuckets - 1);
     counters_.steps.fetch_add(1, std::memory_order_relaxed);
     counters_.batch_size_buckets[bucket].fetch_add(1, std::memory_order_relaxed);
     counters_.batch_size_sum.fetch_add(size, std::memory_order_relaxed);
@@ -377,8 +377,8 @@ void EngineLoop::Reply(engine::SequenceId id, absl::StatusCode code) {
 void EngineLoop::QueueReply(int worker, ipc::DoneRecord record) {
   Endpoint& e = endpoints_[worker];
   if (ipc::RecordBytes(record) > e.channel.responses().max_message_bytes()) {
-    spdlog::error("worker {} request {}: {} tokens do not fit one ring message", worker,
-                  record.id, record.tokens.size());
+    spdlog::error("worker {} request {}: {} tokens do not fit one ring message", worker, record.id,
+                  record.tokens.size());
     record.status_code = static_cast<int32_t>(absl::StatusCode::kResourceExhausted);
     record.tokens.clear();
   }

@@ -14,8 +14,8 @@ using Clock = std::chrono::steady_clock;
 absl::StatusOr<std::unique_ptr<RingEngineLink>> RingEngineLink::Create(
     const ipc::SharedSegment& segment, int index, RingEngineLinkOptions options) {
   if (index < 0 || index >= segment.num_workers()) {
-    return absl::InvalidArgumentError(absl::StrCat("worker index ", index, " outside [0, ",
-                                                   segment.num_workers(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker index ", index, " outside [0, ", segment.num_workers(), ")"));
   }
   auto link = std::unique_ptr<RingEngineLink>(new RingEngineLink(segment, index, options));
   link->reader_ = std::thread([l = link.get()] { l->ReaderLoop(); });
@@ -100,9 +100,9 @@ void RingEngineLink::AnswerLocked(Done done, EngineReply reply) {
 absl::Status RingEngineLink::AppendLocked(const ipc::Record& record) {
   const size_t max_bytes = channel_.requests().max_message_bytes();
   if (ipc::RecordBytes(record) > max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a prompt of ", std::get<ipc::SubmitRecord>(record).tokens.size(),
-        " tokens does not fit one ring message of ", max_bytes, " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a prompt of ", std::get<ipc::SubmitRecord>(record).tokens.size(),
+                     " tokens does not fit one ring message of ", max_bytes, " bytes"));
   }
   if (!open_ || !writer_.Add(record)) {
     if (open_) PublishLocked();  // full
@@ -207,8 +207,8 @@ void RingEngineLink::DrainResponses() {
 void RingEngineLink::FlushIfDue() {
   if (!flush_wanted_.load(std::memory_order_acquire)) return;
   std::lock_guard lock(mu_);
-  if (open_ && (Clock::now() - open_since_ >= options_.flush_delay ||
-                producer_.ConsumerCaughtUp())) {
+  if (open_ &&
+      (Clock::now() - open_since_ >= options_.flush_delay || producer_.ConsumerCaughtUp())) {
     PublishLocked();
   }
   flush_wanted_.store(open_, std::memory_order_release);

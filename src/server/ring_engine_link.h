@@ -38,8 +38,9 @@ class RingEngineLink final : public EngineLink {
  public:
   // `segment` must outlive the link. When the channel awaits the engine's reset after a worker
   // restart (worker_channel.h), the link attaches once it is done; Ready() is false till then.
-  static absl::StatusOr<std::unique_ptr<RingEngineLink>> Create(
-      const ipc::SharedSegment& segment, int index, RingEngineLinkOptions options = {});
+  static absl::StatusOr<std::unique_ptr<RingEngineLink>> Create(const ipc::SharedSegment& segment,
+                                                                int index,
+                                                                RingEngineLinkOptions options = {});
   // Requests still in flight end with UNAVAILABLE.
   ~RingEngineLink() override;
 

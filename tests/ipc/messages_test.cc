@@ -49,8 +49,8 @@ TEST(MessagesTest, RecordsRoundTripPackedInOneMessage) {
   ASSERT_TRUE(writer.Add(Submit()));
   ASSERT_TRUE(writer.Add(CancelRecord{.id = 7, .epoch = 3}));
   ASSERT_TRUE(writer.Add(Done()));
-  EXPECT_EQ(writer.size(), RecordBytes(Submit()) + RecordBytes(CancelRecord{}) +
-                               RecordBytes(Done()));
+  EXPECT_EQ(writer.size(),
+            RecordBytes(Submit()) + RecordBytes(CancelRecord{}) + RecordBytes(Done()));
 
   absl::Status error;
   std::vector<Record> records = ReadAll({buffer.data(), writer.size()}, &error);

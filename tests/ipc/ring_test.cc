@@ -256,8 +256,7 @@ TEST(RingTest, TwoProcessesThroughTheSharedSegment) {
                             .timeout = std::chrono::seconds(60)};
   uint64_t expected = 0;
   while (expected < kMessages) {
-    ASSERT_TRUE(
-        segment->engine_doorbell().Wait([&] { return consumer.HasMessage(); }, options));
+    ASSERT_TRUE(segment->engine_doorbell().Wait([&] { return consumer.HasMessage(); }, options));
     while (consumer.HasMessage()) ASSERT_EQ(Take(consumer), expected++);
   }
   int status = 0;

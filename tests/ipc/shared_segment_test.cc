@@ -14,9 +14,8 @@ namespace {
 
 TEST(SharedSegmentTest, CreatesA0600SegmentThatOpenSees) {
   const std::string name = SharedSegment::UniqueName();
-  absl::StatusOr<SharedSegment> created =
-      SharedSegment::Create(name, {.num_workers = 3, .ring_slots = 16, .ring_slot_bytes = 256,
-                                   .metrics_bytes = 1000});
+  absl::StatusOr<SharedSegment> created = SharedSegment::Create(
+      name, {.num_workers = 3, .ring_slots = 16, .ring_slot_bytes = 256, .metrics_bytes = 1000});
   ASSERT_TRUE(created.ok()) << created.status();
   struct stat st;
   ASSERT_EQ(stat(("/dev/shm" + name).c_str(), &st), 0);

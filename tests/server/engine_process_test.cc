@@ -67,9 +67,9 @@ config::Config EngineConfig(const std::string& backend) {
 class EngineProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<ipc::SharedSegment> segment = ipc::SharedSegment::Create(
-        ipc::SharedSegment::UniqueName(),
-        {.num_workers = 2, .ring_slots = 64, .ring_slot_bytes = 4096});
+    absl::StatusOr<ipc::SharedSegment> segment =
+        ipc::SharedSegment::Create(ipc::SharedSegment::UniqueName(),
+                                   {.num_workers = 2, .ring_slots = 64, .ring_slot_bytes = 4096});
     ASSERT_TRUE(segment.ok()) << segment.status();
     segment_ = *std::move(segment);
     header().engine_epoch.store(1);
@@ -183,10 +183,10 @@ TEST_F(EngineProcessTest, CpuModelGivesWhatTheInProcessEngineGives) {
   // The reference: the same model and options, one sequence, in this process.
   const config::Config config = EngineConfig("cpu");
   auto checkpoint = *model::Checkpoint::Open(config.model.dir);
-  auto backend = *engine::CpuBackend::Create(
-      *checkpoint, {.kv_cache_mb = config.engine.kv_cache_mb,
-                    .max_step_tokens = config.engine.max_step_tokens,
-                    .max_batch_size = config.engine.max_batch_size});
+  auto backend =
+      *engine::CpuBackend::Create(*checkpoint, {.kv_cache_mb = config.engine.kv_cache_mb,
+                                                .max_step_tokens = config.engine.max_step_tokens,
+                                                .max_batch_size = config.engine.max_batch_size});
   engine::Engine reference(backend.get(), nullptr, {.eos_token_ids = {2}});
   engine::GenerationParams params;
   params.max_new_tokens = 20;
@@ -238,9 +238,8 @@ TEST_F(EngineProcessTest, CancelStopsTheSequenceInTheEngine) {
   ASSERT_TRUE(WaitUntil([&] { return counters().prompt_tokens.load() == 12; }));  // admitted
   Link(0).Cancel(5);
   EXPECT_EQ(Get(future).status.code(), absl::StatusCode::kCancelled);
-  EXPECT_TRUE(WaitUntil([&] {
-    return counters().running.load() == 0 && counters().waiting.load() == 0;
-  }));
+  EXPECT_TRUE(
+      WaitUntil([&] { return counters().running.load() == 0 && counters().waiting.load() == 0; }));
   EXPECT_EQ(counters().sequences_cancelled.load(), 1u);
   EXPECT_EQ(counters().kv_blocks_used.load(), 0u);
 }
