@@ -1,33 +1,247 @@
 #include "model/sentencepiece_tokenizer.h"
 
-#include <algorithm>
+#include <dlfcn.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/memory/memory.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "model/sentencepiece_shim/shim.h"
 #include "model/utf8.h"
-
-// libsentencepiece's header declares `namespace absl { using std::string_view; }`, which
-// collides with Debian's Abseil, whose absl::string_view is its own class. Renaming that
-// namespace for this one include is safe: the alias names std::string_view either way, so the
-// declarations (and their mangled names) are exactly the library's.
-#define absl sentencepiece_absl
-#include <sentencepiece_processor.h>
-#undef absl
 
 namespace gecd::model {
 
 namespace {
 
-absl::Status FromSentencePiece(const sentencepiece::util::Status& status,
-                               std::string_view context) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(static_cast<int>(status.code())),
-                      absl::StrCat(std::string(context), ": ", status.error_message()));
+// AddressSanitizer does not support RTLD_DEEPBIND (its runtime refuses such a dlopen, since the
+// library would bypass its malloc interceptors), so sanitizer builds load the shim without it.
+// There SentencePiece's protobuf-lite binds to gRPC's libprotobuf where that is loaded, whose
+// version check then refuses every tokenizer.model: only binaries without the daemon (the
+// tokenizer tests) can read one.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int kDeepBind = 0;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr int kDeepBind = 0;
+#else
+constexpr int kDeepBind = RTLD_DEEPBIND;
+#endif
+#else
+constexpr int kDeepBind = RTLD_DEEPBIND;
+#endif
+
+constexpr char kShimEnv[] = "GECD_SENTENCEPIECE_SHIM";
+
+struct DlcloseDeleter {
+  void operator()(void* handle) const { dlclose(handle); }
+};
+
+// Where the shim may be: $GECD_SENTENCEPIECE_SHIM alone when set; otherwise beside the
+// executable (build/gecd), in an install's lib/gecd (bin/../lib/gecd), and in the executable's
+// parent directory (build/tests/.., build/bench/..).
+absl::StatusOr<std::vector<std::filesystem::path>> ShimCandidates() {
+  if (const char* env = std::getenv(kShimEnv); env != nullptr && *env != '\0') {
+    return std::vector<std::filesystem::path>{env};
+  }
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot find the SentencePiece shim: /proc/self/exe: ", ec.message(), "; set ", kShimEnv));
+  }
+  const std::filesystem::path dir = exe.parent_path();
+  return std::vector<std::filesystem::path>{
+      dir / GECD_SENTENCEPIECE_SHIM_NAME,
+      dir.parent_path() / "lib" / "gecd" / GECD_SENTENCEPIECE_SHIM_NAME,
+      dir.parent_path() / GECD_SENTENCEPIECE_SHIM_NAME};
 }
 
+template <typename Fn>
+absl::Status Resolve(void* handle, const std::string& path, const char* name, Fn* fn) {
+  void* symbol = dlsym(handle, name);
+  if (symbol == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": not a gecd SentencePiece shim (no ", name, ")"));
+  }
+  *fn = reinterpret_cast<Fn>(symbol);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// The shim's C ABI (model/sentencepiece_shim/shim.h), resolved once per process.
+class SentencePieceShim {
+ public:
+  // Loaded on first use and never unloaded: tokenizers may be used until the process exits.
+  static absl::StatusOr<const SentencePieceShim*> Get() {
+    static const auto* const shim =
+        new absl::StatusOr<std::unique_ptr<const SentencePieceShim>>(Load());
+    if (!shim->ok()) return shim->status();
+    return shim->value().get();
+  }
+
+  decltype(&gecd_sp_load) load = nullptr;
+  decltype(&gecd_sp_destroy) destroy = nullptr;
+  decltype(&gecd_sp_encode) encode = nullptr;
+  decltype(&gecd_sp_decode) decode = nullptr;
+  decltype(&gecd_sp_vocab_size) vocab_size = nullptr;
+  decltype(&gecd_sp_id_to_piece) id_to_piece = nullptr;
+  decltype(&gecd_sp_piece_to_id) piece_to_id = nullptr;
+  decltype(&gecd_sp_is_control) is_control = nullptr;
+  decltype(&gecd_sp_is_unknown) is_unknown = nullptr;
+  decltype(&gecd_sp_is_byte) is_byte = nullptr;
+  decltype(&gecd_sp_free) free = nullptr;
+
+ private:
+  explicit SentencePieceShim(void* handle) : handle_(handle) {}
+
+  static absl::StatusOr<std::unique_ptr<const SentencePieceShim>> Load() {
+    ASSIGN_OR_RETURN(const std::vector<std::filesystem::path> candidates, ShimCandidates());
+    std::vector<std::string> tried;
+    for (const std::filesystem::path& candidate : candidates) {
+      const std::string path = candidate.string();
+      std::error_code ec;
+      if (!std::filesystem::exists(candidate, ec)) {
+        tried.push_back(path);
+        continue;
+      }
+      // RTLD_LOCAL keeps libsentencepiece's protobuf-lite 3.14 out of the global namespace
+      // (where it would capture gRPC's libprotobuf); RTLD_DEEPBIND makes the shim and
+      // libsentencepiece bind their own symbols first, so SentencePiece uses the protobuf it
+      // embeds even when libprotobuf is already loaded. ASan does not support RTLD_DEEPBIND: see
+      // kDeepBind.
+      void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | kDeepBind);
+      if (handle == nullptr) {
+        const char* error = dlerror();
+        return absl::FailedPreconditionError(
+            absl::StrCat("cannot load the SentencePiece shim: ", error ? error : path));
+      }
+      auto shim = absl::WrapUnique(new SentencePieceShim(handle));
+      RETURN_IF_ERROR(shim->ResolveAll(path));
+      return shim;
+    }
+    return absl::FailedPreconditionError(
+        absl::StrCat("SentencePiece shim ", GECD_SENTENCEPIECE_SHIM_NAME, " not found; tried ",
+                     absl::StrJoin(tried, ", "), " (", kShimEnv, " names it explicitly)"));
+  }
+
+  absl::Status ResolveAll(const std::string& path) {
+    void* handle = handle_.get();
+    decltype(&gecd_sp_abi_version) abi_version = nullptr;
+    RETURN_IF_ERROR(Resolve(handle, path, "gecd_sp_abi_version", &abi_version));
+    if (const int version = abi_version(); version != GECD_SP_ABI_VERSION) {
+      return absl::FailedPreconditionError(absl::StrCat(path, ": SentencePiece shim ABI version ",
+                                                        version, ", this gecd needs ",
+                                                        GECD_SP_ABI_VERSION));
+    }
+    RETURN_IF_ERROR(Resolve(handle, path, "gecd_sp_load", &load));
+    RETURN_IF_ERROR(Resolve(handle, path, "gecd_sp_destroy", &destroy));
+    RETURN_IF_ERROR(Resolve(handle, path, "gecd_sp_encode", &encode));
+    RETURN_IF_ERROR(Resolve(handle, path, "gecd_sp_decode", &decode));
+    RETURN_IF_ERROR(Resolve(handle, path, "gecd_sp_vocab_size", &vocab_size));
+    RETURN_IF_ERROR(Resolve(handle, path, "gecd_sp_id_to_piece", &id_to_piece));
+    RETURN_IF_ERROR(Resolve(handle, path, "gecd_sp_piece_to_id", &piece_to_id));
+    RETURN_IF_ERROR(Resolve(handle, path, "gecd_sp_is_control", &is_control));
+    RETURN_IF_ERROR(Resolve(handle, path, "gecd_sp_is_unknown", &is_unknown));
+    RETURN_IF_ERROR(Resolve(handle, path, "gecd_sp_is_byte", &is_byte));
+    return Resolve(handle, path, "gecd_sp_free", &free);
+  }
+
+  std::unique_ptr<void, DlcloseDeleter> handle_;
+};
+
+// One loaded tokenizer.model inside the shim.
+class SentencePieceModel {
+ public:
+  static absl::StatusOr<std::unique_ptr<const SentencePieceModel>> Load(const std::string& path) {
+    absl::StatusOr<const SentencePieceShim*> shim_or = SentencePieceShim::Get();
+    if (!shim_or.ok()) {
+      return absl::Status(shim_or.status().code(),
+                          absl::StrCat(path, ": ", shim_or.status().message()));
+    }
+    const SentencePieceShim* shim = *shim_or;
+    GecdSpProcessor* processor = nullptr;
+    char* error = nullptr;
+    const int code = shim->load(path.c_str(), &processor, &error);
+    RETURN_IF_ERROR(Check(shim, code, error, path));
+    return absl::WrapUnique(new SentencePieceModel(shim, processor));
+  }
+
+  SentencePieceModel(const SentencePieceModel&) = delete;
+  SentencePieceModel& operator=(const SentencePieceModel&) = delete;
+  ~SentencePieceModel() { shim_->destroy(processor_); }
+
+  // Appends the ids of text.
+  absl::Status Encode(std::string_view text, std::vector<int32_t>* ids) const {
+    int32_t* encoded = nullptr;
+    size_t count = 0;
+    char* error = nullptr;
+    const int code = shim_->encode(processor_, text.data(), text.size(), &encoded, &count, &error);
+    RETURN_IF_ERROR(Check(shim_, code, error, "SentencePiece encode"));
+    const ShimBuffer owned(encoded, {shim_});
+    ids->insert(ids->end(), encoded, encoded + count);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::string> Decode(std::span<const int32_t> ids) const {
+    char* text = nullptr;
+    size_t size = 0;
+    char* error = nullptr;
+    const int code = shim_->decode(processor_, ids.data(), ids.size(), &text, &size, &error);
+    RETURN_IF_ERROR(Check(shim_, code, error, "SentencePiece decode"));
+    const ShimBuffer owned(text, {shim_});
+    return std::string(text, size);
+  }
+
+  int32_t vocab_size() const { return shim_->vocab_size(processor_); }
+  std::string_view IdToPiece(int32_t id) const {
+    size_t size = 0;
+    const char* piece = shim_->id_to_piece(processor_, id, &size);
+    return std::string_view(piece, size);
+  }
+  std::optional<int32_t> PieceToId(std::string_view piece) const {
+    const int32_t id = shim_->piece_to_id(processor_, piece.data(), piece.size());
+    if (id < 0) return std::nullopt;
+    return id;
+  }
+  bool IsControl(int32_t id) const { return shim_->is_control(processor_, id) != 0; }
+  bool IsUnknown(int32_t id) const { return shim_->is_unknown(processor_, id) != 0; }
+  bool IsByte(int32_t id) const { return shim_->is_byte(processor_, id) != 0; }
+
+ private:
+  // A buffer the shim malloc'ed, which only the shim may free.
+  struct ShimFree {
+    const SentencePieceShim* shim;
+    void operator()(void* buffer) const { shim->free(buffer); }
+  };
+  using ShimBuffer = std::unique_ptr<void, ShimFree>;
+
+  SentencePieceModel(const SentencePieceShim* shim, GecdSpProcessor* processor)
+      : shim_(shim), processor_(processor) {}
+
+  // The shim's status code (absl's numbering) and message as a Status prefixed by context.
+  static absl::Status Check(const SentencePieceShim* shim, int code, char* error,
+                            std::string_view context) {
+    if (code == 0) return absl::OkStatus();
+    const ShimBuffer owned(error, {shim});
+    return absl::Status(static_cast<absl::StatusCode>(code),
+                        absl::StrCat(std::string(context), ": ", error ? error : "out of memory"));
+  }
+
+  const SentencePieceShim* shim_;
+  GecdSpProcessor* processor_;  // owned; freed through the shim
+};
+
+namespace {
+
 // Parses a byte-fallback piece "<0xNN>".
-std::optional<char> BytePieceValue(const std::string& piece) {
+std::optional<char> BytePieceValue(std::string_view piece) {
   if (piece.size() != 6 || piece.compare(0, 3, "<0x") != 0 || piece[5] != '>') return std::nullopt;
   int value = 0;
   for (char c : piece.substr(3, 2)) {
@@ -43,11 +257,12 @@ std::optional<char> BytePieceValue(const std::string& piece) {
 
 }  // namespace
 
-SentencePieceTokenizer::SentencePieceTokenizer(
-    std::unique_ptr<sentencepiece::SentencePieceProcessor> sp)
+SentencePieceTokenizer::SentencePieceTokenizer(std::unique_ptr<const SentencePieceModel> sp)
     : sp_(std::move(sp)) {
-  for (int id = 0; id < sp_->GetPieceSize(); ++id) {
-    if (sp_->IsControl(id) || sp_->IsUnknown(id)) specials_.emplace_back(sp_->IdToPiece(id), id);
+  for (int32_t id = 0; id < sp_->vocab_size(); ++id) {
+    if (sp_->IsControl(id) || sp_->IsUnknown(id)) {
+      specials_.emplace_back(std::string(sp_->IdToPiece(id)), id);
+    }
   }
   std::stable_sort(specials_.begin(), specials_.end(),
                    [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
@@ -57,17 +272,13 @@ SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
 absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::LoadFromFile(
     const std::string& path) {
-  auto sp = std::make_unique<sentencepiece::SentencePieceProcessor>();
-  RETURN_IF_ERROR(FromSentencePiece(sp->Load(path), path));
+  ASSIGN_OR_RETURN(std::unique_ptr<const SentencePieceModel> sp, SentencePieceModel::Load(path));
   return std::unique_ptr<SentencePieceTokenizer>(new SentencePieceTokenizer(std::move(sp)));
 }
 
 absl::Status SentencePieceTokenizer::EncodePiece(std::string_view text,
                                                  std::vector<int32_t>* ids) const {
-  std::vector<int> piece_ids;
-  RETURN_IF_ERROR(FromSentencePiece(sp_->Encode(text, &piece_ids), "SentencePiece encode"));
-  ids->insert(ids->end(), piece_ids.begin(), piece_ids.end());
-  return absl::OkStatus();
+  return sp_->Encode(text, ids);
 }
 
 absl::StatusOr<std::vector<int32_t>> SentencePieceTokenizer::Encode(std::string_view text) const {
@@ -94,12 +305,11 @@ absl::StatusOr<std::vector<int32_t>> SentencePieceTokenizer::Encode(std::string_
 
 std::string SentencePieceTokenizer::Decode(std::span<const int32_t> ids, bool skip_special) const {
   std::string out;
-  std::vector<int> run;
+  std::vector<int32_t> run;
   const auto flush = [&] {
     if (run.empty()) return;
-    std::string text;
     // Ids are range-checked below, the only way SentencePiece's decode fails.
-    if (sp_->Decode(run, &text).ok()) out += text;
+    if (absl::StatusOr<std::string> text = sp_->Decode(run); text.ok()) out += *text;
     run.clear();
   };
   for (int32_t id : ids) {
@@ -117,14 +327,14 @@ std::string SentencePieceTokenizer::Decode(std::span<const int32_t> ids, bool sk
 
 std::string SentencePieceTokenizer::TokenBytes(int32_t id) const {
   if (id < 0 || id >= vocab_size() || IsSpecial(id)) return "";
-  const std::string& piece = sp_->IdToPiece(id);
+  const std::string_view piece = sp_->IdToPiece(id);
   if (sp_->IsByte(id)) {
     if (std::optional<char> byte = BytePieceValue(piece)) return std::string(1, *byte);
   }
   static constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's space
   std::string out;
   for (size_t i = 0; i < piece.size();) {
-    if (std::string_view(piece).substr(i, kSpace.size()) == kSpace) {
+    if (piece.substr(i, kSpace.size()) == kSpace) {
       out.push_back(' ');
       i += kSpace.size();
     } else {
@@ -134,13 +344,10 @@ std::string SentencePieceTokenizer::TokenBytes(int32_t id) const {
   return out;
 }
 
-int32_t SentencePieceTokenizer::vocab_size() const { return sp_->GetPieceSize(); }
+int32_t SentencePieceTokenizer::vocab_size() const { return sp_->vocab_size(); }
 
 std::optional<int32_t> SentencePieceTokenizer::TokenToId(std::string_view token) const {
-  const int id = sp_->PieceToId(token);
-  // PieceToId answers unk_id for pieces it does not know.
-  if (id == sp_->unk_id() && sp_->IdToPiece(id) != token) return std::nullopt;
-  return id;
+  return sp_->PieceToId(token);
 }
 
 bool SentencePieceTokenizer::IsSpecial(int32_t id) const {

@@ -13,14 +13,15 @@
 #include "absl/status/statusor.h"
 #include "model/tokenizer.h"
 
-namespace sentencepiece {
-class SentencePieceProcessor;
-}  // namespace sentencepiece
-
 namespace gecd::model {
 
+class SentencePieceModel;
+
 // A SentencePiece tokenizer.model run by libsentencepiece, ids equal to the python
-// `sentencepiece` library's encode(). SentencePiece itself never matches control symbols in
+// `sentencepiece` library's encode(). libsentencepiece is reached only through the
+// gecd_sentencepiece_shim module, loaded on first use from $GECD_SENTENCEPIECE_SHIM if set,
+// else from the executable's directory, its ../lib/gecd, or its parent directory (how the build
+// tree's tests and benches find it). SentencePiece itself never matches control symbols in
 // text, so, to keep the Tokenizer contract, control and unknown symbols ("<s>", "</s>",
 // "<unk>") written in the text are cut out leftmost-longest first and the text between them
 // is encoded piece by piece; those are the special tokens.
@@ -45,10 +46,10 @@ class SentencePieceTokenizer final : public Tokenizer {
   bool IsSpecial(int32_t id) const override;
 
  private:
-  explicit SentencePieceTokenizer(std::unique_ptr<sentencepiece::SentencePieceProcessor> sp);
+  explicit SentencePieceTokenizer(std::unique_ptr<const SentencePieceModel> sp);
   absl::Status EncodePiece(std::string_view text, std::vector<int32_t>* ids) const;
 
-  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  std::unique_ptr<const SentencePieceModel> sp_;
   // Special symbols and their ids, longest first (the leftmost-longest match order).
   std::vector<std::pair<std::string, int32_t>> specials_;
 };
