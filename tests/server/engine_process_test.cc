@@ -1,5 +1,8 @@
 #include "server/engine_process.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <future>
 #include <memory>
@@ -13,6 +16,7 @@
 #include "ipc/shared_segment.h"
 #include "model/checkpoint.h"
 #include "server/ring_engine_link.h"
+#include "server/roles.h"
 #include "testing/random_model.h"
 #include "testing/test_paths.h"
 
@@ -301,6 +305,36 @@ TEST_F(EngineProcessTest, DrainingFinishesInFlightWorkThenStops) {
   EXPECT_FALSE(reply.tokens.empty());
   engine_thread_.join();
   EXPECT_TRUE(run_status_.ok()) << run_status_;
+}
+
+// The real entry point in a child process, as the supervisor starts it.
+TEST_F(EngineProcessTest, RunEngineProcessServesAnotherProcessAndExitsZeroWhenDrained) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(RunEngineProcess(EngineConfig("echo"), segment_.name()));
+  ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready(); }));
+  std::future<EngineReply> future = Submit(Link(0), 1, {4, 5, 6}, 8);
+  EngineReply reply = Get(future);
+  EXPECT_TRUE(reply.status.ok()) << reply.status;
+  EXPECT_EQ(reply.tokens, (std::vector<int32_t>{4, 5, 6}));
+  header().draining.store(1);
+  segment_.engine_doorbell().Ring();
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+TEST_F(EngineProcessTest, CreateReportsAnUnavailableBackendOrModel) {
+  EXPECT_EQ(EngineLoop::Create(EngineConfig("cuda"), segment_).status().code(),
+            absl::StatusCode::kUnimplemented);
+  config::Config missing = EngineConfig("cpu");
+  missing.model.dir = ModelDir() + "/no-such-model";
+  EXPECT_FALSE(EngineLoop::Create(missing, segment_).ok());
+  EXPECT_EQ(header().engine_ready_epoch.load(), 0u);
+}
+
+TEST_F(EngineProcessTest, RunEngineProcessFailsOnAMissingSegment) {
+  EXPECT_EQ(RunEngineProcess(EngineConfig("echo"), "/gecd-no-such-segment"), 1);
 }
 
 }  // namespace
