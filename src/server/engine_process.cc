@@ -27,15 +27,15 @@ int64_t NowUs() {
 
 }  // namespace
 
-// One step's outcome, whatever generates it.
-struct StepOutcome {
-  std::vector<engine::SequenceId> ran;
-  int num_tokens = 0;  // tokens processed (prefill + decode)
-  std::vector<engine::StepEvent> events;
-};
-
 class Generator {
  public:
+  // One step's outcome.
+  struct StepOutcome {
+    std::vector<engine::SequenceId> ran;
+    int num_tokens = 0;  // tokens processed (prefill + decode)
+    std::vector<engine::StepEvent> events;
+  };
+
   virtual ~Generator() = default;
   virtual absl::Status Add(engine::SequenceId id, std::vector<int32_t> prompt,
                            int max_new_tokens) = 0;
@@ -167,7 +167,7 @@ absl::StatusOr<std::unique_ptr<Generator>> MakeGenerator(const config::Config& c
 absl::Status WarmUp(Generator& generator) {
   constexpr engine::SequenceId kWarmUpId = 0;  // real sequences start at 1
   RETURN_IF_ERROR(generator.Add(kWarmUpId, {0}, 1));
-  StepOutcome outcome;
+  Generator::StepOutcome outcome;
   while (generator.HasWork()) RETURN_IF_ERROR(generator.Step(&outcome));
   return absl::OkStatus();
 }
@@ -330,7 +330,7 @@ void EngineLoop::CancelRequest(int worker, const ipc::CancelRecord& record) {
 }
 
 absl::Status EngineLoop::RunStep() {
-  StepOutcome outcome;
+  Generator::StepOutcome outcome;
   const int64_t start_us = NowUs();
   RETURN_IF_ERROR(generator_->Step(&outcome));
   for (engine::SequenceId id : outcome.ran) {
