@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
-# The main job: installs what is missing, builds, and corrects sentences with the default model
-# and config (configs/gecd.yaml). Sentences come from the arguments, or a built-in example.
+# The main job: installs what is missing, builds, and runs the daemon (`gecd serve`) on the
+# default config (configs/gecd.yaml) and its model. Extra arguments go to `gecd serve`, e.g.
+#   bash scripts/run.sh --set model.dir=/path/to/model --set server.workers=2
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh >&2
-if (($# == 0)); then
-  set -- "She go to school every days." "I has two cat and one dogs."
-fi
-exec build/gecd generate --config configs/gecd.yaml "$@"
+exec build/gecd serve --config configs/gecd.yaml "$@"
