@@ -85,14 +85,16 @@ class GrammarService::StreamCall final
     const uint64_t id = service_.NextId();
     {
       std::lock_guard lock(mu_);
-      reading_ = false;
       in_engine_.push_back(id);
     }
     service_.Process(id, request_, context_->deadline(),
                      [this, id](const grpc::Status& status, CorrectResponse reply) {
                        Answer(id, status, std::move(reply));
                      });
+    // Only now is request_ free: an answer that arrived while Process was reading it must not
+    // start the next read into the same buffer (the sentence would take the next one's id).
     std::unique_lock lock(mu_);
+    reading_ = false;
     Pump(lock);
   }
 
@@ -162,7 +164,7 @@ class GrammarService::StreamCall final
 
   GrammarService& service_;
   grpc::CallbackServerContext* const context_;
-  CorrectRequest request_;            // the read in progress; only touched by reads
+  CorrectRequest request_;  // the read in progress, then the sentence Process reads; reading_ covers both
   CorrectResponse writing_response_;  // the write in progress
   std::mutex mu_;
   std::vector<uint64_t> in_engine_;      // ids submitted and not yet answered (few: the window)

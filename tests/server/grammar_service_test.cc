@@ -45,20 +45,23 @@ std::vector<int32_t> FakeCorrection(const model::Tokenizer& tokenizer,
   return *tokenizer.Encode(text);
 }
 
-// An in-process EngineLink. Replies come from its own thread, as the real link's do. In hold
-// mode requests wait until the test releases them (or cancels them), so a test controls
-// completion order and how many are in flight.
+// An in-process EngineLink. Replies come from its own threads, as the real link's do (one
+// thread keeps their order; several race each other, as a stress test wants). In hold mode
+// requests wait until the test releases them (or cancels them), so a test controls completion
+// order and how many are in flight.
 class FakeEngine final : public EngineLink {
  public:
-  explicit FakeEngine(const model::Tokenizer& tokenizer)
-      : tokenizer_(tokenizer), thread_([this] { Deliver(); }) {}
+  explicit FakeEngine(const model::Tokenizer& tokenizer, int delivery_threads = 1)
+      : tokenizer_(tokenizer) {
+    for (int i = 0; i < delivery_threads; ++i) threads_.emplace_back([this] { Deliver(); });
+  }
   ~FakeEngine() override {
     {
       std::lock_guard lock(mu_);
       stop_ = true;
     }
     cv_.notify_all();
-    thread_.join();
+    for (std::thread& thread : threads_) thread.join();
   }
 
   absl::Status Submit(EngineRequest request, Done done) override {
@@ -155,7 +158,7 @@ class FakeEngine final : public EngineLink {
   std::vector<Held> held_;
   std::vector<uint64_t> cancelled_;
   std::deque<std::function<void()>> outbox_;
-  std::thread thread_;  // last: starts after the state above exists
+  std::vector<std::thread> threads_;  // last: they start after the state above exists
 };
 
 // 64-byte aligned storage for one process's metrics block.
@@ -370,6 +373,64 @@ TEST_F(GrammarServiceTest, StreamStopsReadingAtItsWindow) {
   EXPECT_THAT(ids, UnorderedElementsAre("0", "1", "2", "3", "4"));
   stream->WritesDone();
   EXPECT_TRUE(stream->Finish().ok());
+}
+
+// Engine answers racing the stream's reads and writes from several threads: every sentence of
+// every stream is answered exactly once, with its own text's correction.
+TEST_F(GrammarServiceTest, StreamAnswersEverySentenceOnceUnderRacingCompletions) {
+  engine_ = std::make_unique<FakeEngine>(*tokenizer_, /*delivery_threads=*/4);
+  config_.server.max_in_flight = 1000;
+  StartServer({.stream_window = 8});
+  constexpr int kStreams = 4;
+  constexpr int kSentences = 3000;
+  std::vector<std::thread> clients;
+  std::vector<std::map<std::string, int>> answered(kStreams);
+  std::vector<int> mismatched(kStreams, 0);
+  std::vector<bool> finished_ok(kStreams, false);
+  for (int s = 0; s < kStreams; ++s) {
+    clients.emplace_back([&, s] {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + kWait);
+      auto stream = stub_->CorrectStream(&context);
+      std::thread writer([&] {
+        for (int i = 0; i < kSentences; ++i) {
+          CorrectRequest request;
+          request.set_text(absl::StrCat("s", s, " n", i));
+          request.set_request_id(std::to_string(i));
+          if (!stream->Write(request)) break;
+        }
+        stream->WritesDone();
+      });
+      CorrectResponse response;
+      while (stream->Read(&response)) {
+        ++answered[s][response.request_id()];
+        const std::string text = absl::StrCat("s", s, " n", response.request_id());
+        if (response.status().code() != 0 || response.corrected_text() != Expected(text)) {
+          ++mismatched[s];
+        }
+      }
+      writer.join();
+      finished_ok[s] = stream->Finish().ok();
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  for (int s = 0; s < kStreams; ++s) {
+    EXPECT_TRUE(finished_ok[s]) << "stream " << s;
+    EXPECT_EQ(mismatched[s], 0) << "stream " << s;
+    int unanswered = 0, repeated = 0;
+    for (int i = 0; i < kSentences; ++i) {
+      const auto it = answered[s].find(std::to_string(i));
+      if (it == answered[s].end()) {
+        ++unanswered;
+      } else if (it->second != 1) {
+        ++repeated;
+      }
+    }
+    EXPECT_EQ(unanswered, 0) << "stream " << s;
+    EXPECT_EQ(repeated, 0) << "stream " << s;
+    EXPECT_EQ(answered[s].size(), static_cast<size_t>(kSentences)) << "stream " << s;
+  }
+  EXPECT_EQ(server_->service().in_flight(), 0);
 }
 
 TEST_F(GrammarServiceTest, BeyondMaxInFlightIsRefusedWhileAdmittedComplete) {
