@@ -164,7 +164,8 @@ class GrammarService::StreamCall final
 
   GrammarService& service_;
   grpc::CallbackServerContext* const context_;
-  CorrectRequest request_;  // the read in progress, then the sentence Process reads; reading_ covers both
+  // The read in progress, then the sentence Process reads from it; reading_ covers both.
+  CorrectRequest request_;
   CorrectResponse writing_response_;  // the write in progress
   std::mutex mu_;
   std::vector<uint64_t> in_engine_;      // ids submitted and not yet answered (few: the window)
