@@ -1,0 +1,251 @@
+#include "testing/daemon_process.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "gtest/gtest.h"
+#include "testing/byte_level_tokenizer.h"
+#include "testing/test_paths.h"
+
+namespace gecd::testing {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+sockaddr_in Loopback(int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  return addr;
+}
+
+}  // namespace
+
+bool WaitFor(const std::function<bool()>& done, milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (!done()) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return true;
+}
+
+std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string ProcessTitle(pid_t pid) {
+  const std::string cmdline = ReadWholeFile(absl::StrCat("/proc/", pid, "/cmdline"));
+  return cmdline.substr(0, cmdline.find('\0'));
+}
+
+std::map<std::string, pid_t> ChildrenByTitle(pid_t parent) {
+  std::map<std::string, pid_t> children;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(entry.path().filename().string(), &pid)) continue;
+    // /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may hold spaces, so split after ')'.
+    const std::string stat = ReadWholeFile(absl::StrCat("/proc/", pid, "/stat"));
+    const size_t paren = stat.rfind(')');
+    if (paren == std::string::npos || paren + 2 > stat.size()) continue;
+    std::vector<std::string> fields = absl::StrSplit(stat.substr(paren + 2), ' ');
+    pid_t ppid = 0;
+    if (fields.size() < 2 || fields[0] == "Z" || !absl::SimpleAtoi(fields[1], &ppid)) continue;
+    if (ppid == parent) children[ProcessTitle(pid)] = pid;
+  }
+  return children;
+}
+
+int FreeTcpPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr = Loopback(0);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+bool Listening(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr = Loopback(port);
+  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+int HttpGet(int port, const std::string& path, std::string* body) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  timeval timeout = {10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  sockaddr_in addr = Loopback(port);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return 0;
+  }
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return 0;
+  }
+  std::string response;
+  char buf[16384];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) response.append(buf, static_cast<size_t>(n));
+  close(fd);
+  // "HTTP/1.1 200 OK\r\n" headers "\r\n\r\n" body (Content-Length framed; read to close).
+  const size_t space = response.find(' ');
+  const size_t header_end = response.find("\r\n\r\n");
+  int status = 0;
+  if (space == std::string::npos || header_end == std::string::npos ||
+      !absl::SimpleAtoi(absl::string_view(response).substr(space + 1, 3), &status)) {
+    return 0;
+  }
+  if (body != nullptr) *body = response.substr(header_end + 4);
+  return status;
+}
+
+std::optional<double> MetricValue(const std::string& metrics, const std::string& series) {
+  for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
+    if (line.size() <= series.size() || line.substr(0, series.size()) != series ||
+        line[series.size()] != ' ') {
+      continue;
+    }
+    double value = 0;
+    if (absl::SimpleAtod(line.substr(series.size() + 1), &value)) return value;
+  }
+  return std::nullopt;
+}
+
+std::string WriteModelDir(const RandomModelOptions& options) {
+  const std::string dir = MakeTempDir() + "/model";
+  const absl::Status written = WriteRandomModel(dir, options);
+  EXPECT_TRUE(written.ok()) << written;
+  WriteByteLevelTokenizer(dir);
+  return dir;
+}
+
+const std::string& SmallModelDir() {
+  static const std::string dir = [] {
+    RandomModelOptions options;
+    options.vocab_size = 512;
+    return WriteModelDir(options);
+  }();
+  return dir;
+}
+
+DaemonProcess::DaemonProcess(std::vector<std::string> sets, std::map<std::string, std::string> env)
+    : grpc_port_(FreeTcpPort()),
+      metrics_port_(FreeTcpPort()),
+      log_path_(MakeTempDir() + "/gecd.log") {
+  std::vector<std::string> args = {
+      BinaryDir() + "/gecd", "serve",
+      "--set", "server.workers=2",
+      "--set", absl::StrCat("server.listen=127.0.0.1:", grpc_port_),
+      "--set", absl::StrCat("server.metrics_listen=127.0.0.1:", metrics_port_),
+      "--set", absl::StrCat("server.grace_period_ms=", kGracePeriod.count()),
+      "--set", "engine.backend=echo",
+      "--set", "engine.threads=1",
+      "--set", absl::StrCat("model.dir=", SmallModelDir())};
+  for (const std::string& s : sets) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_ = fork();
+  if (pid_ == 0) {
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    if (std::freopen(log_path_.c_str(), "w", stderr) == nullptr) _exit(126);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+}
+
+DaemonProcess::~DaemonProcess() {
+  if (exit_status_ || pid_ <= 0) return;
+  kill(pid_, SIGTERM);
+  if (WaitExit(kGracePeriod + milliseconds(10'000))) return;
+  for (const auto& [title, pid] : ChildrenByTitle(pid_)) kill(pid, SIGKILL);
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+}
+
+std::string DaemonProcess::grpc_target() const { return absl::StrCat("127.0.0.1:", grpc_port_); }
+
+std::optional<int> DaemonProcess::WaitExit(milliseconds timeout) {
+  WaitFor(
+      [&] {
+        int status = 0;
+        if (waitpid(pid_, &status, WNOHANG) == pid_) exit_status_ = status;
+        return exit_status_.has_value();
+      },
+      timeout);
+  return exit_status_;
+}
+
+int DaemonProcess::Get(const std::string& path, std::string* body) const {
+  return HttpGet(metrics_port_, path, body);
+}
+
+std::optional<double> DaemonProcess::Metric(const std::string& series) const {
+  std::string metrics;
+  if (Get("/metrics", &metrics) != 200) return std::nullopt;
+  return MetricValue(metrics, series);
+}
+
+bool DaemonProcess::WaitReady(milliseconds timeout) const {
+  return WaitFor([&] { return Get("/readyz") == 200 && Listening(grpc_port_); }, timeout);
+}
+
+std::map<std::string, pid_t> DaemonProcess::WaitForChildren(int workers) {
+  std::vector<std::string> titles = {"gecd: engine"};
+  for (int i = 0; i < workers; ++i) titles.push_back(absl::StrCat("gecd: worker ", i));
+  std::map<std::string, pid_t> children;
+  EXPECT_TRUE(WaitFor([&] {
+    children = ChildrenByTitle(pid_);
+    return std::all_of(titles.begin(), titles.end(),
+                       [&](const std::string& t) { return children.count(t) > 0; });
+  })) << log();
+  return children;
+}
+
+std::string DaemonProcess::SegmentPath() const {
+  for (absl::string_view line :
+       absl::StrSplit(ReadWholeFile(absl::StrCat("/proc/", pid_, "/maps")), '\n')) {
+    const size_t at = line.find("/dev/shm/gecd-");
+    if (at != absl::string_view::npos) return std::string(line.substr(at));
+  }
+  return "";
+}
+
+}  // namespace gecd::testing

@@ -1,0 +1,106 @@
+#ifndef GECD_TESTS_TESTING_DAEMON_PROCESS_H_
+#define GECD_TESTS_TESTING_DAEMON_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "testing/random_model.h"
+
+// Runs the real `gecd serve` (supervisor, engine, workers) for integration tests, and the
+// /proc and HTTP helpers those tests need to watch it. Uses only sockets and /proc, so it links
+// into gecd_testing with or without the daemon built.
+namespace gecd::testing {
+
+// Generous: two shared cores, several daemons' worth of processes, sanitizers maybe.
+inline constexpr std::chrono::milliseconds kDaemonStartTimeout(60'000);
+
+// Polls `done` every 20 ms until it holds (true) or `timeout` passes (false).
+bool WaitFor(const std::function<bool()>& done,
+             std::chrono::milliseconds timeout = kDaemonStartTimeout);
+
+// The whole file, or "" when it cannot be read.
+std::string ReadWholeFile(const std::string& path);
+
+// What `ps` shows for `pid`: its command line up to the first NUL.
+std::string ProcessTitle(pid_t pid);
+
+// Live (not zombie) children of `parent`, by title.
+std::map<std::string, pid_t> ChildrenByTitle(pid_t parent);
+
+// A 127.0.0.1 TCP port free at the time of asking (the daemon binds it right after).
+int FreeTcpPort();
+
+// Whether something accepts TCP connections on 127.0.0.1:`port`.
+bool Listening(int port);
+
+// HTTP/1.1 GET http://127.0.0.1:`port``path`: the status (0: no answer), the body in `body`.
+int HttpGet(int port, const std::string& path, std::string* body = nullptr);
+
+// The value of the sample `series` (e.g. `gecd_requests_total{code="OK"}` or
+// `gecd_batch_size_count`) in Prometheus text `metrics`; nullopt when absent.
+std::optional<double> MetricValue(const std::string& metrics, const std::string& series);
+
+// A new model directory (in a MakeTempDir()) with a random model of `options` and a byte-level
+// tokenizer.json (one token per byte).
+std::string WriteModelDir(const RandomModelOptions& options);
+
+// The default model for daemon tests: a small random model, vocab 512, written once.
+const std::string& SmallModelDir();
+
+// One `gecd serve` process, its stderr in a file. The base command line runs 2 workers on the
+// `echo` backend with SmallModelDir() on free 127.0.0.1 ports and a 5 s grace period; `sets`
+// (KEY=VALUE, applied after the base ones, so they override them) change that. The destructor
+// stops it with SIGTERM, as an operator does (so it removes its segment), and kills whatever
+// is left with SIGKILL.
+class DaemonProcess {
+ public:
+  static constexpr std::chrono::milliseconds kGracePeriod{5'000};
+
+  explicit DaemonProcess(std::vector<std::string> sets = {},
+                         std::map<std::string, std::string> env = {});
+  ~DaemonProcess();
+  DaemonProcess(const DaemonProcess&) = delete;
+  DaemonProcess& operator=(const DaemonProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  int grpc_port() const { return grpc_port_; }
+  int metrics_port() const { return metrics_port_; }
+  std::string grpc_target() const;
+  std::string log() const { return ReadWholeFile(log_path_); }
+
+  // The wait status once the process exited within `timeout`.
+  std::optional<int> WaitExit(std::chrono::milliseconds timeout);
+
+  // HTTP status of GET `path` on the metrics port (0: no answer), body in `body`.
+  int Get(const std::string& path, std::string* body = nullptr) const;
+
+  // `series` from /metrics, nullopt when the page or the series is missing.
+  std::optional<double> Metric(const std::string& series) const;
+
+  // Polls until /readyz answers 200 and the gRPC port accepts connections.
+  bool WaitReady(std::chrono::milliseconds timeout = kDaemonStartTimeout) const;
+
+  // Waits until the engine and `workers` workers run under their titles (a child shows its
+  // parent's title between fork and exec); their pids by title.
+  std::map<std::string, pid_t> WaitForChildren(int workers = 2);
+
+  // The segment's file, from the supervisor's own mappings ("" when none).
+  std::string SegmentPath() const;
+
+ private:
+  int grpc_port_;
+  int metrics_port_;
+  std::string log_path_;
+  pid_t pid_ = 0;
+  std::optional<int> exit_status_;
+};
+
+}  // namespace gecd::testing
+
+#endif  // GECD_TESTS_TESTING_DAEMON_PROCESS_H_
