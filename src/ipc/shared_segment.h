@@ -23,30 +23,7 @@ struct SegmentOptions {
   int num_workers = 1;
   uint32_t ring_slots = 1024;  // power of two
   uint32_t ring_slot_bytes = 4096;
-  size_t metrics_bytes = 0;  // reserved for server::Metrics
-};
-
-// What the engine publishes about itself for the metrics endpoint; written only by the engine
-// (relaxed stores, read with relaxed loads), zeroed when the segment is created.
-struct EngineCounters {
-  // Steps by batch size (sequences in the step): bucket i counts sizes in (2^(i-1), 2^i],
-  // bucket 0 size 1, the last bucket everything above 2^(kBatchSizeBuckets - 2).
-  static constexpr int kBatchSizeBuckets = 10;
-  std::atomic<uint64_t> steps;
-  std::atomic<uint64_t> batch_size_buckets[kBatchSizeBuckets];
-  std::atomic<uint64_t> batch_size_sum;    // sequences over all steps
-  std::atomic<uint64_t> step_tokens;       // tokens run (prefill + decode) over all steps
-  std::atomic<uint64_t> prompt_tokens;     // of admitted requests
-  std::atomic<uint64_t> generated_tokens;  // returned to workers
-  std::atomic<uint64_t> requests_done;     // replies sent, any status
-  // Sequences the engine stopped early: cancelled by their worker, or their worker died.
-  std::atomic<uint64_t> sequences_cancelled;
-  std::atomic<uint64_t> preemptions;
-  // Gauges, refreshed every step.
-  std::atomic<uint32_t> running;  // sequences in the batch
-  std::atomic<uint32_t> waiting;  // admitted, not yet scheduled: the queue depth
-  std::atomic<uint32_t> kv_blocks_used;
-  std::atomic<uint32_t> kv_blocks_total;  // 0 for the echo backend
+  size_t metrics_bytes = 0;  // for server::MetricsRegion
 };
 
 // Shared state every process reads. Written only as noted.
@@ -74,7 +51,6 @@ struct SegmentHeader {
   // ring a worker bumps and futex-wakes it, but only when engine_sleeping is set.
   alignas(64) std::atomic<uint32_t> engine_doorbell;
   std::atomic<uint32_t> engine_sleeping;
-  alignas(64) EngineCounters engine_counters;
 };
 
 // Owns the mapping (and, for the creator, the name until Unlink). Move-only.

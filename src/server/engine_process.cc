@@ -1,7 +1,6 @@
 #include "server/engine_process.h"
 
 #include <algorithm>
-#include <bit>
 #include <chrono>
 #include <string>
 #include <utility>
@@ -32,7 +31,6 @@ class Generator {
   // One step's outcome.
   struct StepOutcome {
     std::vector<engine::SequenceId> ran;
-    int num_tokens = 0;  // tokens processed (prefill + decode)
     std::vector<engine::StepEvent> events;
   };
 
@@ -43,7 +41,7 @@ class Generator {
   virtual bool Free(engine::SequenceId id) = 0;
   virtual bool HasWork() const = 0;
   virtual absl::Status Step(StepOutcome* out) = 0;
-  virtual void PublishGauges(ipc::EngineCounters& counters) const = 0;
+  virtual void PublishGauges(ProcessMetrics& metrics) const = 0;
 };
 
 namespace {
@@ -83,7 +81,6 @@ class ModelGenerator final : public Generator {
   absl::Status Step(StepOutcome* out) override {
     const engine::StepPlan& plan = engine_.PlanStep();
     out->ran = plan.ids;
-    out->num_tokens = plan.batch.num_tokens();
     out->events.clear();
     if (plan.empty()) return absl::OkStatus();
     RETURN_IF_ERROR(backend_->Forward(plan.batch, &result_));
@@ -91,13 +88,11 @@ class ModelGenerator final : public Generator {
     return absl::OkStatus();
   }
 
-  void PublishGauges(ipc::EngineCounters& c) const override {
-    c.running.store(engine_.num_running(), std::memory_order_relaxed);
-    c.waiting.store(engine_.num_waiting(), std::memory_order_relaxed);
-    c.kv_blocks_total.store(engine_.num_blocks(), std::memory_order_relaxed);
-    c.kv_blocks_used.store(engine_.num_blocks() - engine_.num_free_blocks(),
-                           std::memory_order_relaxed);
-    c.preemptions.store(engine_.num_preemptions(), std::memory_order_relaxed);
+  void PublishGauges(ProcessMetrics& metrics) const override {
+    const int total = engine_.num_blocks();
+    metrics.SetKvCacheUsage(
+        total == 0 ? 0.0 : static_cast<double>(total - engine_.num_free_blocks()) / total);
+    metrics.SetQueueDepth(engine_.num_waiting());
   }
 
  private:
@@ -126,10 +121,8 @@ class EchoGenerator final : public Generator {
   absl::Status Step(StepOutcome* out) override {
     out->ran.clear();
     out->events.clear();
-    out->num_tokens = 0;
     for (auto& [id, prompt] : prompts_) {
       out->ran.push_back(id);
-      out->num_tokens += prompt.size();
       for (size_t i = 0; i < prompt.size(); ++i) {
         const bool last = i + 1 == prompt.size();
         out->events.push_back(
@@ -143,9 +136,8 @@ class EchoGenerator final : public Generator {
     return absl::OkStatus();
   }
 
-  void PublishGauges(ipc::EngineCounters& c) const override {
-    c.running.store(0, std::memory_order_relaxed);
-    c.waiting.store(prompts_.size(), std::memory_order_relaxed);
+  void PublishGauges(ProcessMetrics& metrics) const override {
+    metrics.SetQueueDepth(static_cast<int64_t>(prompts_.size()));
   }
 
  private:
@@ -177,16 +169,22 @@ absl::Status WarmUp(Generator& generator) {
 absl::StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::Create(const config::Config& config,
                                                                const ipc::SharedSegment& segment,
                                                                ipc::WaitOptions wait) {
+  ProcessMetrics* metrics =
+      MetricsRegion(segment.metrics_region()).ForProcess(MetricsRegion::kEngineIndex);
+  if (metrics == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("segment ", segment.name(), " has no metrics block for the engine"));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<Generator> generator, MakeGenerator(config));
   RETURN_IF_ERROR(WarmUp(*generator));
-  return std::unique_ptr<EngineLoop>(new EngineLoop(segment, std::move(generator), wait));
+  return std::unique_ptr<EngineLoop>(new EngineLoop(segment, *metrics, std::move(generator), wait));
 }
 
-EngineLoop::EngineLoop(const ipc::SharedSegment& segment, std::unique_ptr<Generator> generator,
-                       ipc::WaitOptions wait)
+EngineLoop::EngineLoop(const ipc::SharedSegment& segment, ProcessMetrics& metrics,
+                       std::unique_ptr<Generator> generator, ipc::WaitOptions wait)
     : segment_(segment),
       header_(segment.header()),
-      counters_(segment.header()->engine_counters),
+      metrics_(metrics),
       epoch_(segment.header()->engine_epoch.load(std::memory_order_acquire)),
       wait_(wait),
       generator_(std::move(generator)),
@@ -217,7 +215,7 @@ absl::Status EngineLoop::Run() {
     ResetDeadChannels();
     DrainRequests();
     if (generator_->HasWork()) RETURN_IF_ERROR(RunStep());
-    generator_->PublishGauges(counters_);
+    generator_->PublishGauges(metrics_);
     SendReplies();
     if (generator_->HasWork()) continue;
     const bool draining = header_->draining.load(std::memory_order_acquire) != 0;
@@ -257,7 +255,7 @@ void EngineLoop::ResetDeadChannels() {
     for (const auto& [request_id, id] : e.live) {
       generator_->Free(id);
       sequences_.erase(id);
-      counters_.sequences_cancelled.fetch_add(1, std::memory_order_relaxed);
+      metrics_.SequenceCancelled();
     }
     spdlog::info("worker {} restarted: dropped its {} requests, reset its rings", w, e.live.size());
     e.live.clear();
@@ -316,7 +314,7 @@ void EngineLoop::Admit(int worker, ipc::SubmitRecord record) {
     Reply(id, added.code());
     return;
   }
-  counters_.prompt_tokens.fetch_add(prompt_tokens, std::memory_order_relaxed);
+  metrics_.AddPromptTokens(prompt_tokens);
 }
 
 void EngineLoop::CancelRequest(int worker, const ipc::CancelRecord& record) {
@@ -325,7 +323,7 @@ void EngineLoop::CancelRequest(int worker, const ipc::CancelRecord& record) {
   auto it = e.live.find(record.id);
   if (it == e.live.end()) return;  // finished already: its DONE is on the way
   generator_->Free(it->second);
-  counters_.sequences_cancelled.fetch_add(1, std::memory_order_relaxed);
+  metrics_.SequenceCancelled();
   Reply(it->second, absl::StatusCode::kCancelled);
 }
 
@@ -344,15 +342,7 @@ absl::Status EngineLoop::RunStep() {
     if (event.reason != engine::FinishReason::kStopToken) it->second.tokens.push_back(event.token);
     if (event.finished) Reply(event.id, absl::StatusCode::kOk);
   }
-  if (!outcome.ran.empty()) {
-    const size_t size = outcome.ran.size();
-    const int bucket =
-        std::min<int>(std::bit_width(size - 1), ipc::EngineCounters::kBatchSizeBuckets - 1);
-    counters_.steps.fetch_add(1, std::memory_order_relaxed);
-    counters_.batch_size_buckets[bucket].fetch_add(1, std::memory_order_relaxed);
-    counters_.batch_size_sum.fetch_add(size, std::memory_order_relaxed);
-    counters_.step_tokens.fetch_add(outcome.num_tokens, std::memory_order_relaxed);
-  }
+  if (!outcome.ran.empty()) metrics_.ObserveBatch(static_cast<int>(outcome.ran.size()));
   return absl::OkStatus();
 }
 
@@ -382,8 +372,7 @@ void EngineLoop::QueueReply(int worker, ipc::DoneRecord record) {
     record.status_code = static_cast<int32_t>(absl::StatusCode::kResourceExhausted);
     record.tokens.clear();
   }
-  counters_.generated_tokens.fetch_add(record.tokens.size(), std::memory_order_relaxed);
-  counters_.requests_done.fetch_add(1, std::memory_order_relaxed);
+  metrics_.AddGeneratedTokens(record.tokens.size());
   e.outbox.push_back(std::move(record));
 }
 

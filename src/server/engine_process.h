@@ -11,12 +11,13 @@
 #include "ipc/messages.h"
 #include "ipc/ring.h"
 #include "ipc/shared_segment.h"
+#include "server/metrics.h"
 
 // The engine process's work (server::RunEngineProcess runs it on the segment the supervisor
 // named): one thread that takes SUBMIT/CANCEL records off every worker's request ring, runs
 // continuous-batching steps, and writes DONE records to the response rings, sleeping on the
-// segment's doorbell when there is nothing to do. Counters for the metrics endpoint go to
-// SegmentHeader::engine_counters.
+// segment's doorbell when there is nothing to do. Its metrics go to the engine's block of the
+// segment's metrics region (server/metrics.h).
 namespace gecd::server {
 
 // What the loop drives: the Engine over a model backend, or the echo stand-in (defined in
@@ -27,7 +28,8 @@ class EngineLoop {
  public:
   // Loads the model config.engine.backend names ("cpu", or "echo": no model, every request's
   // output is its prompt) and warms it up with one tiny generation. `segment` must outlive the
-  // loop; its current engine_epoch is the loop's.
+  // loop, and its metrics region must hold the engine's block; its current engine_epoch is the
+  // loop's.
   static absl::StatusOr<std::unique_ptr<EngineLoop>> Create(const config::Config& config,
                                                             const ipc::SharedSegment& segment,
                                                             ipc::WaitOptions wait = {});
@@ -54,8 +56,8 @@ class EngineLoop {
     absl::flat_hash_map<uint64_t, engine::SequenceId> live;  // by request id
   };
 
-  EngineLoop(const ipc::SharedSegment& segment, std::unique_ptr<Generator> generator,
-             ipc::WaitOptions wait);
+  EngineLoop(const ipc::SharedSegment& segment, ProcessMetrics& metrics,
+             std::unique_ptr<Generator> generator, ipc::WaitOptions wait);
   void AttachEndpoint(Endpoint& endpoint);
   void ResetDeadChannels();
   void DrainRequests();
@@ -70,7 +72,7 @@ class EngineLoop {
 
   const ipc::SharedSegment& segment_;
   ipc::SegmentHeader* const header_;
-  ipc::EngineCounters& counters_;
+  ProcessMetrics& metrics_;
   const uint64_t epoch_;
   const ipc::WaitOptions wait_;
   std::unique_ptr<Generator> generator_;

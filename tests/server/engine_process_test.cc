@@ -10,11 +10,14 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "engine/cpu_backend.h"
 #include "engine/engine.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ipc/shared_segment.h"
 #include "model/checkpoint.h"
+#include "server/metrics.h"
 #include "server/ring_engine_link.h"
 #include "server/roles.h"
 #include "testing/random_model.h"
@@ -24,6 +27,7 @@ namespace gecd::server {
 namespace {
 
 using std::chrono::seconds;
+using ::testing::HasSubstr;
 
 // Generous: these run beside other suites on a loaded 2-core machine.
 constexpr auto kTimeout = seconds(60);
@@ -71,11 +75,14 @@ config::Config EngineConfig(const std::string& backend) {
 class EngineProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<ipc::SharedSegment> segment =
-        ipc::SharedSegment::Create(ipc::SharedSegment::UniqueName(),
-                                   {.num_workers = 2, .ring_slots = 64, .ring_slot_bytes = 4096});
+    absl::StatusOr<ipc::SharedSegment> segment = ipc::SharedSegment::Create(
+        ipc::SharedSegment::UniqueName(), {.num_workers = 2,
+                                           .ring_slots = 64,
+                                           .ring_slot_bytes = 4096,
+                                           .metrics_bytes = MetricsRegion::BytesFor(1 + 2)});
     ASSERT_TRUE(segment.ok()) << segment.status();
     segment_ = *std::move(segment);
+    MetricsRegion::Initialize(segment_.metrics_region());
     header().engine_epoch.store(1);
   }
 
@@ -91,7 +98,8 @@ class EngineProcessTest : public ::testing::Test {
   }
 
   ipc::SegmentHeader& header() { return *segment_.header(); }
-  ipc::EngineCounters& counters() { return header().engine_counters; }
+  // What the supervisor's /metrics shows.
+  MetricsSnapshot metrics() const { return MetricsRegion(segment_.metrics_region()).Sum(); }
 
   // What the supervisor does to start an engine, in a thread instead of a process.
   void StartEngine(const std::string& backend) {
@@ -173,13 +181,18 @@ TEST_F(EngineProcessTest, EchoAnswersEveryRequestOfEveryWorker) {
       EXPECT_GE(reply.engine_us, 0);
     }
   }
-  EXPECT_EQ(counters().requests_done.load(), 2u * kPerWorker);
-  EXPECT_EQ(counters().prompt_tokens.load(), 2u * kPerWorker * 3);
-  EXPECT_EQ(counters().generated_tokens.load(), 2u * kPerWorker * 3);
-  uint64_t bucketed = 0;
-  for (const auto& bucket : counters().batch_size_buckets) bucketed += bucket.load();
-  EXPECT_EQ(bucketed, counters().steps.load());
-  EXPECT_EQ(counters().batch_size_sum.load(), 2u * kPerWorker);
+  const MetricsSnapshot m = metrics();
+  EXPECT_EQ(m.prompt_tokens, 2u * kPerWorker * 3);
+  EXPECT_EQ(m.generated_tokens, 2u * kPerWorker * 3);
+  uint64_t steps = 0;
+  for (uint64_t count : m.batch_size.counts) steps += count;
+  EXPECT_GE(steps, 1u);
+  EXPECT_EQ(m.batch_size.sum_units, 2u * kPerWorker) << "every request ran in one step";
+  EXPECT_EQ(m.queue_depth, 0);
+  const std::string text = FormatPrometheus(m, {});
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("gecd_prompt_tokens_total ", 2 * kPerWorker * 3)));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("gecd_generated_tokens_total ", 2 * kPerWorker * 3)));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("gecd_batch_size_count ", steps, "\n")));
 }
 
 TEST_F(EngineProcessTest, CpuModelGivesWhatTheInProcessEngineGives) {
@@ -223,7 +236,6 @@ TEST_F(EngineProcessTest, CpuModelGivesWhatTheInProcessEngineGives) {
     EXPECT_LE(r.tokens.size(), static_cast<size_t>(1 + i));
     for (int32_t token : r.tokens) EXPECT_LT(token, 2000);
   }
-  EXPECT_GT(counters().kv_blocks_total.load(), 0u);
 }
 
 TEST_F(EngineProcessTest, EngineRejectionsComeBackAsErrors) {
@@ -239,13 +251,14 @@ TEST_F(EngineProcessTest, CancelStopsTheSequenceInTheEngine) {
   StartEngine("cpu");
   ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready(); }));
   std::future<EngineReply> future = Submit(Link(0), 5, Prompt(2), kLong);
-  ASSERT_TRUE(WaitUntil([&] { return counters().prompt_tokens.load() == 12; }));  // admitted
+  ASSERT_TRUE(WaitUntil([&] { return metrics().prompt_tokens == 12; }));  // admitted
+  EXPECT_TRUE(WaitUntil([&] { return metrics().kv_cache_usage > 0; })) << "it is running";
   Link(0).Cancel(5);
   EXPECT_EQ(Get(future).status.code(), absl::StatusCode::kCancelled);
-  EXPECT_TRUE(
-      WaitUntil([&] { return counters().running.load() == 0 && counters().waiting.load() == 0; }));
-  EXPECT_EQ(counters().sequences_cancelled.load(), 1u);
-  EXPECT_EQ(counters().kv_blocks_used.load(), 0u);
+  EXPECT_TRUE(WaitUntil([&] { return metrics().kv_cache_usage == 0; })) << "its blocks are free";
+  EXPECT_EQ(metrics().cancelled_sequences, 1u);
+  EXPECT_EQ(metrics().queue_depth, 0);
+  EXPECT_THAT(FormatPrometheus(metrics(), {}), HasSubstr("gecd_cancelled_sequences_total 1\n"));
 }
 
 TEST_F(EngineProcessTest, EngineRestartFailsInFlightRequestsAndServiceResumes) {
@@ -255,7 +268,7 @@ TEST_F(EngineProcessTest, EngineRestartFailsInFlightRequestsAndServiceResumes) {
   for (int i = 0; i < 4; ++i) {
     futures.push_back(Submit(Link(0), i, Prompt(3 + i), kLong));
   }
-  ASSERT_TRUE(WaitUntil([&] { return counters().prompt_tokens.load() == 4 * 12; }));
+  ASSERT_TRUE(WaitUntil([&] { return metrics().prompt_tokens == 4 * 12; }));
 
   // The supervisor's view of an engine crash: not ready, then a new epoch for the next engine.
   header().engine_ready_epoch.store(0);
@@ -278,11 +291,11 @@ TEST_F(EngineProcessTest, DeadWorkerSequencesAreFreedAndItsReplacementServed) {
   std::vector<std::future<EngineReply>> orphans;
   for (int i = 0; i < 3; ++i) orphans.push_back(Submit(Link(0), i, Prompt(9), kLong));
   std::future<EngineReply> other = Submit(Link(1), 0, Prompt(9), 5);
-  ASSERT_TRUE(WaitUntil([&] { return counters().prompt_tokens.load() == 4 * 12; }));
+  ASSERT_TRUE(WaitUntil([&] { return metrics().prompt_tokens == 4 * 12; }));
 
   links_[0].reset();  // the worker dies (its link answers what it held, as a process would not)
   segment_.ResetWorkerChannel(0);
-  EXPECT_TRUE(WaitUntil([&] { return counters().sequences_cancelled.load() == 3; }));
+  EXPECT_TRUE(WaitUntil([&] { return metrics().cancelled_sequences == 3; }));
   EXPECT_TRUE(Get(other).status.ok()) << "the other worker does not notice";
 
   ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready(); }));  // the replacement
@@ -331,6 +344,15 @@ TEST_F(EngineProcessTest, CreateReportsAnUnavailableBackendOrModel) {
   missing.model.dir = ModelDir() + "/no-such-model";
   EXPECT_FALSE(EngineLoop::Create(missing, segment_).ok());
   EXPECT_EQ(header().engine_ready_epoch.load(), 0u);
+}
+
+TEST_F(EngineProcessTest, CreateNeedsTheEngineMetricsBlock) {
+  absl::StatusOr<ipc::SharedSegment> bare = ipc::SharedSegment::Create(
+      ipc::SharedSegment::UniqueName(), {.num_workers = 1, .ring_slots = 4});
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_EQ(EngineLoop::Create(EngineConfig("echo"), *bare).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(bare->Unlink().ok());
 }
 
 TEST_F(EngineProcessTest, RunEngineProcessFailsOnAMissingSegment) {
