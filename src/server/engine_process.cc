@@ -1,8 +1,15 @@
 #include "server/engine_process.h"
 
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
 #include <variant>
 
@@ -23,6 +30,9 @@ int64_t NowUs() {
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+
+// How often the signal watcher looks whether the engine has stopped.
+constexpr timespec kSignalPoll = {0, 100'000'000};
 
 }  // namespace
 
@@ -218,7 +228,8 @@ absl::Status EngineLoop::Run() {
     generator_->PublishGauges(metrics_);
     SendReplies();
     if (generator_->HasWork()) continue;
-    const bool draining = header_->draining.load(std::memory_order_acquire) != 0;
+    const bool draining = header_->draining.load(std::memory_order_acquire) != 0 ||
+                          drain_requested_.load(std::memory_order_acquire);
     const bool replies_pending = RepliesPending();
     if (draining && sequences_.empty() && !replies_pending) return absl::OkStatus();
     // A worker that does not read its replies is retried every millisecond; otherwise sleep
@@ -229,11 +240,17 @@ absl::Status EngineLoop::Run() {
     doorbell.Wait(
         [&] {
           return HasRequests() ||
-                 (!draining && header_->draining.load(std::memory_order_relaxed) != 0) ||
+                 (!draining && (header_->draining.load(std::memory_order_relaxed) != 0 ||
+                                drain_requested_.load(std::memory_order_relaxed))) ||
                  header_->engine_epoch.load(std::memory_order_relaxed) != epoch_;
         },
         wait);
   }
+}
+
+void EngineLoop::Drain() {
+  drain_requested_.store(true, std::memory_order_release);
+  segment_.engine_doorbell().Ring();
 }
 
 bool EngineLoop::HasRequests() const {
@@ -395,6 +412,14 @@ void EngineLoop::SendReplies() {
 }
 
 int RunEngineProcess(const config::Config& config, const std::string& shm_name) {
+  // Blocked before any thread starts (the backend's too), so that the signals wait for the
+  // watcher below instead of killing the engine mid-step.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
   absl::StatusOr<ipc::SharedSegment> segment = ipc::SharedSegment::Open(shm_name);
   if (!segment.ok()) {
     spdlog::critical("engine: {}", segment.status().ToString());
@@ -405,7 +430,26 @@ int RunEngineProcess(const config::Config& config, const std::string& shm_name) 
     spdlog::critical("engine: {}", loop.status().ToString());
     return 1;
   }
+  // The first signal drains, as the supervisor's draining flag does; a second stops at once.
+  // A signal that came while the model loaded is still pending and drains an idle engine.
+  std::atomic<bool> stopped{false};
+  std::thread watcher([&] {
+    bool draining = false;
+    while (!stopped.load(std::memory_order_relaxed)) {
+      const int signal = sigtimedwait(&stop_signals, nullptr, &kSignalPoll);
+      if (signal <= 0) continue;
+      if (draining) {
+        spdlog::warn("engine: {} again, stopping now", strsignal(signal));
+        _exit(128 + signal);
+      }
+      draining = true;
+      spdlog::info("engine: {}, draining", strsignal(signal));
+      (*loop)->Drain();
+    }
+  });
   const absl::Status status = (*loop)->Run();
+  stopped.store(true, std::memory_order_relaxed);
+  watcher.join();
   if (!status.ok()) {
     spdlog::error("engine: {}", status.ToString());
     return 1;

@@ -1,6 +1,7 @@
 #ifndef GECD_SERVER_ENGINE_PROCESS_H_
 #define GECD_SERVER_ENGINE_PROCESS_H_
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -35,10 +36,13 @@ class EngineLoop {
                                                             ipc::WaitOptions wait = {});
   ~EngineLoop();
 
-  // Sets engine_ready_epoch and serves. Returns OK once header.draining is set and no request
-  // is left (running, or a reply not yet written); FailedPrecondition when engine_epoch moved
-  // on (the supervisor started another engine).
+  // Sets engine_ready_epoch and serves. Returns OK once header.draining is set (or Drain() was
+  // called) and no request is left (running, or a reply not yet written); FailedPrecondition
+  // when engine_epoch moved on (the supervisor started another engine).
   absl::Status Run();
+
+  // From any thread: drain as on header.draining, for this engine alone (its SIGTERM).
+  void Drain();
 
  private:
   struct Sequence {
@@ -75,6 +79,7 @@ class EngineLoop {
   ProcessMetrics& metrics_;
   const uint64_t epoch_;
   const ipc::WaitOptions wait_;
+  std::atomic<bool> drain_requested_{false};
   std::unique_ptr<Generator> generator_;
   std::vector<Endpoint> endpoints_;
   absl::flat_hash_map<engine::SequenceId, Sequence> sequences_;

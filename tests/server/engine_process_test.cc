@@ -1,5 +1,6 @@
 #include "server/engine_process.h"
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -335,6 +336,40 @@ TEST_F(EngineProcessTest, RunEngineProcessServesAnotherProcessAndExitsZeroWhenDr
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// SIGTERM drains like the draining flag: the request in flight is answered, then exit 0.
+TEST_F(EngineProcessTest, RunEngineProcessDrainsOnSigterm) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(RunEngineProcess(EngineConfig("cpu"), segment_.name()));
+  ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready(); }));  // signals are blocked by now
+  std::future<EngineReply> future = Submit(Link(0), 1, Prompt(4), 300);
+  ASSERT_TRUE(WaitUntil([&] { return metrics().prompt_tokens == 12; }));  // admitted
+  ASSERT_EQ(kill(child, SIGTERM), 0);
+  EngineReply reply = Get(future);
+  EXPECT_TRUE(reply.status.ok()) << reply.status;
+  EXPECT_FALSE(reply.tokens.empty());
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// A second signal does not wait for the request in flight.
+TEST_F(EngineProcessTest, RunEngineProcessStopsAtASecondSignal) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(RunEngineProcess(EngineConfig("cpu"), segment_.name()));
+  ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready(); }));
+  std::future<EngineReply> future = Submit(Link(0), 1, Prompt(5), kLong);
+  ASSERT_TRUE(WaitUntil([&] { return metrics().prompt_tokens == 12; }));
+  // Two different signals, as two of one kind may merge into one pending signal.
+  ASSERT_EQ(kill(child, SIGTERM), 0);
+  ASSERT_EQ(kill(child, SIGINT), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << status;
+  EXPECT_EQ(metrics().generated_tokens, 0u) << "it stopped before answering";
 }
 
 TEST_F(EngineProcessTest, CreateReportsAnUnavailableBackendOrModel) {
