@@ -10,6 +10,7 @@
 #include "absl/strings/str_replace.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/config_flags.h"
 #include "common/status_macros.h"
 #include "config/config.h"
 #include "engine/cpu_backend.h"
@@ -31,17 +32,8 @@ struct GenerateRequest {
 };
 
 absl::StatusOr<GenerateRequest> ParseRequest(const Args& args) {
-  config::Config cfg;
-  if (auto path = args.Get("config")) {
-    ASSIGN_OR_RETURN(cfg, config::LoadConfigFile(*path));
-  }
-  for (const std::string& kv : args.GetAll("set")) {
-    const size_t eq = kv.find('=');
-    if (eq == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("--set wants KEY=VALUE, got '", kv, "'"));
-    }
-    RETURN_IF_ERROR(config::ApplyOverride(cfg, kv.substr(0, eq), kv.substr(eq + 1)));
-  }
+  ASSIGN_OR_RETURN(const config::Config cfg,
+                   LoadConfigWithOverrides(args.Get("config").value_or(""), args.GetAll("set")));
   GenerateRequest r;
   r.model_dir = cfg.model.dir;
   r.prompt_template = cfg.model.prompt_template;
@@ -55,9 +47,8 @@ absl::StatusOr<GenerateRequest> ParseRequest(const Args& args) {
   if (auto dir = args.Get("model")) r.model_dir = *dir;
   if (auto t = args.Get("prompt-template")) r.prompt_template = *t;
   if (r.prompt_template.find(kTextPlaceholder) == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("the prompt template must contain ",
-                                                   kTextPlaceholder, ": '", r.prompt_template,
-                                                   "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the prompt template must contain ", kTextPlaceholder, ": '", r.prompt_template, "'"));
   }
   ASSIGN_OR_RETURN(r.max_new_tokens, args.GetInt("max-new-tokens", r.max_new_tokens));
   ASSIGN_OR_RETURN(r.backend.threads, args.GetInt("threads", r.backend.threads));
@@ -90,7 +81,8 @@ absl::StatusOr<std::vector<std::string>> Generate(GenerateRequest r) {
   engine::GenerationParams params;
   params.max_new_tokens = r.max_new_tokens;
   for (size_t i = 0; i < r.texts.size(); ++i) {
-    const std::string prompt = absl::StrReplaceAll(r.prompt_template, {{kTextPlaceholder, r.texts[i]}});
+    const std::string prompt =
+        absl::StrReplaceAll(r.prompt_template, {{kTextPlaceholder, r.texts[i]}});
     ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer->Encode(prompt));
     RETURN_IF_ERROR(engine.AddSequence(i, std::move(ids), params));
   }

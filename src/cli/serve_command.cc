@@ -13,31 +13,14 @@
 #include "absl/strings/str_split.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/config_flags.h"
 #include "common/logging.h"
-#include "common/status_macros.h"
 #include "config/config.h"
 #include "server/process_title.h"
 #include "server/roles.h"
 
 namespace gecd::cli {
 namespace {
-
-// The config file ("" for the defaults) with KEY=VALUE overrides applied in order.
-absl::StatusOr<config::Config> LoadConfig(const std::string& path,
-                                          const std::vector<std::string>& overrides) {
-  config::Config cfg;
-  if (!path.empty()) {
-    ASSIGN_OR_RETURN(cfg, config::LoadConfigFile(path));
-  }
-  for (const std::string& kv : overrides) {
-    const size_t eq = kv.find('=');
-    if (eq == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("override wants KEY=VALUE, got '", kv, "'"));
-    }
-    RETURN_IF_ERROR(config::ApplyOverride(cfg, kv.substr(0, eq), kv.substr(eq + 1)));
-  }
-  return cfg;
-}
 
 std::string EnvOrEmpty(const char* name) {
   const char* value = std::getenv(name);
@@ -74,7 +57,7 @@ int RunServe(const std::vector<std::string>& argv) {
                                ? std::filesystem::absolute(*args->Get("config")).string()
                                : std::string();
   const std::vector<std::string> overrides = args->GetAll("set");
-  absl::StatusOr<config::Config> cfg = LoadConfig(path, overrides);
+  absl::StatusOr<config::Config> cfg = LoadConfigWithOverrides(path, overrides);
   absl::Status status = cfg.ok() ? SetUpRoleLogging("supervisor", *cfg) : cfg.status();
   if (!status.ok()) {
     std::fprintf(stderr, "gecd serve: %s\n", std::string(status.message()).c_str());
@@ -86,16 +69,17 @@ int RunServe(const std::vector<std::string>& argv) {
 int RunChildRole(const std::string& role) {
   const std::vector<std::string> overrides =
       absl::StrSplit(EnvOrEmpty(server::kOverridesEnv), '\n', absl::SkipEmpty());
-  absl::StatusOr<config::Config> cfg = LoadConfig(EnvOrEmpty(server::kConfigEnv), overrides);
+  absl::StatusOr<config::Config> cfg =
+      LoadConfigWithOverrides(EnvOrEmpty(server::kConfigEnv), overrides);
   const std::string shm = EnvOrEmpty(server::kShmEnv);
   int worker = -1;
   absl::Status status = cfg.status();
   if (status.ok() && role == "worker" &&
       !absl::SimpleAtoi(EnvOrEmpty(server::kWorkerIndexEnv), &worker)) {
-    status = absl::InvalidArgumentError(
-        absl::StrCat(server::kWorkerIndexEnv, " is not a number"));
+    status = absl::InvalidArgumentError(absl::StrCat(server::kWorkerIndexEnv, " is not a number"));
   } else if (status.ok() && role != "worker" && role != "engine") {
-    status = absl::InvalidArgumentError(absl::StrCat("unknown ", server::kRoleEnv, " '", role, "'"));
+    status =
+        absl::InvalidArgumentError(absl::StrCat("unknown ", server::kRoleEnv, " '", role, "'"));
   }
   const std::string name = role == "worker" ? absl::StrCat("worker ", worker) : role;
   if (status.ok()) status = SetUpRoleLogging(name, *cfg);

@@ -9,7 +9,7 @@
 
 // What a front-end worker needs from the engine: submit a tokenized prompt, be told once when
 // it has finished (or failed), cancel it. The production link is the shared-memory ring pair
-// to the engine process (ipc::RingEngineLink); tests plug in an in-process fake.
+// to the engine process (server::RingEngineLink); tests plug in an in-process fake.
 namespace gecd::server {
 
 struct EngineRequest {
