@@ -1,15 +1,12 @@
 #include "server/engine_process.h"
 
-#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstring>
 #include <string>
-#include <thread>
 #include <utility>
 #include <variant>
 
@@ -31,8 +28,15 @@ int64_t NowUs() {
       .count();
 }
 
-// How often the signal watcher looks whether the engine has stopped.
-constexpr timespec kSignalPoll = {0, 100'000'000};
+// SIGTERM and SIGINT: the first drains the engine, as the supervisor's draining flag does;
+// a second exits at once. Drain() is async-signal-safe (an atomic store and a futex wake).
+std::atomic<int> g_stop_signals{0};
+std::atomic<EngineLoop*> g_loop{nullptr};
+
+void OnStopSignal(int signal) {
+  if (g_stop_signals.fetch_add(1) > 0) _exit(128 + signal);
+  if (EngineLoop* loop = g_loop.load()) loop->Drain();
+}
 
 }  // namespace
 
@@ -412,13 +416,14 @@ void EngineLoop::SendReplies() {
 }
 
 int RunEngineProcess(const config::Config& config, const std::string& shm_name) {
-  // Blocked before any thread starts (the backend's too), so that the signals wait for the
-  // watcher below instead of killing the engine mid-step.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // A handler, not a blocked mask and sigwait: BLAS starts its threads before main, with the
+  // signals unblocked, so a blocked mask would still let one of them take the default action.
+  struct sigaction action = {};
+  action.sa_handler = OnStopSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
 
   absl::StatusOr<ipc::SharedSegment> segment = ipc::SharedSegment::Open(shm_name);
   if (!segment.ok()) {
@@ -430,26 +435,10 @@ int RunEngineProcess(const config::Config& config, const std::string& shm_name) 
     spdlog::critical("engine: {}", loop.status().ToString());
     return 1;
   }
-  // The first signal drains, as the supervisor's draining flag does; a second stops at once.
-  // A signal that came while the model loaded is still pending and drains an idle engine.
-  std::atomic<bool> stopped{false};
-  std::thread watcher([&] {
-    bool draining = false;
-    while (!stopped.load(std::memory_order_relaxed)) {
-      const int signal = sigtimedwait(&stop_signals, nullptr, &kSignalPoll);
-      if (signal <= 0) continue;
-      if (draining) {
-        spdlog::warn("engine: {} again, stopping now", strsignal(signal));
-        _exit(128 + signal);
-      }
-      draining = true;
-      spdlog::info("engine: {}, draining", strsignal(signal));
-      (*loop)->Drain();
-    }
-  });
+  g_loop.store(loop->get());
+  if (g_stop_signals.load() > 0) (*loop)->Drain();  // it came while the model loaded
   const absl::Status status = (*loop)->Run();
-  stopped.store(true, std::memory_order_relaxed);
-  watcher.join();
+  g_loop.store(nullptr);
   if (!status.ok()) {
     spdlog::error("engine: {}", status.ToString());
     return 1;

@@ -41,7 +41,7 @@ class EngineLoop {
   // when engine_epoch moved on (the supervisor started another engine).
   absl::Status Run();
 
-  // From any thread: drain as on header.draining, for this engine alone (its SIGTERM).
+  // From any thread or a signal handler: drain as on header.draining, for this engine alone.
   void Drain();
 
  private:
