@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -187,6 +189,7 @@ DaemonProcess::DaemonProcess(std::vector<std::string> sets, std::map<std::string
     for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
     if (std::freopen(log_path_.c_str(), "w", stderr) == nullptr) _exit(126);
     execv(argv[0], argv.data());
+    std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
     _exit(127);
   }
 }
@@ -223,8 +226,18 @@ std::optional<double> DaemonProcess::Metric(const std::string& series) const {
   return MetricValue(metrics, series);
 }
 
-bool DaemonProcess::WaitReady(milliseconds timeout) const {
-  return WaitFor([&] { return Get("/readyz") == 200 && Listening(grpc_port_); }, timeout);
+bool DaemonProcess::WaitReady(milliseconds timeout) {
+  bool ready = false;
+  WaitFor(
+      [&] {
+        ready = Get("/readyz") == 200 && Listening(grpc_port_);
+        return ready || WaitExit(milliseconds(0)).has_value();  // no point waiting for the dead
+      },
+      timeout);
+  if (!ready && exit_status_) {
+    ADD_FAILURE() << "gecd serve exited with wait status " << *exit_status_ << " before ready";
+  }
+  return ready;
 }
 
 std::map<std::string, pid_t> DaemonProcess::WaitForChildren(int workers) {

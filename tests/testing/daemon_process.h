@@ -83,8 +83,9 @@ class DaemonProcess {
   // `series` from /metrics, nullopt when the page or the series is missing.
   std::optional<double> Metric(const std::string& series) const;
 
-  // Polls until /readyz answers 200 and the gRPC port accepts connections.
-  bool WaitReady(std::chrono::milliseconds timeout = kDaemonStartTimeout) const;
+  // Polls until /readyz answers 200 and the gRPC port accepts connections; false (and a test
+  // failure naming the exit status) at once if the daemon exits first.
+  bool WaitReady(std::chrono::milliseconds timeout = kDaemonStartTimeout);
 
   // Waits until the engine and `workers` workers run under their titles (a child shows its
   // parent's title between fork and exec); their pids by title.
