@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Benchmarks the daemon end to end with gecd-load. Builds nothing; first:
+#   ninja -C build gecd gecd-load write_bench_model
+# (write_bench_model, from bench/write_bench_model.cc, writes the random ~9M-parameter model of
+# BenchmarkModelOptions() with a byte-level tokenizer and no EOS token.)
+#
+#   scripts/bench_daemon.sh [echo|cpu|all]     (default all)
+#
+# echo backend (front-end path alone), 1 and 2 workers: find-max under p99 < 20 ms, then a
+#   closed loop at 64 in flight.
+# cpu backend, the ~9M model: 50-byte prompts (= 50 tokens with the byte-level tokenizer) and
+#   exactly 50 generated tokens (max_output_tokens 50, no EOS), find-max under p99 < 1 s; then
+#   the gecd_batch_size histogram from /metrics.
+# Every gecd-load run is bounded (trials x (warmup + duration) <= 60 s). Reports and daemon logs
+# go to $OUT (default: a new temp dir).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BUILD="${BUILD:-$ROOT/build}"
+GECD="$BUILD/gecd"
+LOAD="$BUILD/gecd-load"
+WRITE_MODEL="$BUILD/bench/write_bench_model"
+OUT="${OUT:-$(mktemp -d /tmp/gecd-bench.XXXXXX)}"
+WHAT="${1:-all}"
+for bin in "$GECD" "$LOAD" "$WRITE_MODEL"; do
+  [[ -x "$bin" ]] || { echo "missing $bin: ninja -C $BUILD gecd gecd-load write_bench_model" >&2; exit 1; }
+done
+mkdir -p "$OUT"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+DAEMON_PID=""
+stop_daemon() {
+  if [[ -n "$DAEMON_PID" ]]; then
+    kill -TERM "$DAEMON_PID" 2>/dev/null || true
+    wait "$DAEMON_PID" 2>/dev/null || true
+    DAEMON_PID=""
+  fi
+}
+trap stop_daemon EXIT
+
+# start_daemon NAME --set K=V...: starts gecd serve on free ports, waits for /readyz.
+start_daemon() {
+  local name="$1"; shift
+  GRPC_PORT="$(free_port)"; METRICS_PORT="$(free_port)"
+  "$GECD" serve --set "server.listen=127.0.0.1:$GRPC_PORT" \
+    --set "server.metrics_listen=127.0.0.1:$METRICS_PORT" --set logging.level=warn "$@" \
+    2>"$OUT/$name.daemon.log" &
+  DAEMON_PID=$!
+  for _ in $(seq 600); do
+    curl -sf "http://127.0.0.1:$METRICS_PORT/readyz" >/dev/null 2>&1 && return 0
+    kill -0 "$DAEMON_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "daemon $name did not become ready; log: $OUT/$name.daemon.log" >&2
+  exit 1
+}
+
+run() { echo "+ $*"; "$@"; }
+
+# Sentences of ~50 bytes, one per line.
+SENTENCES="$OUT/sentences.txt"
+cat >"$SENTENCES" <<'TXT'
+She go to school every days and like her teachers.
+I has a apple and he have two oranges in his bag..
+Their going too the park tomorrow if it dont rain.
+The results was better then we expected last week.
+He don't know nothing about the new project plans.
+We was waiting for the bus since two hours already
+My brother have visited London three time last yr.
+The informations in this report is very importants
+TXT
+
+# The ~9M model (also gives the echo backend its tokenizer).
+"$WRITE_MODEL" "$OUT/model"
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+
+if [[ "$WHAT" == all || "$WHAT" == echo ]]; then
+  for workers in 1 2; do
+    start_daemon "echo-w$workers" --set engine.backend=echo --set "server.workers=$workers" \
+      --set "model.dir=$OUT/model"
+    echo "== echo backend, $workers worker(s): find-max, SLO p99 < 20 ms"
+    run "$LOAD" --target "127.0.0.1:$GRPC_PORT" --input "$SENTENCES" --find-max --slo-p99 20ms \
+      --qps 2000 --warmup 1s --duration 3s --max-trials 12 --channels 8 --threads 2 \
+      --json "$OUT/echo-w$workers-findmax.json"
+    echo "== echo backend, $workers worker(s): closed loop, 64 in flight, 10 s"
+    run "$LOAD" --target "127.0.0.1:$GRPC_PORT" --input "$SENTENCES" --concurrency 64 \
+      --warmup 1s --duration 10s --channels 8 --threads 2 --json "$OUT/echo-w$workers-closed.json"
+    stop_daemon
+  done
+fi
+
+if [[ "$WHAT" == all || "$WHAT" == cpu ]]; then
+  # Exactly 50 bytes per line: 50 prompt tokens with the byte-level tokenizer.
+  awk 'length($0) == 50' "$SENTENCES" >"$OUT/sentences50.txt"
+  start_daemon cpu --set engine.backend=cpu --set "server.workers=${CPU_WORKERS:-2}" \
+    --set "model.dir=$OUT/model" --set model.max_output_tokens=50
+  echo "== cpu backend, ~9M model, 50 prompt + 50 generated tokens: find-max, SLO p99 < 1 s"
+  run "$LOAD" --target "127.0.0.1:$GRPC_PORT" --input "$OUT/sentences50.txt" --find-max \
+    --slo-p99 1s --qps 20 --warmup 2s --duration 5s --max-trials 8 --channels 8 --threads 2 \
+    --json "$OUT/cpu-findmax.json"
+  echo "== cpu backend: /metrics after the run"
+  curl -s "http://127.0.0.1:$METRICS_PORT/metrics" | tee "$OUT/cpu-metrics.txt" |
+    grep -E '^gecd_(batch_size|prompt_tokens_total|generated_tokens_total|requests_total|cancelled)'
+  stop_daemon
+fi
+echo "reports and logs: $OUT"
