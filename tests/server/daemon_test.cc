@@ -80,6 +80,11 @@ class Client {
   Client(const std::string& target, int channels) : target_(target) {
     for (int i = 0; i < channels; ++i) AddChannel();
   }
+  // gRPC threads may still be inside a call's completion (freeing it) when its `done` has run:
+  // wait for them, so that nothing of a call outlives the client (or the process).
+  ~Client() {
+    WaitFor([&] { return live_calls_.load() == 0; }, kCallTimeout);
+  }
 
   int AddChannel() {
     grpc::ChannelArguments args;
@@ -99,6 +104,7 @@ class Client {
   void Start(int channel, const gecd::v1::CorrectRequest& request, milliseconds deadline,
              std::function<void(const Outcome&)> done,
              grpc::ClientContext** context = nullptr) {
+    live_calls_.fetch_add(1);
     auto* call = new PendingCall;
     call->request = request;
     call->outcome.channel = channel;
@@ -107,13 +113,14 @@ class Client {
     call->outcome.start = Clock::now();
     stubs_[channel]->async()->Correct(
         &call->context, &call->request, &call->response,
-        [call, done = std::move(done)](grpc::Status status) {
+        [this, call, done = std::move(done)](grpc::Status status) {
           call->outcome.end = Clock::now();
           call->outcome.code = status.error_code();
           call->outcome.message = status.error_message();
           call->outcome.prompt_tokens = call->response.prompt_tokens();
           done(call->outcome);
           delete call;
+          live_calls_.fetch_sub(1);
         });
   }
 
@@ -142,6 +149,7 @@ class Client {
     Outcome outcome;
   };
   std::string target_;
+  std::atomic<int> live_calls_{0};
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<gecd::v1::GrammarCorrection::Stub>> stubs_;
 };
