@@ -77,7 +77,7 @@ class GecdClientTest(unittest.TestCase):
         from gecd.v1 import grammar_pb2
         for text in SENTENCES:
             response = self.stub.Correct(
-                grammar_pb2.CorrectRequest(text=text, request_id="id-" + text),
+                grammar_pb2.CorrectRequest(text=text.encode(), request_id="id-" + text),
                 timeout=TIMEOUT_S)
             self.assertEqual(response.request_id, "id-" + text)
             self.assertEqual(apply_edits(text, response.edits), response.corrected_text)
@@ -85,7 +85,7 @@ class GecdClientTest(unittest.TestCase):
 
     def test_stream_answers_every_sentence_by_id(self):
         from gecd.v1 import grammar_pb2
-        requests = [grammar_pb2.CorrectRequest(text=t, request_id=str(i))
+        requests = [grammar_pb2.CorrectRequest(text=t.encode(), request_id=str(i))
                     for i, t in enumerate(SENTENCES)]
         responses = list(self.stub.CorrectStream(iter(requests), timeout=TIMEOUT_S))
         self.assertEqual(sorted(r.request_id for r in responses),
@@ -97,8 +97,15 @@ class GecdClientTest(unittest.TestCase):
     def test_empty_text_is_invalid_argument(self):
         from gecd.v1 import grammar_pb2
         with self.assertRaises(self.grpc.RpcError) as caught:
-            self.stub.Correct(grammar_pb2.CorrectRequest(text=""), timeout=TIMEOUT_S)
+            self.stub.Correct(grammar_pb2.CorrectRequest(text=b""), timeout=TIMEOUT_S)
         self.assertEqual(caught.exception.code(), self.grpc.StatusCode.INVALID_ARGUMENT)
+
+    def test_invalid_utf8_is_invalid_argument(self):
+        from gecd.v1 import grammar_pb2
+        with self.assertRaises(self.grpc.RpcError) as caught:
+            self.stub.Correct(grammar_pb2.CorrectRequest(text=b"caf\xc3 ok"), timeout=TIMEOUT_S)
+        self.assertEqual(caught.exception.code(), self.grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("UTF-8", caught.exception.details())
 
     def test_health_is_serving(self):
         import health_pb2

@@ -565,8 +565,7 @@ TEST(DaemonTest, InvalidUtf8IsInvalidArgument) {
   DaemonProcess daemon;
   ASSERT_TRUE(daemon.WaitReady()) << daemon.log();
   Client client(daemon.grpc_target(), 1);
-  // The C++ client sends a proto3 string with invalid UTF-8 (protobuf only logs an error); the
-  // server must refuse it with INVALID_ARGUMENT, not fail to parse it.
+  // `text` is a bytes field, so invalid UTF-8 reaches the validator, which must refuse it.
   const Outcome bad_utf8 = client.Call(0, "caf\xc3 \xff\xfe ok");
   EXPECT_EQ(bad_utf8.code, grpc::StatusCode::INVALID_ARGUMENT)
       << static_cast<int>(bad_utf8.code) << " '" << bad_utf8.message << "'";
