@@ -25,7 +25,8 @@ bool DropEos(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
+  // A flag is never a directory name: `--help` must not create a model in ./--help.
+  if (argc != 2 || argv[1][0] == '-') {
     std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
     return 2;
   }
