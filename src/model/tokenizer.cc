@@ -30,6 +30,9 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromModelDir(const std
     if (!tokenizer.ok()) return tokenizer.status();
     return std::unique_ptr<Tokenizer>(std::move(*tokenizer));
   }
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return absl::NotFoundError(absl::StrCat(dir, ": no such model directory"));
+  }
   return absl::NotFoundError(
       absl::StrCat(dir, ": no tokenizer.json or tokenizer.model in this directory"));
 }

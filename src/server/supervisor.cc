@@ -20,6 +20,8 @@
 #include "common/status_macros.h"
 #include "config/config.h"
 #include "ipc/shared_segment.h"
+#include "model/checkpoint.h"
+#include "model/tokenizer.h"
 #include "server/metrics.h"
 #include "server/process_title.h"
 #include "server/roles.h"
@@ -365,9 +367,30 @@ absl::Status Supervisor::Run() {
 
 }  // namespace
 
+namespace {
+
+// What every child would find wrong with the model directory, found once before any child
+// starts: a misconfigured daemon exits with the reason instead of restarting its children
+// forever while /healthz says it is alive. Workers need the tokenizer; the engine, unless it
+// echoes, the checkpoint (opening it validates config.json and every tensor's header, without
+// reading the weights).
+absl::Status CheckModelDirectory(const config::Config& config) {
+  RETURN_IF_ERROR(model::Tokenizer::LoadFromModelDir(config.model.dir).status());
+  if (config.engine.backend != "echo") {
+    RETURN_IF_ERROR(model::Checkpoint::Open(config.model.dir).status());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 int RunSupervisor(const config::Config& config, const std::string& config_path,
                   const std::string& overrides) {
   SetProcessTitle("gecd: supervisor");
+  if (absl::Status model = CheckModelDirectory(config); !model.ok()) {
+    spdlog::critical("model.dir {}: {}", config.model.dir, model.ToString());
+    return 2;
+  }
   // Blocked before any thread starts, so every thread inherits the mask and the loop alone
   // takes these signals, synchronously.
   sigset_t signals;
