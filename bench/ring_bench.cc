@@ -9,23 +9,12 @@
 
 #include "benchmark/benchmark.h"
 #include "ipc/ring.h"
+#include "testing/ring_memory.h"
 
 namespace gecd::ipc {
 namespace {
 
-class RingMemory {
- public:
-  RingMemory(uint32_t slots, uint32_t slot_bytes)
-      : size_(Ring::RegionBytes(slots, slot_bytes)),
-        memory_(static_cast<uint8_t*>(std::aligned_alloc(64, size_)), &std::free),
-        ring_(*Ring::Format({memory_.get(), size_}, slots, slot_bytes)) {}
-  const Ring& ring() const { return ring_; }
-
- private:
-  size_t size_;
-  std::unique_ptr<uint8_t, decltype(&std::free)> memory_;
-  Ring ring_;
-};
+using gecd::testing::RingMemory;
 
 // One thread: reserve, commit, publish, peek, release. The cost of the operations alone.
 void BM_RingSingleThread(benchmark::State& state) {

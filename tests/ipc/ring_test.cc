@@ -10,26 +10,12 @@
 
 #include "gtest/gtest.h"
 #include "ipc/shared_segment.h"
+#include "testing/ring_memory.h"
 
 namespace gecd::ipc {
 namespace {
 
-// A 64-byte aligned region holding one ring.
-class RingMemory {
- public:
-  RingMemory(uint32_t slots, uint32_t slot_bytes)
-      : size_(Ring::RegionBytes(slots, slot_bytes)),
-        memory_(static_cast<uint8_t*>(std::aligned_alloc(64, size_)), &std::free) {
-    ring_ = *Ring::Format({memory_.get(), size_}, slots, slot_bytes);
-  }
-  const Ring& ring() const { return ring_; }
-  std::span<uint8_t> region() { return {memory_.get(), size_}; }
-
- private:
-  size_t size_;
-  std::unique_ptr<uint8_t, decltype(&std::free)> memory_;
-  Ring ring_;
-};
+using gecd::testing::RingMemory;
 
 void Put(RingProducer& producer, uint64_t value) {
   std::span<uint8_t> slot = producer.Reserve();
