@@ -24,6 +24,10 @@ struct BatchSequence {
   int block_offset = 0;  // into StepBatch::block_ids: the sequence's block table
   int num_blocks = 0;
   bool sample = false;  // produce the next token from the last of these tokens
+  // >= 0: a decode (num_tokens == 1) whose token is the previous Forward's
+  // next_tokens[previous_sample]; its slot in StepBatch::tokens is a placeholder. This lets the
+  // engine dispatch step N+1 before it has read step N's result.
+  int previous_sample = -1;
 };
 
 struct StepBatch {
@@ -34,7 +38,7 @@ struct StepBatch {
 
   void Clear();
   void Add(std::span<const int32_t> new_tokens, int start_position,
-           std::span<const int32_t> block_table, bool sample);
+           std::span<const int32_t> block_table, bool sample, int previous_sample = -1);
   int num_tokens() const { return static_cast<int>(tokens.size()); }
   int num_sampled() const;
 };
@@ -58,8 +62,10 @@ class Backend {
   virtual int max_batch_size() const = 0;
 
   // Writes the batch's K/V into the cache and fills `result`. A malformed batch (sizes over
-  // capacity, ids out of range, a block table too short) is an InvalidArgument error and leaves
-  // the cache of other sequences untouched.
+  // capacity, ids out of range, a block table too short, a previous_sample the previous
+  // Forward did not produce) is an InvalidArgument error and leaves the cache of other
+  // sequences untouched. Calls run one at a time, in dispatch order; each one's result is kept
+  // for the next one's previous_sample entries even after `result` is reused.
   virtual absl::Status Forward(const StepBatch& batch, StepResult* result) = 0;
 };
 

@@ -196,6 +196,8 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
                     b->max_context_);
   b->last_.resize(static_cast<size_t>(b->max_batch_size_) * hidden);
   b->logits_.resize(static_cast<size_t>(b->max_batch_size_) * c.vocab_size);
+  b->tokens_.reserve(options.max_step_tokens);
+  b->previous_next_tokens_.reserve(b->max_batch_size_);
   const int max_in = std::max({c.hidden_size, c.intermediate_size, b->q_width_});
   const int max_out = std::max(b->q_width_ + 2 * b->kv_width_, 2 * c.intermediate_size);
   b->scratch_.Reserve(options.max_step_tokens, max_in, std::max(max_out, c.hidden_size));
@@ -204,7 +206,7 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
   return b;
 }
 
-absl::Status CpuBackend::Validate(const StepBatch& batch) const {
+absl::Status CpuBackend::Validate(const StepBatch& batch) {
   if (batch.num_tokens() > max_step_tokens_) {
     return absl::InvalidArgumentError(absl::StrCat("step has ", batch.num_tokens(),
                                                    " tokens; the backend takes at most ",
@@ -249,7 +251,18 @@ absl::Status CpuBackend::Validate(const StepBatch& batch) const {
   if (expected_offset != batch.num_tokens()) {
     return absl::InvalidArgumentError("step tokens not covered by its sequences");
   }
-  for (int32_t token : batch.tokens) {
+  tokens_.assign(batch.tokens.begin(), batch.tokens.end());
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    const BatchSequence& s = batch.sequences[i];
+    if (s.previous_sample < 0) continue;
+    if (s.num_tokens != 1 || s.previous_sample >= static_cast<int>(previous_next_tokens_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "step sequence ", i, ": previous_sample ", s.previous_sample, " of a ", s.num_tokens,
+          "-token entry; the previous step sampled ", previous_next_tokens_.size()));
+    }
+    tokens_[s.token_offset] = previous_next_tokens_[s.previous_sample];
+  }
+  for (int32_t token : tokens_) {
     if (token < 0 || token >= config_.vocab_size) {
       return absl::InvalidArgumentError(absl::StrCat("token id ", token, " out of range [0, ",
                                                      config_.vocab_size, ")"));
@@ -356,13 +369,16 @@ absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
   result->next_tokens.clear();
   result->logits.clear();
   const int tokens = batch.num_tokens();
-  if (tokens == 0) return absl::OkStatus();
+  if (tokens == 0) {
+    previous_next_tokens_.clear();
+    return absl::OkStatus();
+  }
   const int hidden = config_.hidden_size;
   const int inter = config_.intermediate_size;
   const float eps = config_.rms_norm_eps;
 
   for (int t = 0; t < tokens; ++t) {
-    std::copy_n(embed_.data() + static_cast<size_t>(batch.tokens[t]) * hidden, hidden,
+    std::copy_n(embed_.data() + static_cast<size_t>(tokens_[t]) * hidden, hidden,
                 x_.data() + static_cast<size_t>(t) * hidden);
   }
   ComputeRope(batch);
@@ -403,6 +419,7 @@ absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
   if (batch.return_logits) {
     result->logits.assign(logits_.begin(), logits_.begin() + static_cast<size_t>(sampled) * vocab);
   }
+  previous_next_tokens_ = result->next_tokens;
   return absl::OkStatus();
 }
 

@@ -52,7 +52,8 @@ class CpuBackend final : public Backend {
   };
 
   CpuBackend() = default;
-  absl::Status Validate(const StepBatch& batch) const;
+  // Checks the batch and fills tokens_ with its tokens, previous_sample entries filled in.
+  absl::Status Validate(const StepBatch& batch);
   void ComputeRope(const StepBatch& batch);
   void ApplyRopeAndStore(const StepBatch& batch, int layer);
   void Attention(const StepBatch& batch, int layer);
@@ -95,6 +96,8 @@ class CpuBackend final : public Backend {
   std::vector<float> scores_;    // [query heads per KV head, max_context]
   std::vector<float> last_;      // [batch, hidden] final hidden state of sampling rows
   std::vector<float> logits_;    // [batch, vocab]
+  std::vector<int32_t> tokens_;  // the batch's tokens, previous_sample entries filled in
+  std::vector<int32_t> previous_next_tokens_;  // the last Forward's next_tokens
   LinearScratch scratch_;
 };
 

@@ -96,52 +96,93 @@ void Engine::Remove(SequenceId id) {
   if (auto w = std::find(waiting_.begin(), waiting_.end(), seq); w != waiting_.end()) {
     waiting_.erase(w);
   }
-  sequences_.erase(it);  // the BlockTable returns the blocks
+  if (seq->in_flight > 0) {
+    // An in-flight step still writes its blocks; CommitStep releases them.
+    seq->retired = true;
+    retired_.push_back(std::move(it->second));
+  }
+  sequences_.erase(it);  // otherwise the BlockTable returns the blocks
 }
 
 void Engine::Preempt(Sequence* seq) {
   running_.erase(std::find(running_.begin(), running_.end(), seq));
   seq->blocks.Release();
   seq->num_computed = 0;
+  seq->num_scheduled = 0;
   waiting_.push_front(seq);
   ++num_preemptions_;
 }
 
 void Engine::Schedule(Sequence* seq, int num_tokens) {
-  const int start = seq->num_computed;
-  const bool sample = start + num_tokens == static_cast<int>(seq->tokens.size());
-  plan_.batch.Add(std::span<const int32_t>(seq->tokens).subspan(start, num_tokens), start,
-                  seq->blocks.blocks(), sample);
-  plan_.ids.push_back(seq->id);
+  static constexpr int32_t kPlaceholder[1] = {0};
+  StepPlan& plan = plans_[next_plan_];
+  const int start = seq->num_scheduled;
+  const bool sample = start + num_tokens == Length(*seq);
+  if (start < static_cast<int>(seq->tokens.size())) {
+    plan.batch.Add(std::span<const int32_t>(seq->tokens).subspan(start, num_tokens), start,
+                   seq->blocks.blocks(), sample);
+  } else {
+    // The token an in-flight step samples: the backend takes it from that step's result.
+    plan.batch.Add(kPlaceholder, start, seq->blocks.blocks(), sample, seq->pending_sample);
+  }
+  plan.ids.push_back(seq->id);
+  plan_sequences_[next_plan_].push_back(seq);
+  seq->num_scheduled += num_tokens;
+  ++seq->in_flight;
+  if (sample) {
+    ++seq->num_pending;
+    seq->pending_sample = sampled_++;
+  }
 }
 
 const StepPlan& Engine::PlanStep() {
-  plan_.batch.Clear();
-  plan_.ids.clear();
+  StepPlan& plan = plans_[next_plan_];
+  plan.batch.Clear();
+  plan.ids.clear();
+  plan_sequences_[next_plan_].clear();
+  sampled_ = 0;
+  // A pending token that reaches max_new_tokens finishes its sequence: nothing to decode.
+  auto done = [](const Sequence& seq, int length) {
+    return seq.num_pending > 0 && length - seq.num_prompt >= seq.params.max_new_tokens;
+  };
   // Decodes go first: prefill chunks only get what the decodes leave of the token budget.
   int budget = options_.max_step_tokens;
   int decodes = 0;
   for (const Sequence* seq : running_) {
-    decodes += static_cast<int>(seq->tokens.size()) - seq->num_computed == 1 ? 1 : 0;
+    const int length = Length(*seq);
+    decodes += length - seq->num_scheduled == 1 && !done(*seq, length) ? 1 : 0;
   }
   int prefill_budget = std::max(0, budget - decodes);
 
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence* seq = running_[i];
-    const int uncomputed = static_cast<int>(seq->tokens.size()) - seq->num_computed;
+    const int length = Length(*seq);
+    if (done(*seq, length)) continue;
+    const int uncomputed = length - seq->num_scheduled;
     const int want = uncomputed == 1 ? 1 : std::min({uncomputed, prefill_budget, budget});
     if (want == 0) continue;
     bool preempted_self = false;
-    while (!seq->blocks.Reserve(seq->num_computed + want)) {
-      // Newest first: it has the least work to redo. Everything behind index i is unscheduled.
-      Sequence* victim = running_.back();
-      Preempt(victim);
-      if (victim == seq) {
+    bool no_victim = false;
+    while (!seq->blocks.Reserve(seq->num_scheduled + want)) {
+      // Newest first: it has the least work to redo. A sequence in an in-flight step (which
+      // includes everything already scheduled in this one) is never taken.
+      auto victim = std::find_if(running_.rbegin(), running_.rend(),
+                                 [](const Sequence* s) { return s->in_flight == 0; });
+      if (victim == running_.rend()) {
+        no_victim = true;  // wait for the in-flight step to be committed
+        break;
+      }
+      Sequence* taken = *victim;
+      const size_t index = running_.rend() - victim - 1;
+      Preempt(taken);
+      if (taken == seq) {
         preempted_self = true;
         break;
       }
+      if (index < i) --i;
     }
     if (preempted_self) break;
+    if (no_victim) continue;
     Schedule(seq, want);
     budget -= want;
     if (uncomputed > 1) prefill_budget -= want;
@@ -150,7 +191,7 @@ const StepPlan& Engine::PlanStep() {
   while (!waiting_.empty() && budget > 0 && prefill_budget > 0 &&
          static_cast<int>(running_.size()) < options_.max_batch_size) {
     Sequence* seq = waiting_.front();
-    const int uncomputed = static_cast<int>(seq->tokens.size()) - seq->num_computed;
+    const int uncomputed = Length(*seq) - seq->num_scheduled;
     const int want = std::min({uncomputed, prefill_budget, budget});
     if (!seq->blocks.Reserve(want)) break;  // FIFO: nobody overtakes the head of the queue
     waiting_.pop_front();
@@ -159,7 +200,9 @@ const StepPlan& Engine::PlanStep() {
     budget -= want;
     prefill_budget -= want;
   }
-  return plan_;
+  // An empty plan is never in flight, so its slot is free for the next one.
+  if (!plan.empty()) next_plan_ ^= 1;
+  return plan;
 }
 
 FinishReason Engine::CheckFinished(Sequence* seq, int32_t token) {
@@ -182,16 +225,18 @@ FinishReason Engine::CheckFinished(Sequence* seq, int32_t token) {
 }
 
 std::vector<StepEvent> Engine::CommitStep(const StepPlan& plan, const StepResult& result) {
+  const std::vector<Sequence*>& owners = plan_sequences_[&plan == &plans_[0] ? 0 : 1];
   std::vector<StepEvent> events;
   size_t sampled = 0;
   for (size_t k = 0; k < plan.ids.size(); ++k) {
     const BatchSequence& entry = plan.batch.sequences[k];
     const int32_t token = entry.sample ? result.next_tokens[sampled++] : 0;
-    auto it = sequences_.find(plan.ids[k]);
-    if (it == sequences_.end()) continue;  // freed while the step ran
-    Sequence* seq = it->second.get();
+    Sequence* seq = owners[k];
+    --seq->in_flight;
+    if (seq->retired) continue;  // finished or freed while the step ran
     seq->num_computed = entry.start_position + entry.num_tokens;
     if (!entry.sample) continue;
+    --seq->num_pending;
     seq->tokens.push_back(token);
     const FinishReason reason = CheckFinished(seq, token);
     events.push_back({.id = seq->id,
@@ -200,6 +245,7 @@ std::vector<StepEvent> Engine::CommitStep(const StepPlan& plan, const StepResult
                       .reason = reason});
     if (reason != FinishReason::kNone) Remove(seq->id);
   }
+  std::erase_if(retired_, [](const std::unique_ptr<Sequence>& s) { return s->in_flight == 0; });
   return events;
 }
 

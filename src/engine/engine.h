@@ -23,7 +23,13 @@
 //
 // A step has three phases, public so a pipelined driver can overlap them with device work:
 // PlanStep() (scheduling, block allocation), Backend::Forward, CommitStep() (append tokens,
-// check stop conditions). Step() runs the three in order. Not thread-safe.
+// check stop conditions). Step() runs the three in order. A pipelined driver may plan step N+1
+// while step N is in flight (planned, not committed): every sequence that samples in N then
+// decodes its pending token in N+1 through BatchSequence::previous_sample, so the Forward
+// calls must run in plan order. A sequence that step N finishes (or that is freed) has its
+// N+1 entry ignored, and its blocks go back to the pool once no in-flight step writes them;
+// in-flight sequences are never preempted. The output is the same as Step()'s. Not
+// thread-safe.
 namespace gecd::engine {
 
 using SequenceId = uint64_t;
@@ -78,12 +84,17 @@ class Engine {
   // Plans, runs and commits one step. Returns no events when there is nothing to run.
   absl::StatusOr<std::vector<StepEvent>> Step();
 
-  // The reference to the plan stays valid until the next PlanStep().
+  // Plans the next step; at most one step may be in flight (planned, not committed) when it is
+  // called. The plan stays valid until it is committed. An empty plan is never in flight.
   const StepPlan& PlanStep();
-  // Applies a step's result. Entries of sequences freed since PlanStep() are skipped.
+  // Applies a step's result; steps are committed in plan order. Entries of sequences freed
+  // or finished since PlanStep() are skipped.
   std::vector<StepEvent> CommitStep(const StepPlan& plan, const StepResult& result);
 
+  // Sequences left to plan; a pipelined driver also has its in-flight step to commit.
   bool HasWork() const { return !running_.empty() || !waiting_.empty(); }
+  // Sequences finished or freed whose blocks wait for an in-flight step to be committed.
+  int num_retired() const { return static_cast<int>(retired_.size()); }
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int num_free_blocks() const { return pool_.num_free(); }
@@ -95,7 +106,12 @@ class Engine {
     SequenceId id;
     std::vector<int32_t> tokens;  // prompt followed by generated tokens
     int num_prompt = 0;
-    int num_computed = 0;  // leading tokens whose K/V are in the cache
+    int num_computed = 0;     // leading tokens whose K/V are in the cache
+    int num_scheduled = 0;    // ... or written by an in-flight step
+    int num_pending = 0;      // tokens sampled by an in-flight step, not yet in `tokens`
+    int pending_sample = -1;  // where the in-flight step samples it, in its next_tokens
+    int in_flight = 0;        // uncommitted steps with an entry for this sequence
+    bool retired = false;     // finished or freed; kept only for its in-flight steps
     GenerationParams params;
     BlockTable blocks;
     std::string text;  // generated text, kept only when there are stop strings
@@ -106,6 +122,10 @@ class Engine {
   void Schedule(Sequence* seq, int num_tokens);
   FinishReason CheckFinished(Sequence* seq, int32_t token);
   void Remove(SequenceId id);
+  // Tokens including the one an in-flight step samples.
+  static int Length(const Sequence& seq) {
+    return static_cast<int>(seq.tokens.size()) + seq.num_pending;
+  }
 
   Backend* backend_;
   const model::Tokenizer* tokenizer_;
@@ -115,7 +135,13 @@ class Engine {
   absl::flat_hash_map<SequenceId, std::unique_ptr<Sequence>> sequences_;
   std::vector<Sequence*> running_;  // admission order, oldest first
   std::deque<Sequence*> waiting_;   // FIFO; preempted sequences rejoin at the front
-  StepPlan plan_;
+  std::vector<std::unique_ptr<Sequence>> retired_;  // waiting for their in-flight steps
+  // Two plans alternate so step N stays valid while N+1 is planned; who each entry belongs
+  // to is kept by pointer, since a freed id may be reused while its step is in flight.
+  StepPlan plans_[2];
+  std::vector<Sequence*> plan_sequences_[2];
+  int next_plan_ = 0;
+  int sampled_ = 0;  // sampling entries of the plan being built
   StepResult result_;
   int64_t num_preemptions_ = 0;
 };

@@ -17,8 +17,9 @@
 // The engine process's work (server::RunEngineProcess runs it on the segment the supervisor
 // named): one thread that takes SUBMIT/CANCEL records off every worker's request ring, runs
 // continuous-batching steps, and writes DONE records to the response rings, sleeping on the
-// segment's doorbell when there is nothing to do. Its metrics go to the engine's block of the
-// segment's metrics region (server/metrics.h).
+// segment's doorbell when there is nothing to do. Model steps run on a second, compute thread,
+// pipelined: step N is committed and the rings served while step N+1 computes. The metrics go to
+// the engine's block of the segment's metrics region (server/metrics.h).
 namespace gecd::server {
 
 // What the loop drives: the Engine over a model backend, or the echo stand-in (defined in

@@ -149,6 +149,45 @@ TEST(CpuBackendTest, RejectsMalformedBatches) {
   StepBatch many;
   for (int i = 0; i < 5; ++i) many.Add(std::vector<int32_t>{5}, 0, blocks, true);
   EXPECT_EQ(m.backend->Forward(many, &result).code(), absl::StatusCode::kInvalidArgument);
+  // previous_sample: only for a one-token entry, and within the previous step's samples.
+  ASSERT_TRUE(forward({5, 6, 7}, 0, blocks).ok());
+  StepBatch chained;
+  chained.Add(std::vector<int32_t>{0}, 3, blocks, true, /*previous_sample=*/1);
+  EXPECT_EQ(m.backend->Forward(chained, &result).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(forward({5, 6, 7}, 0, blocks).ok());
+  chained.Clear();
+  chained.Add(std::vector<int32_t>{0, 0}, 3, blocks, true, /*previous_sample=*/0);
+  EXPECT_EQ(m.backend->Forward(chained, &result).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A decode that takes its token from the previous step's result equals one given the token.
+TEST(CpuBackendTest, PreviousSampleFeedsThePreviousStepsToken) {
+  auto m = LoadFixtureModel("ref-llama-f32", {.kv_block_size = 4, .num_kv_blocks = 8});
+  ASSERT_NE(m.backend, nullptr);
+  const std::vector<int32_t> a = {0, 1};
+  const std::vector<int32_t> b = {2, 3};
+  StepBatch prefill;
+  prefill.Add(std::vector<int32_t>{5, 6, 7}, 0, a, true);
+  prefill.Add(std::vector<int32_t>{9, 8}, 0, b, true);
+  StepResult first;
+  ASSERT_TRUE(m.backend->Forward(prefill, &first).ok());
+  ASSERT_EQ(first.next_tokens.size(), 2u);
+
+  StepBatch chained;
+  chained.return_logits = true;
+  chained.Add(std::vector<int32_t>{0}, 2, b, true, /*previous_sample=*/1);
+  chained.Add(std::vector<int32_t>{0}, 3, a, true, /*previous_sample=*/0);
+  StepResult from_previous;
+  ASSERT_TRUE(m.backend->Forward(chained, &from_previous).ok());
+
+  StepBatch explicit_tokens;
+  explicit_tokens.return_logits = true;
+  explicit_tokens.Add(std::vector<int32_t>{first.next_tokens[1]}, 2, b, true);
+  explicit_tokens.Add(std::vector<int32_t>{first.next_tokens[0]}, 3, a, true);
+  StepResult given;
+  ASSERT_TRUE(m.backend->Forward(explicit_tokens, &given).ok());
+  EXPECT_EQ(from_previous.next_tokens, given.next_tokens);
+  EXPECT_EQ(from_previous.logits, given.logits);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 #include "engine/engine.h"
 
+#include <functional>
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -51,6 +53,45 @@ std::map<SequenceId, Output> RunToCompletion(Engine& engine) {
       o.reason = e.reason;
       EXPECT_EQ(e.finished, e.reason != FinishReason::kNone);
     }
+  }
+  return out;
+}
+
+void Record(const std::vector<StepEvent>& events, std::map<SequenceId, Output>& out) {
+  for (const StepEvent& e : events) {
+    Output& o = out[e.id];
+    EXPECT_EQ(o.reason, FinishReason::kNone) << "event after sequence " << e.id << " finished";
+    o.tokens.push_back(e.token);
+    o.reason = e.reason;
+    EXPECT_EQ(e.finished, e.reason != FinishReason::kNone);
+  }
+}
+
+// Drives the engine as the engine process does: step N+1 is planned and dispatched before
+// step N is committed. `between(step)` runs after each dispatch, while a step is in flight.
+std::map<SequenceId, Output> RunPipelined(Engine& engine, Backend& backend,
+                                          const std::function<void(int)>& between = nullptr) {
+  std::map<SequenceId, Output> out;
+  StepResult results[2];
+  const StepPlan* in_flight = nullptr;
+  int slot = 0;
+  for (int step = 0; engine.HasWork() || in_flight != nullptr; ++step) {
+    if (step > 10000) {
+      ADD_FAILURE() << "no progress";
+      break;
+    }
+    const StepPlan& next = engine.PlanStep();
+    const StepPlan* dispatched = nullptr;
+    if (!next.empty()) {
+      const absl::Status status = backend.Forward(next.batch, &results[slot ^ 1]);
+      EXPECT_TRUE(status.ok()) << status;
+      if (!status.ok()) break;
+      dispatched = &next;
+    }
+    if (between) between(step);
+    if (in_flight != nullptr) Record(engine.CommitStep(*in_flight, results[slot]), out);
+    in_flight = dispatched;
+    slot ^= 1;
   }
   return out;
 }
@@ -200,6 +241,154 @@ TEST_F(EngineTest, PreemptionUnderTinyCacheKeepsOutputs) {
     EXPECT_EQ(out.at(id).tokens, expected.at(id).tokens) << "sequence " << id;
     EXPECT_EQ(out.at(id).reason, FinishReason::kLength);
   }
+  EXPECT_EQ(engine.num_free_blocks(), engine.num_blocks());
+}
+
+// Random workloads: prompt lengths, token limits, EOS, stop token ids and stop strings, a tiny
+// cache that forces preemption, and sequences freed while a step is in flight. The pipelined
+// driver must produce exactly the output of Step().
+struct Workload {
+  struct Request {
+    std::vector<int32_t> prompt;
+    GenerationParams params;
+  };
+  std::vector<Request> requests;
+  std::vector<int32_t> eos;
+  std::map<int, std::vector<SequenceId>> frees;  // by step
+};
+
+Workload RandomWorkload(std::mt19937& rng, int max_positions) {
+  auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  Workload w;
+  const int n = uniform(1, 10);
+  for (int i = 0; i < n; ++i) {
+    Workload::Request r;
+    const int prompt = uniform(1, max_positions / 2);
+    for (int t = 0; t < prompt; ++t) r.prompt.push_back(uniform(0, 255));
+    r.params.max_new_tokens = uniform(1, max_positions - prompt + 1);
+    if (uniform(0, 3) == 0) r.params.stop_token_ids = {uniform(0, 255)};
+    if (uniform(0, 3) == 0) r.params.stop_strings = {absl::StrCat(uniform(0, 25))};
+    r.params.ignore_eos = uniform(0, 4) == 0;
+    w.requests.push_back(std::move(r));
+  }
+  for (int i = uniform(0, 3); i > 0; --i) w.eos.push_back(uniform(0, 255));
+  for (int i = uniform(0, 2); i > 0; --i) w.frees[uniform(0, 12)].push_back(uniform(0, n - 1));
+  return w;
+}
+
+std::map<SequenceId, Output> RunWorkload(const Workload& w, Backend& backend,
+                                         const model::Tokenizer& tokenizer, bool pipelined,
+                                         int64_t* preemptions) {
+  Engine engine(&backend, &tokenizer, {.eos_token_ids = w.eos});
+  for (size_t i = 0; i < w.requests.size(); ++i) {
+    EXPECT_TRUE(engine.AddSequence(i, w.requests[i].prompt, w.requests[i].params).ok());
+  }
+  auto free = [&](int step) {
+    auto it = w.frees.find(step);
+    if (it == w.frees.end()) return;
+    for (SequenceId id : it->second) engine.Free(id).IgnoreError();  // may have finished
+  };
+  std::map<SequenceId, Output> out;
+  if (pipelined) {
+    out = RunPipelined(engine, backend, free);
+  } else {
+    for (int step = 0; engine.HasWork() && step < 10000; ++step) {
+      auto events = engine.Step();
+      EXPECT_TRUE(events.ok()) << events.status();
+      if (!events.ok()) break;
+      Record(*events, out);
+      free(step);
+    }
+  }
+  EXPECT_FALSE(engine.HasWork());
+  EXPECT_EQ(engine.num_retired(), 0);
+  EXPECT_EQ(engine.num_free_blocks(), engine.num_blocks());
+  *preemptions = engine.num_preemptions();
+  return out;
+}
+
+void ExpectPipelinedEqualsSynchronous(const std::string& model, int seed_base) {
+  AngleTokenizer tokenizer;
+  // 12 blocks of 4 = 48 slots: a few sequences fit, more are preempted.
+  auto small = LoadFixtureModel(model, {.kv_block_size = 4, .num_kv_blocks = 12});
+  ASSERT_NE(small.backend, nullptr);
+  int64_t pipelined_preemptions = 0;
+  for (int seed = seed_base; seed < seed_base + 40; ++seed) {
+    std::mt19937 rng(seed);
+    const Workload w = RandomWorkload(rng, 40);
+    int64_t preemptions = 0;
+    const auto expected = RunWorkload(w, *small.backend, tokenizer, false, &preemptions);
+    const auto out = RunWorkload(w, *small.backend, tokenizer, true, &preemptions);
+    pipelined_preemptions += preemptions;
+    Workload no_frees = w;
+    no_frees.frees.clear();
+    const auto unfreed = RunWorkload(no_frees, *small.backend, tokenizer, false, &preemptions);
+    for (SequenceId id = 0; id < w.requests.size(); ++id) {
+      const auto e = expected.find(id);
+      const auto o = out.find(id);
+      const bool freed = std::any_of(w.frees.begin(), w.frees.end(), [&](const auto& f) {
+        return std::find(f.second.begin(), f.second.end(), id) != f.second.end();
+      });
+      if (freed) {
+        // Freed at a step boundary that differs between the drivers: a prefix of the output
+        // the sequence has when it is not freed.
+        const std::vector<int32_t>& all = unfreed.at(id).tokens;
+        for (const auto* run : {&expected, &out}) {
+          const auto r = run->find(id);
+          if (r == run->end()) continue;
+          ASSERT_LE(r->second.tokens.size(), all.size()) << "seed " << seed << " sequence " << id;
+          EXPECT_TRUE(std::equal(r->second.tokens.begin(), r->second.tokens.end(), all.begin()))
+              << "seed " << seed << " sequence " << id;
+        }
+        continue;
+      }
+      ASSERT_NE(e, expected.end()) << "seed " << seed << " sequence " << id;
+      ASSERT_NE(o, out.end()) << "seed " << seed << " sequence " << id;
+      EXPECT_EQ(o->second.tokens, e->second.tokens) << "seed " << seed << " sequence " << id;
+      EXPECT_EQ(o->second.reason, e->second.reason) << "seed " << seed << " sequence " << id;
+      EXPECT_NE(o->second.reason, FinishReason::kNone);
+    }
+  }
+  EXPECT_GT(pipelined_preemptions, 0);
+}
+
+TEST_F(EngineTest, PipelinedEqualsSynchronousOnRandomWorkloads) {
+  ExpectPipelinedEqualsSynchronous("ref-llama-f32", 1);
+}
+
+TEST_F(EngineTest, PipelinedEqualsSynchronousOnQwen2) {
+  ExpectPipelinedEqualsSynchronous("ref-qwen2-f32", 1000);
+}
+
+TEST_F(EngineTest, PipelinedFreeOfAnInFlightSequenceWaitsForItsCommit) {
+  Engine engine(model_.backend.get(), nullptr, {});
+  ASSERT_TRUE(engine.AddSequence(1, cases_[0].prompt, Greedy(8)).ok());
+  StepResult first;
+  StepResult second;
+  const StepPlan& plan1 = engine.PlanStep();
+  ASSERT_TRUE(model_.backend->Forward(plan1.batch, &first).ok());
+  std::vector<StepEvent> events = engine.CommitStep(plan1, first);
+  ASSERT_EQ(events.size(), 1u);
+  // Step 2 in flight, step 3 planned from its pending token.
+  const StepPlan& plan2 = engine.PlanStep();
+  ASSERT_TRUE(model_.backend->Forward(plan2.batch, &second).ok());
+  const StepPlan& plan3 = engine.PlanStep();
+  ASSERT_EQ(plan3.batch.sequences.size(), 1u);
+  EXPECT_EQ(plan3.batch.sequences[0].previous_sample, 0);
+  ASSERT_TRUE(model_.backend->Forward(plan3.batch, &first).ok());
+  // Freed with two steps in flight: the id is gone at once, the blocks only after both commits.
+  ASSERT_TRUE(engine.Free(1).ok());
+  EXPECT_EQ(engine.Free(1).code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(engine.HasWork());
+  EXPECT_LT(engine.num_free_blocks(), engine.num_blocks());
+  ASSERT_TRUE(engine.AddSequence(1, cases_[1].prompt, Greedy(2)).ok());  // the id is reusable
+  EXPECT_TRUE(engine.CommitStep(plan2, second).empty());
+  EXPECT_EQ(engine.num_retired(), 1);
+  EXPECT_TRUE(engine.CommitStep(plan3, first).empty());
+  EXPECT_EQ(engine.num_retired(), 0);
+  const auto out = RunToCompletion(engine);
+  EXPECT_EQ(out.at(1).tokens,
+            std::vector<int32_t>(cases_[1].greedy.begin(), cases_[1].greedy.begin() + 2));
   EXPECT_EQ(engine.num_free_blocks(), engine.num_blocks());
 }
 
