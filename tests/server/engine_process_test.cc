@@ -46,9 +46,8 @@ bool WaitUntil(Predicate predicate, std::chrono::nanoseconds timeout = kTimeout)
   return true;
 }
 
-// A random Llama with a SentencePiece-sized vocabulary, written once for the suite. Prompts are
-// token ids: the SentencePiece library cannot be loaded beside gRPC's protobuf (Debian's
-// libsentencepiece0 carries its own protobuf 3.14 and aborts on the version check).
+// A random Llama with a 2,000-token vocabulary, written once for the suite. Prompts are token
+// ids: the engine process never tokenizes (workers do).
 std::string ModelDir() {
   static const std::string dir = [] {
     const std::string d = gecd::testing::MakeTempDir();

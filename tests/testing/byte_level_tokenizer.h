@@ -4,8 +4,7 @@
 #include <string>
 
 // A model directory whose tokenizer is byte-level BPE without merges (one token per byte), for
-// server tests: those binaries link gRPC, in which SentencePiece cannot load (see
-// src/server/CMakeLists.txt).
+// server tests and benchmarks: token counts follow byte counts, so prompt lengths are exact.
 namespace gecd::testing {
 
 // Writes `dir`/tokenizer.json.
