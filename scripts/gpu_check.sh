@@ -25,6 +25,11 @@
 #   GPU_JOBS             ninja -j (default 16)
 #   GPU_BUILD_DIR        (default build-gpu)   GPU_DEPS_DIR   (default .gpu-deps)
 #   GPU_CMAKE_ARGS       extra configure arguments (split on spaces)
+#   GPU_CXX_FLAGS        C++ (not CUDA) flags, default "-include cstdint": the GPU image's g++ 13
+#                        libstdc++ no longer pulls <cstdint> in through other headers, which
+#                        Debian's Abseil 20220623 headers (made for g++ 12) still rely on in
+#                        places. (nvcc breaks with -include; .cu files include <cstdint>
+#                        themselves.) Set it empty to build without.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROOT="$PWD"
@@ -104,11 +109,13 @@ if [[ -f "$BUILD/CMakeCache.txt" ]] &&
   echo "   $BUILD was configured for another source tree: removing it"
   rm -rf "$BUILD"; mkdir -p "$LOGS"
 fi
+CXX_FLAGS="${GPU_CXX_FLAGS--include cstdint}"
 # shellcheck disable=SC2086
 run_stage configure "${GPU_CONFIGURE_LIMIT:-90}" "$LOGS/configure.log" \
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGECD_CUDA=ON \
     -DGECD_SERVER=OFF -DGECD_CLI=OFF -DGECD_BUILD_TESTS=ON -DGECD_BUILD_BENCH=ON \
-    ${NVCC:+-DCMAKE_CUDA_COMPILER="$NVCC"} "${prefix_args[@]}" ${GPU_CMAKE_ARGS:-}
+    ${NVCC:+-DCMAKE_CUDA_COMPILER="$NVCC"} "${prefix_args[@]}" \
+    -DCMAKE_CXX_FLAGS="$CXX_FLAGS" ${GPU_CMAKE_ARGS:-}
 DEP_LINES="$(grep -h 'gecd: dependency' "$LOGS/configure.log" | sed 's/^-- //')"
 DEPS_OUTSIDE="$(grep -v -F -e "$DEPS" -e "$BUILD/gecd-deps-lib/" <<<"$DEP_LINES" | grep -v "^$" || true)"
 if [[ "${RESULT[configure]}" != ok ]]; then
