@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs scripts/gpu_check.sh on THIS machine (no GPU needed: the GPU tests skip) the way the GPU
+# machine sees it: in a private mount namespace where the Debian -dev packages that
+# .gpu-deps/ replaces are hidden, so the configure can only resolve them from .gpu-deps/
+# (gpu_check.sh's summary says so: "deps: all N resolved from .../.gpu-deps"):
+#   - the CMake and pkg-config directories: /usr/lib/x86_64-linux-gnu/{cmake,pkgconfig},
+#     /usr/share/{cmake,pkgconfig} (and so yaml-cpp, gRPC, protobuf too);
+#   - their header folders under /usr/include, and their .a/.so files (overlaid with /dev/null,
+#     so that a stray use fails loudly). Shared libraries other programs here need stay.
+# Needs root or unprivileged user namespaces (unshare). Arguments and environment pass through
+# to gpu_check.sh; GPU_JOBS defaults to 2 here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[[ -d .gpu-deps ]] || bash scripts/gpu_deps.sh
+export GPU_JOBS="${GPU_JOBS:-2}" GPU_CHECK_BUDGET="${GPU_CHECK_BUDGET:-3600}"
+export GPU_BUILD_LIMIT="${GPU_BUILD_LIMIT:-3000}" GPU_CONFIGURE_LIMIT="${GPU_CONFIGURE_LIMIT:-300}"
+unshare_args=(-m --propagation private)
+[[ "$(id -u)" == 0 ]] || unshare_args=(-r -m --propagation private)
+exec unshare "${unshare_args[@]}" bash -c '
+set -euo pipefail
+L=/usr/lib/x86_64-linux-gnu
+for d in $L/cmake $L/pkgconfig /usr/share/cmake /usr/share/pkgconfig $L/openblas-pthread \
+         /usr/include/{absl,gtest,gmock,benchmark,spdlog,fmt,nlohmann,yaml-cpp,google,grpc,grpcpp} \
+         /usr/include/x86_64-linux-gnu/openblas-pthread; do
+  [[ -d "$d" ]] && mount -t tmpfs -o ro,size=1m gecd-hidden "$d"
+done
+hidden=0
+shopt -s nullglob
+for f in /usr/include/{pcre2.h,utf8proc.h,sentencepiece_processor.h,sentencepiece_trainer.h} \
+         $L/libabsl_*.a $L/libabsl_*.so.* $L/libgtest*.a $L/libgmock*.a $L/libbenchmark* \
+         $L/libspdlog.so.* $L/libfmt.so.* $L/libutf8proc.a $L/libutf8proc.so.* $L/libpcre2-8.a \
+         $L/libsentencepiece*.so.* $L/libyaml-cpp.a $L/libyaml-cpp.so.*; do
+  if [[ -f "$f" && ! -L "$f" ]]; then mount --bind /dev/null "$f"; hidden=$((hidden + 1)); fi
+done
+echo "gpu_check_local.sh: hid the -dev packages (tmpfs over their folders, /dev/null over $hidden files)"
+exec bash scripts/gpu_check.sh "$@"
+' gpu_check_local "$@"
