@@ -1,0 +1,1 @@
+// The cuda backend; see engine/cuda_backend.h (being written).
