@@ -565,7 +565,7 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
     return absl::OkStatus();
   }
   // Decode-only steps that fit a bucket replay its graph.
-  bool all_decode = !buckets_.empty();
+  bool all_decode = graphs_enabled_ && !buckets_.empty();
   for (const BatchSequence& s : batch.sequences) {
     if (s.num_tokens != 1 || !s.sample) {
       all_decode = false;

@@ -73,6 +73,12 @@ class CudaBackend final : public Backend {
   absl::Status Collect(StepResult* result) override;
   int max_in_flight() const override { return kSlots; }
 
+  // Benchmark A/B switches, effective from the next Submit: graph replay for decode steps, and
+  // the async option (see CudaBackendOptions).
+  void set_graphs_enabled(bool enabled) { graphs_enabled_ = enabled; }
+  void set_async(bool async) { options_.async = async; }
+  void ResetStats() { stats_ = {}; }
+
   const CudaBackendStats& stats() const { return stats_; }
   // One line: device, quantization, GEMM path, graphs, KV cache size.
   std::string Describe() const;
@@ -178,6 +184,7 @@ class CudaBackend final : public Backend {
   std::vector<int> buckets_;                 // sorted graph batch sizes
   std::vector<kernels::GraphExec> graphs_;   // parallel to buckets_
   std::vector<bool> graph_failed_;
+  bool graphs_enabled_ = true;
 
   std::deque<InFlight> in_flight_;
   int64_t next_step_ = 0;

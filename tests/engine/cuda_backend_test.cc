@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cmath>
 #include <map>
+#include <ostream>
 #include <random>
 #include <memory>
 #include <string>
@@ -129,6 +130,8 @@ struct Case {
   bool attention_fp8;
   double bound;
 };
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class CudaLogitsTest : public ::testing::TestWithParam<Case> {};
 
