@@ -655,6 +655,7 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
     }
   }
   RETURN_IF_ERROR(CudaStatus(cudaEventRecord(done_[ev].get(), st), "record done"));
+  event_step_[ev] = f.step;
   last_sampled_ = sampled;
   ++next_step_;
   in_flight_.push_back(f);
@@ -686,16 +687,16 @@ absl::Status CudaBackend::Collect(StepResult* result) {
   if (cudaEventElapsedTime(&busy, start_[ev].get(), done_[ev].get()) == cudaSuccess) {
     stats_.device_busy_ms += busy;
   }
-  if (f.step > 0) {
-    // The previous step's events are still in the ring (at most kSlots steps in flight).
-    const int prev = static_cast<int>((f.step - 1) % kEventRing);
+  // The previous step's events are still in the ring (at most kSlots steps in flight) unless
+  // it was empty (no device work, no events).
+  const int prev = static_cast<int>((f.step + kEventRing - 1) % kEventRing);
+  if (f.step > 0 && event_step_[prev] == f.step - 1) {
     float gap = 0.0f;
     if (cudaEventElapsedTime(&gap, done_[prev].get(), start_[ev].get()) == cudaSuccess &&
         gap > 0.0f) {
       stats_.device_idle_ms += gap;
       if (gap > 0.02f) ++stats_.idle_gaps;
     }
-    cudaGetLastError();  // an event of an empty step was never recorded: not an error
   }
   return absl::OkStatus();
 }

@@ -180,6 +180,7 @@ class CudaBackend final : public Backend {
   kernels::PinnedBuffer pinned_tokens_[kSlots];
   kernels::PinnedBuffer pinned_logits_[kSlots];
   kernels::Event start_[kEventRing], done_[kEventRing];
+  int64_t event_step_[kEventRing] = {-1, -1, -1, -1};  // the step whose events a slot holds
 
   std::vector<int> buckets_;                 // sorted graph batch sizes
   std::vector<kernels::GraphExec> graphs_;   // parallel to buckets_
