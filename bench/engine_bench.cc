@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -70,6 +71,19 @@ struct Flags {
 bool ParseFlags(int argc, char** argv, Flags* f) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf(
+          "engine_bench [--name=value]...\n"
+          "  --models=llama1b,qwen05b | tiny     shapes (default: both on cuda, tiny on cpu)\n"
+          "  --rows=QUANT:gGaA,...                QUANT bf16|fp8|fp8attnbf16|fp8tensor, G graphs,\n"
+          "                                       A async (default %s)\n"
+          "  --backend=cuda|cpu  --requests=N (saturation, default 2048)  --rate=R (Poisson\n"
+          "  req/s, default 3000)  --poisson_seconds=S (2)  --prompt=50  --gen=50  --warmup=256\n"
+          "  --layers=L (override)  --max_step_tokens=8192  --max_batch_size=512\n"
+          "  --kv_fraction=0.5  --peak_tflops=790  --peak_tbps=4.3\n",
+          f->rows.c_str());
+      std::exit(0);
+    }
     const size_t eq = a.find('=');
     if (a.rfind("--", 0) != 0 || eq == std::string::npos) {
       std::fprintf(stderr, "bad flag %s (use --name=value)\n", a.c_str());
