@@ -594,7 +594,13 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
       bucket = -1;
     }
   }
-  const int rows = bucket >= 0 ? buckets_[bucket] : tokens;
+  // Eager steps pad their token rows to a multiple of kRowQuantum (padded rows behave like a
+  // graph's), so GEMM shapes, and the cuBLASLt plans cached per shape, stay few.
+  constexpr int kRowQuantum = 64;
+  const int rows = bucket >= 0 ? buckets_[bucket]
+                               : std::max(tokens, std::min(max_step_tokens_,
+                                                           (tokens + kRowQuantum - 1) /
+                                                               kRowQuantum * kRowQuantum));
   const int sample_rows = bucket >= 0 ? rows : sampled;
 
   // One host pass into the pinned slot: [tokens][prev][positions][offsets][samples][blocks].
@@ -620,7 +626,7 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
     }
     if (s.sample) p_samples[sample++] = s.token_offset + s.num_tokens - 1;
   }
-  for (int t = tokens; t < rows; ++t) {  // graph padding: position 0 of the scratch block
+  for (int t = tokens; t < rows; ++t) {  // padding: position 0 of the scratch block
     p_tokens[t] = 0;
     p_prev[t] = -1;
     p_pos[t] = 0;
