@@ -342,9 +342,11 @@ int main(int argc, char** argv) {
   Flags f;
   if (!ParseFlags(argc, argv, &f)) return 2;
   bool have_gpu = false;
+  std::string no_gpu = "a CPU-only build";
 #ifdef GECD_HAVE_CUDA
-  have_gpu = kernels::HaveCudaDevice();
+  have_gpu = kernels::HaveCudaDevice(&no_gpu);
 #endif
+  if (!have_gpu) std::fprintf(stderr, "no CUDA device (%s)\n", no_gpu.c_str());
   if (f.backend.empty()) f.backend = have_gpu ? "cuda" : "cpu";
   if (f.backend == "cuda" && !have_gpu) {
     std::fprintf(stderr, "--backend=cuda but no CUDA device (or a CPU-only build)\n");

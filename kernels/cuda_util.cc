@@ -22,12 +22,15 @@ absl::Status CublasStatus(cublasStatus_t st, const char* what) {
   return absl::InternalError(msg);
 }
 
-bool HaveCudaDevice() {
+bool HaveCudaDevice(std::string* why) {
   int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    if (why != nullptr) *why = absl::StrCat(cudaGetErrorName(err), ": ", cudaGetErrorString(err));
+    cudaGetLastError();  // not sticky; clear it so later calls start clean
     return false;
   }
+  if (count == 0 && why != nullptr) *why = "no CUDA device visible";
   return count > 0;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -28,8 +29,9 @@ absl::Status CublasStatus(cublasStatus_t st, const char* what);
     if (!gecd_cublas_status_.ok()) return gecd_cublas_status_;                \
   } while (0)
 
-// True when the runtime sees at least one device (tests skip otherwise).
-bool HaveCudaDevice();
+// True when the runtime sees at least one device (tests skip otherwise); `why` gets the
+// runtime's reason when not.
+bool HaveCudaDevice(std::string* why = nullptr);
 
 // Owns one cudaMalloc allocation (or none).
 class DeviceBuffer {

@@ -583,17 +583,10 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
       }
     }
   }
-  if (bucket >= 0) {
-    // Capture (first use of the bucket) before staging, so a failed capture falls back to an
-    // eager, unpadded step.
-    absl::StatusOr<kernels::GraphExec*> g = GraphFor(bucket);
-    if (!g.ok()) {
-      graph_failed_[bucket] = true;
-      spdlog::warn("cuda backend: {}; decode steps of {} rows run eagerly",
-                   std::string(g.status().message()), buckets_[bucket]);
-      bucket = -1;
-    }
-  }
+  // A bucket's first step runs eagerly with the graph's exact padded shape (loading every
+  // kernel module and caching every GEMM plan, which capture must not do), and its graph is
+  // captured right after; later steps replay it.
+  const bool replay = bucket >= 0 && graphs_[bucket].valid();
   // Eager steps pad their token rows to a multiple of kRowQuantum (padded rows behave like a
   // graph's), so GEMM shapes, and the cuBLASLt plans cached per shape, stay few.
   constexpr int kRowQuantum = 64;
@@ -641,11 +634,11 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
   RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(inputs_.get(), pin, ints * sizeof(int32_t),
                                              cudaMemcpyHostToDevice, st),
                              "copy step inputs"));
-  if (bucket >= 0) {
+  if (replay) {
     RETURN_IF_ERROR(graphs_[bucket].Launch(st));
     ++stats_.graph_steps;
   } else {
-    RETURN_IF_ERROR(EnqueueForward(rows, sampled, InputLayout(rows, sample_rows)));
+    RETURN_IF_ERROR(EnqueueForward(rows, sample_rows, InputLayout(rows, sample_rows)));
   }
   if (sampled > 0) {
     RETURN_IF_ERROR(CudaStatus(
@@ -664,6 +657,16 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
   }
   RETURN_IF_ERROR(CudaStatus(cudaEventRecord(done_[ev].get(), st), "record done"));
   event_step_[ev] = f.step;
+  if (bucket >= 0 && !replay) {
+    // Capturing records work without running it, so this step's work is unaffected; a
+    // failure only means this bucket's decode steps stay eager.
+    absl::StatusOr<kernels::GraphExec*> g = GraphFor(bucket);
+    if (!g.ok()) {
+      graph_failed_[bucket] = true;
+      spdlog::warn("cuda backend: {}; decode steps of {} rows run eagerly",
+                   std::string(g.status().message()), buckets_[bucket]);
+    }
+  }
   last_sampled_ = sampled;
   ++next_step_;
   in_flight_.push_back(f);

@@ -11,6 +11,7 @@
 #include "engine/cuda_backend.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <map>
 #include <ostream>
@@ -38,9 +39,16 @@ constexpr double kBf16Bound = 4e-2;
 constexpr double kFp8Bound = 8e-2;
 constexpr double kHybridBound = 1.5e-1;
 
-#define REQUIRE_GPU()                                                         \
-  do {                                                                        \
-    if (!kernels::HaveCudaDevice()) GTEST_SKIP() << "no CUDA device";         \
+// Skips without a device unless GECD_REQUIRE_GPU is set (then it fails with CUDA's reason).
+#define REQUIRE_GPU()                                                          \
+  do {                                                                         \
+    std::string gecd_why_;                                                     \
+    if (!kernels::HaveCudaDevice(&gecd_why_)) {                                \
+      if (std::getenv("GECD_REQUIRE_GPU") != nullptr) {                        \
+        FAIL() << "GECD_REQUIRE_GPU is set but CUDA reports " << gecd_why_;    \
+      }                                                                        \
+      GTEST_SKIP() << "no CUDA device (" << gecd_why_ << ")";                  \
+    }                                                                          \
   } while (0)
 
 struct Pair {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -20,9 +21,17 @@
 // a kernel never wrote fails the comparison), and error measures that print and reject NaN.
 namespace gecd::kernels::testing {
 
+// Skips without a device, unless GECD_REQUIRE_GPU is set in the environment (the GPU check
+// sets it, so a broken driver fails loudly instead of skipping every test).
 #define GECD_REQUIRE_GPU()                                                       \
   do {                                                                           \
-    if (!::gecd::kernels::HaveCudaDevice()) GTEST_SKIP() << "no CUDA device";    \
+    std::string gecd_why_;                                                       \
+    if (!::gecd::kernels::HaveCudaDevice(&gecd_why_)) {                          \
+      if (std::getenv("GECD_REQUIRE_GPU") != nullptr) {                          \
+        FAIL() << "GECD_REQUIRE_GPU is set but CUDA reports " << gecd_why_;      \
+      }                                                                          \
+      GTEST_SKIP() << "no CUDA device (" << gecd_why_ << ")";                    \
+    }                                                                            \
   } while (0)
 
 #define GECD_ASSERT_CUDA(expr)                                                   \
