@@ -190,3 +190,73 @@ TEST(GemmTest, RejectsFp8ShapesItCannotRun) {
 
 }  // namespace
 }  // namespace gecd::kernels
+
+namespace gecd::kernels {
+namespace {
+
+// Not a correctness check: times bf16 and FP8 GEMMs at Llama-3.2-1B shapes so one GPU run shows
+// whether FP8 pays off (printed TFLOP/s; fails only on errors).
+TEST(GemmTest, ThroughputReport) {
+  GECD_REQUIRE_GPU();
+  GemmRunner gemm;
+  GECD_ASSERT_OK(gemm.Init());
+  std::printf("%s\n", gemm.Describe().c_str());
+  const Shape shapes[] = {{512, 16384, 2048}, {512, 2048, 8192}, {8192, 16384, 2048},
+                          {8192, 3072, 2048}, {64, 128256, 2048}};
+  cudaStream_t stream = nullptr;
+  GECD_ASSERT_CUDA(cudaStreamCreate(&stream));
+  cudaEvent_t start = nullptr, stop = nullptr;
+  GECD_ASSERT_CUDA(cudaEventCreate(&start));
+  GECD_ASSERT_CUDA(cudaEventCreate(&stop));
+  for (const Shape& s : shapes) {
+    const size_t xn = static_cast<size_t>(s.rows) * s.in, wn = static_cast<size_t>(s.out) * s.in;
+    Dev<uint16_t> x16(xn), w16(wn), y(static_cast<size_t>(s.rows) * s.out);
+    Dev<uint8_t> x8(xn), w8(wn);
+    Dev<float> sx(s.rows), sw(s.out), acc(static_cast<size_t>(s.rows) * s.out);
+    GECD_ASSERT_CUDA(cudaMemset(x16.get(), 0x3c, xn * 2));  // small finite values
+    GECD_ASSERT_CUDA(cudaMemset(w16.get(), 0x3c, wn * 2));
+    GECD_ASSERT_CUDA(cudaMemset(x8.get(), 0x30, xn));
+    GECD_ASSERT_CUDA(cudaMemset(w8.get(), 0x30, wn));
+    GECD_ASSERT_CUDA(cudaMemset(sx.get(), 0, s.rows * 4));
+    GECD_ASSERT_CUDA(cudaMemset(sw.get(), 0, s.out * 4));
+    auto time = [&](const char* what, auto&& run) {
+      for (int i = 0; i < 3; ++i) ASSERT_TRUE(run().ok());  // plans, warm-up
+      constexpr int kIters = 20;
+      GECD_ASSERT_CUDA(cudaEventRecord(start, stream));
+      for (int i = 0; i < kIters; ++i) ASSERT_TRUE(run().ok());
+      GECD_ASSERT_CUDA(cudaEventRecord(stop, stream));
+      GECD_ASSERT_CUDA(cudaEventSynchronize(stop));
+      float ms = 0;
+      GECD_ASSERT_CUDA(cudaEventElapsedTime(&ms, start, stop));
+      const double tflops = 2.0 * s.rows * s.out * s.in * kIters / (ms * 1e-3) / 1e12;
+      std::printf("[ gemm %s rows=%d out=%d in=%d ] %.3f ms, %.0f TFLOP/s\n", what, s.rows, s.out,
+                  s.in, ms / kIters, tflops);
+    };
+    time("bf16", [&] {
+      return gemm.Bf16(x16.get(), w16.get(), s.rows, s.out, s.in, y.get(), GemmOut::kBf16, stream);
+    });
+    if (s.out == 128256) continue;  // the LM head stays bf16
+    gemm.set_outer_vec_available(true);
+    if (gemm.Init().ok() && gemm.outer_vec_available()) {
+      time("fp8 outer-vec", [&] {
+        return gemm.Fp8RowCol(x8.get(), sx.get(), w8.get(), sw.get(), s.rows, s.out, s.in,
+                              y.get(), acc.get(), stream);
+      });
+    }
+    gemm.set_outer_vec_available(false);
+    time("fp8 fallback", [&] {
+      return gemm.Fp8RowCol(x8.get(), sx.get(), w8.get(), sw.get(), s.rows, s.out, s.in, y.get(),
+                            acc.get(), stream);
+    });
+    time("fp8 per-tensor", [&] {
+      return gemm.Fp8PerTensor(x8.get(), sx.get(), w8.get(), sw.get(), s.rows, s.out, s.in,
+                               y.get(), stream);
+    });
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaStreamDestroy(stream);
+}
+
+}  // namespace
+}  // namespace gecd::kernels
