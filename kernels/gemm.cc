@@ -39,6 +39,7 @@ absl::Status GemmRunner::Init(size_t workspace_bytes, int probe_out, int probe_r
   }
   auto plan = GetPlan(Kind::kFp8OuterVec, probe_rows, probe_out, probe_in);
   outer_vec_available_ = plan.ok();
+  if (!plan.ok()) outer_vec_error_ = std::string(plan.status().message());
   return absl::OkStatus();
 }
 
@@ -47,8 +48,10 @@ std::string GemmRunner::Describe() const {
     return "FP8 per-channel GEMM: cuBLASLt OUTER_VEC_32F scales (fused)";
   }
   return absl::StrCat("FP8 per-channel GEMM: unit-scale cuBLASLt GEMM to f32 + ScaleRowsCols",
-                      outer_vec_failed_at_run_ ? " (OUTER_VEC_32F failed at run time)"
-                                               : " (OUTER_VEC_32F has no algorithm)");
+                      outer_vec_failed_at_run_
+                          ? absl::StrCat(" (OUTER_VEC_32F failed at run time: ", outer_vec_error_,
+                                         ")")
+                          : absl::StrCat(" (OUTER_VEC_32F probe: ", outer_vec_error_, ")"));
 }
 
 absl::StatusOr<GemmRunner::Plan*> GemmRunner::GetPlan(Kind kind, int rows, int out, int in) {
@@ -97,7 +100,7 @@ absl::StatusOr<GemmRunner::Plan*> GemmRunner::GetPlan(Kind kind, int rows, int o
   // B = x: [in, rows] column-major (row-major [rows, in]).
   st = CublasStatus(cublasLtMatrixLayoutCreate(&p.b, ab_type, in, rows, in), "layout B");
   if (!st.ok()) return fail(st);
-  // C has D's type except for FP8 with f32 out, where C must be... also f32; same layout.
+  // C (unused: beta = 0) has D's type and layout, as cuBLASLt requires for these types.
   st = CublasStatus(cublasLtMatrixLayoutCreate(&p.c, d_type, out, rows, out), "layout C");
   if (!st.ok()) return fail(st);
   st = CublasStatus(cublasLtMatrixLayoutCreate(&p.d, d_type, out, rows, out), "layout D");
@@ -156,10 +159,12 @@ absl::Status GemmRunner::Fp8RowCol(const uint8_t* x, const float* x_scale, const
     auto plan = GetPlan(Kind::kFp8OuterVec, rows, out, in);
     absl::Status st = plan.status();
     if (st.ok()) st = Run(*plan, w, x, y, w_scale, x_scale, stream);
-    if (st.ok() || !absl::IsUnimplemented(st)) return st;
-    // NOT_SUPPORTED for this shape at run time: use the fallback from now on.
+    // Our own shape check fails the fallback too; anything cuBLASLt refuses (no algorithm,
+    // NOT_SUPPORTED, INVALID_VALUE for this shape) switches to the fallback from now on.
+    if (st.ok() || absl::IsInvalidArgument(st)) return st;
     outer_vec_available_ = false;
     outer_vec_failed_at_run_ = true;
+    outer_vec_error_ = std::string(st.message());
   }
   if (fallback_acc == nullptr) {
     return absl::FailedPreconditionError("FP8 fallback GEMM needs an f32 accumulator buffer");

@@ -21,8 +21,8 @@
 //   - Fp8 (per-channel): e4m3 × e4m3, f32 accumulate,
 //       y[t, o] = acc[t, o] · x_scale[t] · w_scale[o]  (common/numerics.h),
 //     with CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F on A (w_scale, M = out elements) and B
-//     (x_scale, N = rows elements). Where cuBLASLt lacks that mode (probed at Init, or
-//     NOT_SUPPORTED at run time) the fallback runs the FP8 GEMM with unit scales into an f32
+//     (x_scale, N = rows elements). Where cuBLASLt lacks that mode (probed at Init, or refused
+//     for some shape at run time) the fallback runs the FP8 GEMM with unit scales into an f32
 //     buffer and applies both scales in ScaleRowsCols (kernels/activation.h).
 //   - Fp8 (per-tensor): one scale each for x and W (scalar mode), for comparison.
 //
@@ -84,6 +84,7 @@ class GemmRunner {
   DeviceBuffer workspace_;
   bool outer_vec_available_ = false;
   bool outer_vec_failed_at_run_ = false;
+  std::string outer_vec_error_;  // why the outer-vector mode is not used
   std::map<Key, Plan> plans_;
 };
 
