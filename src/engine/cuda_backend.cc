@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -39,9 +40,29 @@ absl::Status Upload(const std::vector<T>& host, DeviceBuffer* dev) {
   return UploadBytes(host.data(), host.size() * sizeof(T), dev);
 }
 
+// Runs fn(begin, end) over [0, n) split across the host's cores: converting and quantizing a
+// billion weights one core at a time would dominate start-up.
+// `serial_below`: item counts that are not worth threads.
+template <typename Fn>
+void ParallelFor(size_t n, Fn fn, size_t serial_below = 1u << 16) {
+  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 32);
+  if (n < serial_below || threads == 1) {
+    fn(size_t{0}, n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  const size_t chunk = (n + threads - 1) / threads;
+  for (size_t begin = 0; begin < n; begin += chunk) {
+    pool.emplace_back(fn, begin, std::min(n, begin + chunk));
+  }
+  for (std::thread& t : pool) t.join();
+}
+
 std::vector<uint16_t> ToBf16(const std::vector<float>& v) {
   std::vector<uint16_t> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = FloatToBf16(v[i]);
+  ParallelFor(v.size(), [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) out[i] = FloatToBf16(v[i]);
+  });
   return out;
 }
 
@@ -104,15 +125,20 @@ absl::Status CudaBackend::LoadLinear(const model::Checkpoint& checkpoint,
         std::memcpy(c.data(), w.weight.data.data(), c.size());
       } else {
         s.resize(r);
-        QuantizeRowsE4m3Codes(f.data(), r, in, c.data(), s.data());
+        ParallelFor(static_cast<size_t>(r), [&](size_t begin, size_t end) {
+          QuantizeRowsE4m3Codes(f.data() + begin * in, end - begin, in, c.data() + begin * in,
+                                s.data() + begin);
+        }, /*serial_below=*/64);
       }
       codes.insert(codes.end(), c.begin(), c.end());
       scales.insert(scales.end(), s.begin(), s.end());
     } else {
       if (w.is_fp8()) {
-        for (int64_t o = 0; o < r; ++o) {
-          for (int64_t i = 0; i < in; ++i) f[o * in + i] *= s[o];
-        }
+        ParallelFor(static_cast<size_t>(r), [&](size_t begin, size_t end) {
+          for (size_t o = begin; o < end; ++o) {
+            for (int64_t i = 0; i < in; ++i) f[o * in + i] *= s[o];
+          }
+        }, /*serial_below=*/64);
       }
       values.insert(values.end(), f.begin(), f.end());
     }
