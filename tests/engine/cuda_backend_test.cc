@@ -189,6 +189,7 @@ TEST(CudaBackendTest, QuantizesBf16CheckpointAtLoad) {
   o.fp8_scaling = CudaBackendOptions::Fp8Scaling::kPerTensor;
   Pair t = Load(src, o, tmp.path() + "/fp8");
   ASSERT_NE(t.cuda, nullptr);
+  ASSERT_NE(t.cpu, nullptr);
   CompareLogits(t, 1 << 20, "PerTensorVsPerChannelCpu", 5e-1);
 }
 
@@ -329,6 +330,7 @@ TEST(CudaBackendTest, GreedyGenerationsThroughEngine) {
   CudaBackendOptions f8 = SmallOptions();
   Pair f = Load(gecd::testing::FixturePath("models/ref-llama-fp8"), f8);
   ASSERT_NE(f.cuda, nullptr);
+  ASSERT_NE(f.cpu, nullptr);
   const Outputs cpu8 = Generate(f.cpu.get(), prompts, 0);
   const Outputs gpu8 = Generate(f.cuda.get(), prompts, 1);
   EXPECT_GE(Agreement(gpu8, cpu8, "cuda fp8 pipelined vs cpu fp8"), 0.5);
