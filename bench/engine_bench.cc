@@ -234,6 +234,7 @@ Cost StepCost(const model::ModelConfig& c, const engine::StepBatch& b, double at
 }
 
 struct RunResult {
+  bool ok = false;  // every request finished without a step error
   double wall_s = 0;
   int completed = 0;
   int64_t steps = 0;
@@ -315,6 +316,7 @@ RunResult Drive(engine::Backend& backend, const std::vector<double>& arrivals, i
     }
     in_flight = dispatched;
   }
+  r.ok = true;
   r.wall_s = Seconds(start, Clock::now());
   for (int i = 0; i < n; ++i) {
     r.latency_ms.push_back(1e3 * (Seconds(start, finished[i]) - arrivals[i]));
@@ -477,6 +479,13 @@ int main(int argc, char** argv) {
       for (double t = gap(rng); t < f.poisson_seconds; t += gap(rng)) arrivals.push_back(t);
       const RunResult poi = Drive(*backend, arrivals, f.prompt, f.gen, row.async, attn_wb, mlp_wb,
                                   4);
+      if (!sat.ok || !poi.ok) {
+        std::printf("%-8s %s:g%da%d FAILED (step error above)\n", shape.name.c_str(),
+                    row.quant.c_str(), row.graphs ? 1 : 0, row.async ? 1 : 0);
+        std::fflush(stdout);
+        loaded_quant.clear();  // reload: the backend may be in an error state
+        continue;
+      }
       const double tflops = sat.wall_s > 0 ? sat.cost.flops / sat.wall_s / 1e12 : 0;
       const double tbps = sat.wall_s > 0 ? sat.cost.bytes / sat.wall_s / 1e12 : 0;
       char config[64];
