@@ -44,14 +44,22 @@ absl::Status GemmRunner::Init(size_t workspace_bytes, int probe_out, int probe_r
 }
 
 std::string GemmRunner::Describe() const {
-  if (outer_vec_available_) {
-    return "FP8 per-channel GEMM: cuBLASLt OUTER_VEC_32F scales (fused)";
+  if (!outer_vec_available_) {
+    return absl::StrCat(
+        "FP8 per-channel GEMM: unit-scale cuBLASLt GEMM to f32 + ScaleRowsCols (OUTER_VEC_32F: ",
+        outer_vec_error_.empty() ? std::string("disabled") : outer_vec_error_, ")");
   }
-  return absl::StrCat("FP8 per-channel GEMM: unit-scale cuBLASLt GEMM to f32 + ScaleRowsCols",
-                      outer_vec_failed_at_run_
-                          ? absl::StrCat(" (OUTER_VEC_32F failed at run time: ", outer_vec_error_,
-                                         ")")
-                          : absl::StrCat(" (OUTER_VEC_32F probe: ", outer_vec_error_, ")"));
+  std::string s = "FP8 per-channel GEMM: cuBLASLt OUTER_VEC_32F scales (fused)";
+  if (!outer_vec_refused_.empty()) {
+    absl::StrAppend(&s, "; fallback for ", outer_vec_refused_.size(), " refused shape(s), e.g.");
+    int shown = 0;
+    for (const auto& [rows, out, in] : outer_vec_refused_) {
+      if (++shown > 4) break;
+      absl::StrAppend(&s, " ", rows, "x", out, "x", in);
+    }
+    absl::StrAppend(&s, " (", outer_vec_error_, ")");
+  }
+  return s;
 }
 
 absl::StatusOr<GemmRunner::Plan*> GemmRunner::GetPlan(Kind kind, int rows, int out, int in) {
@@ -155,15 +163,15 @@ absl::Status GemmRunner::Bf16(const uint16_t* x, const uint16_t* w, int rows, in
 absl::Status GemmRunner::Fp8RowCol(const uint8_t* x, const float* x_scale, const uint8_t* w,
                                    const float* w_scale, int rows, int out, int in, uint16_t* y,
                                    float* fallback_acc, cudaStream_t stream) {
-  if (outer_vec_available_) {
+  const std::tuple<int, int, int> shape{rows, out, in};
+  if (outer_vec_available_ && !outer_vec_refused_.contains(shape)) {
     auto plan = GetPlan(Kind::kFp8OuterVec, rows, out, in);
     absl::Status st = plan.status();
     if (st.ok()) st = Run(*plan, w, x, y, w_scale, x_scale, stream);
-    // Our own shape check fails the fallback too; anything cuBLASLt refuses (no algorithm,
-    // NOT_SUPPORTED, INVALID_VALUE for this shape) switches to the fallback from now on.
+    // Our own shape check fails the fallback too; anything cuBLASLt refuses for this shape (no
+    // algorithm, NOT_SUPPORTED, INVALID_VALUE) runs the fallback, for this shape from now on.
     if (st.ok() || absl::IsInvalidArgument(st)) return st;
-    outer_vec_available_ = false;
-    outer_vec_failed_at_run_ = true;
+    outer_vec_refused_.insert(shape);
     outer_vec_error_ = std::string(st.message());
   }
   if (fallback_acc == nullptr) {

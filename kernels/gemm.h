@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -21,8 +22,8 @@
 //   - Fp8 (per-channel): e4m3 × e4m3, f32 accumulate,
 //       y[t, o] = acc[t, o] · x_scale[t] · w_scale[o]  (common/numerics.h),
 //     with CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F on A (w_scale, M = out elements) and B
-//     (x_scale, N = rows elements). Where cuBLASLt lacks that mode (probed at Init, or refused
-//     for some shape at run time) the fallback runs the FP8 GEMM with unit scales into an f32
+//     (x_scale, N = rows elements). Where cuBLASLt lacks that mode (probed at Init; or, per
+//     shape, refused at run time) the fallback runs the FP8 GEMM with unit scales into an f32
 //     buffer and applies both scales in ScaleRowsCols (kernels/activation.h).
 //   - Fp8 (per-tensor): one scale each for x and W (scalar mode), for comparison.
 //
@@ -47,6 +48,8 @@ class GemmRunner {
   absl::Status Init(size_t workspace_bytes = 32u << 20, int probe_out = 4096,
                     int probe_rows = 256, int probe_in = 4096);
   bool outer_vec_available() const { return outer_vec_available_; }
+  // Shapes (rows, out, in) cuBLASLt refused in the outer-vector mode; they use the fallback.
+  int outer_vec_refused_shapes() const { return static_cast<int>(outer_vec_refused_.size()); }
   // Forces the fallback (tests use it to check both paths).
   void set_outer_vec_available(bool v) { outer_vec_available_ = v; }
   std::string Describe() const;
@@ -83,8 +86,8 @@ class GemmRunner {
   LtHandle handle_;
   DeviceBuffer workspace_;
   bool outer_vec_available_ = false;
-  bool outer_vec_failed_at_run_ = false;
-  std::string outer_vec_error_;  // why the outer-vector mode is not used
+  std::set<std::tuple<int, int, int>> outer_vec_refused_;  // rows, out, in: fallback shapes
+  std::string outer_vec_error_;  // cuBLASLt's last refusal of the outer-vector mode
   std::map<Key, Plan> plans_;
 };
 
