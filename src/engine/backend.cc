@@ -1,5 +1,7 @@
 #include "engine/backend.h"
 
+#include <utility>
+
 namespace gecd::engine {
 
 void StepBatch::Clear() {
@@ -25,6 +27,25 @@ int StepBatch::num_sampled() const {
   int n = 0;
   for (const BatchSequence& s : sequences) n += s.sample ? 1 : 0;
   return n;
+}
+
+absl::Status Backend::Submit(const StepBatch& batch) {
+  if (static_cast<int>(pending_.size()) >= max_in_flight()) {
+    return absl::FailedPreconditionError("Submit: too many steps in flight; Collect first");
+  }
+  Pending p;
+  p.status = Forward(batch, &p.result);
+  if (!p.status.ok()) return p.status;  // nothing queued
+  pending_.push_back(std::move(p));
+  return absl::OkStatus();
+}
+
+absl::Status Backend::Collect(StepResult* result) {
+  if (pending_.empty()) return absl::FailedPreconditionError("Collect: no step in flight");
+  Pending p = std::move(pending_.front());
+  pending_.pop_front();
+  *result = std::move(p.result);
+  return p.status;
 }
 
 }  // namespace gecd::engine

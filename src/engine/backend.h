@@ -2,6 +2,7 @@
 #define GECD_ENGINE_BACKEND_H_
 
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <vector>
 
@@ -67,6 +68,23 @@ class Backend {
   // sequences untouched. Calls run one at a time, in dispatch order; each one's result is kept
   // for the next one's previous_sample entries even after `result` is reused.
   virtual absl::Status Forward(const StepBatch& batch, StepResult* result) = 0;
+
+  // Asynchronous form of Forward, so a device is not idle while the host post-processes:
+  // Submit enqueues a step (validating it first: an InvalidArgument leaves nothing queued) and
+  // Collect waits for the oldest submitted step and fills its result. previous_sample entries
+  // refer to the previously *submitted* step, which need not be collected yet. At most
+  // max_in_flight() steps may be submitted and not collected; Forward must not be mixed with
+  // uncollected Submits. The defaults run Forward inside Submit (the CPU backend).
+  virtual absl::Status Submit(const StepBatch& batch);
+  virtual absl::Status Collect(StepResult* result);
+  virtual int max_in_flight() const { return 2; }
+
+ private:
+  struct Pending {
+    absl::Status status;
+    StepResult result;
+  };
+  std::deque<Pending> pending_;  // the default Submit's finished steps, oldest first
 };
 
 }  // namespace gecd::engine

@@ -27,6 +27,8 @@ void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, 
   }
 }
 
+}  // namespace
+
 // inv_freq[i] = 1 / theta^(2i / head_dim), then, for rope_scaling "llama3", transformers'
 // _compute_llama3_parameters: long wavelengths divided by `factor`, short ones kept, the band
 // between interpolated. Computed in f32 like transformers so positions rotate identically.
@@ -56,6 +58,8 @@ std::vector<float> RopeInverseFrequencies(const model::ModelConfig& config) {
   }
   return inv_freq;
 }
+
+namespace {
 
 absl::StatusOr<std::vector<float>> LoadVector(const model::Checkpoint& checkpoint,
                                               const std::string& name, int64_t size) {

@@ -20,6 +20,10 @@
 // allocates nothing. Not thread-safe; BLAS parallelises each GEMM.
 namespace gecd::engine {
 
+// RoPE inverse frequencies [head_dim / 2]: 1 / theta^(2i / head_dim), llama3-adjusted when
+// configured (transformers' _compute_llama3_parameters, in f32). Shared with the cuda backend.
+std::vector<float> RopeInverseFrequencies(const model::ModelConfig& config);
+
 struct CpuBackendOptions {
   int kv_block_size = 16;
   int num_kv_blocks = 0;  // 0: sized from kv_cache_mb

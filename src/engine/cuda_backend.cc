@@ -1,0 +1,741 @@
+#include "engine/cuda_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/numerics.h"
+#include "common/status_macros.h"
+#include "engine/cpu_backend.h"
+#include "kernels/activation.h"
+#include "kernels/attention.h"
+#include "kernels/embedding.h"
+#include "kernels/norm.h"
+#include "kernels/rope.h"
+#include "kernels/sampling.h"
+#include "spdlog/spdlog.h"
+
+namespace gecd::engine {
+namespace {
+
+using kernels::CudaStatus;
+using kernels::DeviceBuffer;
+
+// Launch helpers return cudaError_t; this names the kernel in the Status.
+#define LAUNCH(expr) RETURN_IF_ERROR(CudaStatus((expr), #expr))
+
+absl::Status UploadBytes(const void* host, size_t bytes, DeviceBuffer* dev) {
+  RETURN_IF_ERROR(dev->Allocate(bytes));
+  if (bytes == 0) return absl::OkStatus();
+  return CudaStatus(cudaMemcpy(dev->get(), host, bytes, cudaMemcpyHostToDevice), "upload");
+}
+
+template <typename T>
+absl::Status Upload(const std::vector<T>& host, DeviceBuffer* dev) {
+  return UploadBytes(host.data(), host.size() * sizeof(T), dev);
+}
+
+// Runs fn(begin, end) over [0, n) split across the host's cores: converting and quantizing a
+// billion weights one core at a time would dominate start-up.
+// `serial_below`: item counts that are not worth threads.
+template <typename Fn>
+void ParallelFor(size_t n, Fn fn, size_t serial_below = 1u << 16) {
+  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 32);
+  if (n < serial_below || threads == 1) {
+    fn(size_t{0}, n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  const size_t chunk = (n + threads - 1) / threads;
+  for (size_t begin = 0; begin < n; begin += chunk) {
+    pool.emplace_back(fn, begin, std::min(n, begin + chunk));
+  }
+  for (std::thread& t : pool) t.join();
+}
+
+std::vector<uint16_t> ToBf16(const std::vector<float>& v) {
+  std::vector<uint16_t> out(v.size());
+  ParallelFor(v.size(), [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) out[i] = FloatToBf16(v[i]);
+  });
+  return out;
+}
+
+absl::StatusOr<std::vector<float>> LoadVector(const model::Checkpoint& checkpoint,
+                                              const std::string& name, int64_t size) {
+  ASSIGN_OR_RETURN(model::TensorView view, checkpoint.Tensor(name));
+  std::vector<float> v = model::ToFloat(view);
+  if (static_cast<int64_t>(v.size()) != size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": expected ", size, " elements, got ", v.size()));
+  }
+  return v;
+}
+
+size_t Align(size_t n) { return (n + 63) / 64 * 64; }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
+    const model::Checkpoint& checkpoint, const CudaBackendOptions& options) {
+  auto b = std::unique_ptr<CudaBackend>(new CudaBackend());
+  RETURN_IF_ERROR(b->Init(checkpoint, options));
+  return b;
+}
+
+CudaBackend::~CudaBackend() {
+  // Nothing may still write buffers the members' destructors free.
+  if (stream_.get() != nullptr) cudaStreamSynchronize(stream_.get());
+}
+
+absl::Status CudaBackend::LoadLinear(const model::Checkpoint& checkpoint,
+                                     const std::vector<std::string>& modules, int64_t out,
+                                     int64_t in, bool want_fp8, Linear* linear) {
+  std::vector<float> values;        // f32 [out, in] (dequantized) unless codes are kept
+  std::vector<uint8_t> codes;       // e4m3 [out, in] when FP8 per channel
+  std::vector<float> scales;        // [out] when FP8 per channel
+  std::vector<float> bias;
+  bool any_bias = false;
+  int64_t rows = 0;
+  const bool keep_codes = want_fp8 && !per_tensor_;
+  for (const std::string& m : modules) {
+    ASSIGN_OR_RETURN(model::LinearWeight w, checkpoint.Linear(m));
+    if (w.weight.shape.size() != 2 || w.weight.shape[1] != in) {
+      return absl::InvalidArgumentError(absl::StrCat(m, ": weight is not [*, ", in, "]"));
+    }
+    const int64_t r = w.weight.shape[0];
+    std::vector<float> f = model::ToFloat(w.weight);  // e4m3 decoded without its scale
+    std::vector<float> s;
+    if (w.is_fp8()) {
+      s = model::ToFloat(*w.scale);
+      if (static_cast<int64_t>(s.size()) != r) {
+        return absl::InvalidArgumentError(absl::StrCat(m, ": weight_scale has ", s.size(),
+                                                       " entries for ", r, " rows"));
+      }
+    }
+    if (keep_codes) {
+      std::vector<uint8_t> c(f.size());
+      if (w.is_fp8()) {
+        // Used as they are: the stored codes and scales.
+        std::memcpy(c.data(), w.weight.data.data(), c.size());
+      } else {
+        s.resize(r);
+        ParallelFor(static_cast<size_t>(r), [&](size_t begin, size_t end) {
+          QuantizeRowsE4m3Codes(f.data() + begin * in, end - begin, in, c.data() + begin * in,
+                                s.data() + begin);
+        }, /*serial_below=*/64);
+      }
+      codes.insert(codes.end(), c.begin(), c.end());
+      scales.insert(scales.end(), s.begin(), s.end());
+    } else {
+      if (w.is_fp8()) {
+        ParallelFor(static_cast<size_t>(r), [&](size_t begin, size_t end) {
+          for (size_t o = begin; o < end; ++o) {
+            for (int64_t i = 0; i < in; ++i) f[o * in + i] *= s[o];
+          }
+        }, /*serial_below=*/64);
+      }
+      values.insert(values.end(), f.begin(), f.end());
+    }
+    std::vector<float> bv(r, 0.0f);
+    if (w.bias.has_value()) {
+      any_bias = true;
+      bv = model::ToFloat(*w.bias);
+      if (static_cast<int64_t>(bv.size()) != r) {
+        return absl::InvalidArgumentError(absl::StrCat(m, ": bias has ", bv.size(), " entries"));
+      }
+    }
+    bias.insert(bias.end(), bv.begin(), bv.end());
+    rows += r;
+  }
+  if (rows != out) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(modules[0], ": expected ", out, " output rows, got ", rows));
+  }
+  linear->out = static_cast<int>(out);
+  linear->in = static_cast<int>(in);
+  linear->fp8 = want_fp8;
+  if (keep_codes) {
+    RETURN_IF_ERROR(Upload(codes, &linear->weight));
+    RETURN_IF_ERROR(Upload(scales, &linear->scale));
+  } else if (want_fp8) {
+    // Per tensor: one scale for the whole (fused) matrix.
+    codes.resize(values.size());
+    std::vector<float> scale(1);
+    QuantizeRowsE4m3Codes(values.data(), 1, values.size(), codes.data(), scale.data());
+    RETURN_IF_ERROR(Upload(codes, &linear->weight));
+    RETURN_IF_ERROR(Upload(scale, &linear->scale));
+  } else {
+    RETURN_IF_ERROR(Upload(ToBf16(values), &linear->weight));
+  }
+  if (any_bias) RETURN_IF_ERROR(Upload(bias, &linear->bias));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
+                               const CudaBackendOptions& options) {
+  const model::ModelConfig& c = checkpoint.config();
+  if (c.hidden_size <= 0 || c.num_hidden_layers <= 0 || c.num_attention_heads <= 0 ||
+      c.num_key_value_heads <= 0 || c.head_dim <= 0 || c.head_dim % 2 != 0 ||
+      c.head_dim > 256 || c.vocab_size <= 0 || c.intermediate_size <= 0 ||
+      c.num_attention_heads % c.num_key_value_heads != 0 ||
+      c.num_attention_heads / c.num_key_value_heads * c.head_dim > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(checkpoint.dir(), ": unsupported model shape for the cuda backend (heads ",
+                     c.num_attention_heads, ", kv heads ", c.num_key_value_heads, ", head_dim ",
+                     c.head_dim, ")"));
+  }
+  if (options.kv_block_size <= 0 || options.max_step_tokens <= 0 ||
+      options.max_batch_size <= 0 || options.kv_cache_memory_fraction <= 0.0 ||
+      options.kv_cache_memory_fraction > 1.0) {
+    return absl::InvalidArgumentError(
+        "CudaBackend: kv_block_size, max_step_tokens, max_batch_size must be positive and "
+        "kv_cache_memory_fraction in (0, 1]");
+  }
+  int devices = 0;
+  RETURN_IF_ERROR(CudaStatus(cudaGetDeviceCount(&devices), "cudaGetDeviceCount"));
+  if (options.device < 0 || options.device >= devices) {
+    return absl::InvalidArgumentError(absl::StrCat("CudaBackend: device ", options.device,
+                                                   " not among the ", devices, " visible"));
+  }
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options.device), "cudaSetDevice"));
+  options_ = options;
+  config_ = c;
+  per_tensor_ = options.fp8_scaling == CudaBackendOptions::Fp8Scaling::kPerTensor;
+  max_step_tokens_ = options.max_step_tokens;
+  max_batch_size_ = std::min(options.max_batch_size, options.max_step_tokens);
+  q_width_ = c.num_attention_heads * c.head_dim;
+  kv_width_ = c.num_key_value_heads * c.head_dim;
+  qkv_width_ = q_width_ + 2 * kv_width_;
+  const int hidden = c.hidden_size, inter = c.intermediate_size;
+
+  RETURN_IF_ERROR(stream_.Create());
+  RETURN_IF_ERROR(gemm_.Init());
+
+  // Weights. FP8 per family: the MLP whenever quantizing, attention unless attention_fp8 is
+  // off. FP8 GEMMs need in % 16 == 0 and out % 8 == 0; a model that misses it stays bf16.
+  const bool quantize = options.quantization == CudaBackendOptions::Quantization::kFp8;
+  auto fp8_ok = [](int64_t out, int64_t in) { return in % 16 == 0 && out % 8 == 0; };
+  const bool mlp_fp8 = quantize && fp8_ok(2LL * inter, hidden) && fp8_ok(hidden, inter);
+  const bool attn_fp8 = quantize && options.attention_fp8 && fp8_ok(qkv_width_, hidden) &&
+                        fp8_ok(hidden, q_width_);
+  ASSIGN_OR_RETURN(std::vector<float> embed,
+                   LoadVector(checkpoint, "model.embed_tokens.weight",
+                              static_cast<int64_t>(c.vocab_size) * hidden));
+  RETURN_IF_ERROR(Upload(ToBf16(embed), &embed_));
+  embed.clear();
+  embed.shrink_to_fit();
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = absl::StrCat("model.layers.", l, ".");
+    Layer layer;
+    ASSIGN_OR_RETURN(std::vector<float> in_norm,
+                     LoadVector(checkpoint, p + "input_layernorm.weight", hidden));
+    RETURN_IF_ERROR(Upload(in_norm, &layer.input_norm));
+    ASSIGN_OR_RETURN(std::vector<float> post_norm,
+                     LoadVector(checkpoint, p + "post_attention_layernorm.weight", hidden));
+    RETURN_IF_ERROR(Upload(post_norm, &layer.post_attention_norm));
+    RETURN_IF_ERROR(LoadLinear(checkpoint,
+                               {p + "self_attn.q_proj", p + "self_attn.k_proj",
+                                p + "self_attn.v_proj"},
+                               qkv_width_, hidden, attn_fp8, &layer.qkv));
+    RETURN_IF_ERROR(
+        LoadLinear(checkpoint, {p + "self_attn.o_proj"}, hidden, q_width_, attn_fp8, &layer.o));
+    RETURN_IF_ERROR(LoadLinear(checkpoint, {p + "mlp.gate_proj", p + "mlp.up_proj"}, 2LL * inter,
+                               hidden, mlp_fp8, &layer.gate_up));
+    RETURN_IF_ERROR(
+        LoadLinear(checkpoint, {p + "mlp.down_proj"}, hidden, inter, mlp_fp8, &layer.down));
+    if (layer.o.bias.get() != nullptr || layer.gate_up.bias.get() != nullptr ||
+        layer.down.bias.get() != nullptr) {
+      return absl::UnimplementedError(
+          absl::StrCat(p, ": biases are supported on q/k/v only (as in Qwen2)"));
+    }
+    layers_.push_back(std::move(layer));
+  }
+  ASSIGN_OR_RETURN(std::vector<float> final_norm,
+                   LoadVector(checkpoint, "model.norm.weight", hidden));
+  RETURN_IF_ERROR(Upload(final_norm, &final_norm_));
+  if (!c.tie_word_embeddings) {
+    Linear head;
+    RETURN_IF_ERROR(LoadLinear(checkpoint, {"lm_head"}, c.vocab_size, hidden, false, &head));
+    lm_head_ = std::move(head.weight);
+  }
+  RETURN_IF_ERROR(Upload(RopeInverseFrequencies(c), &inv_freq_));
+
+  // Workspaces.
+  const size_t t = max_step_tokens_, bmax = max_batch_size_;
+  const size_t wide = std::max({hidden, inter, q_width_});
+  const size_t max_out = std::max({static_cast<size_t>(qkv_width_), 2 * static_cast<size_t>(inter),
+                                   static_cast<size_t>(hidden)});
+  RETURN_IF_ERROR(x_.Allocate(t * hidden * sizeof(float)));
+  RETURN_IF_ERROR(h_.Allocate(t * wide * 2));
+  RETURN_IF_ERROR(h_fp8_.Allocate(t * wide));
+  RETURN_IF_ERROR(h_scale_.Allocate(t * sizeof(float)));
+  RETURN_IF_ERROR(amax_.Allocate(sizeof(float)));
+  RETURN_IF_ERROR(qkv_.Allocate(t * qkv_width_ * 2));
+  RETURN_IF_ERROR(q_.Allocate(t * q_width_ * 2));
+  RETURN_IF_ERROR(attn_.Allocate(t * q_width_ * 2));
+  RETURN_IF_ERROR(delta_.Allocate(t * hidden * 2));
+  RETURN_IF_ERROR(gate_up_.Allocate(t * 2 * inter * 2));
+  if (mlp_fp8 || attn_fp8) RETURN_IF_ERROR(gemm_acc_.Allocate(t * max_out * sizeof(float)));
+  RETURN_IF_ERROR(last_.Allocate(bmax * hidden * 2));
+  RETURN_IF_ERROR(logits_.Allocate(bmax * c.vocab_size * sizeof(float)));
+  RETURN_IF_ERROR(out_tokens_.Allocate(bmax * sizeof(int32_t)));
+
+  // KV cache: a fraction of what is free now, plus one scratch block for padded graph rows.
+  layout_ = {.num_layers = c.num_hidden_layers,
+             .num_kv_heads = c.num_key_value_heads,
+             .head_dim = c.head_dim,
+             .block_size = options.kv_block_size};
+  size_t free_bytes = 0, total_bytes = 0;
+  RETURN_IF_ERROR(CudaStatus(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
+  device_total_memory_ = total_bytes;
+  const size_t block_bytes = static_cast<size_t>(layout_.ElementsPerBlock()) * 2;
+  int64_t blocks = options.num_kv_blocks > 0
+                       ? options.num_kv_blocks
+                       : static_cast<int64_t>(free_bytes * options.kv_cache_memory_fraction /
+                                              block_bytes) - 1;
+  blocks = std::min<int64_t>(blocks, 1 << 30);
+  if (blocks <= 0) {
+    return absl::ResourceExhaustedError(absl::StrCat("CudaBackend: ", free_bytes,
+                                                     " bytes free hold no KV block"));
+  }
+  layout_.num_blocks = static_cast<int>(blocks);
+  const size_t per_cache = static_cast<size_t>(blocks + 1) * block_bytes / 2;
+  RETURN_IF_ERROR(k_cache_.Allocate(per_cache));
+  RETURN_IF_ERROR(v_cache_.Allocate(per_cache));
+  int64_t max_context = layout_.capacity_tokens();
+  if (c.max_position_embeddings > 0) {
+    max_context = std::min<int64_t>(max_context, c.max_position_embeddings);
+  }
+  max_context_ = static_cast<int>(std::min<int64_t>(max_context, 1 << 30));
+
+  // Step inputs: 4 per-token arrays, sampled rows, block ids (+1 scratch entry).
+  max_block_ids_ = layout_.num_blocks + max_step_tokens_ + 1;
+  input_ints_ = 4 * Align(t) + Align(bmax) + Align(max_block_ids_);
+  RETURN_IF_ERROR(inputs_.Allocate(input_ints_ * sizeof(int32_t)));
+  for (int s = 0; s < kSlots; ++s) {
+    RETURN_IF_ERROR(pinned_in_[s].Allocate(input_ints_ * sizeof(int32_t)));
+    RETURN_IF_ERROR(pinned_tokens_[s].Allocate(bmax * sizeof(int32_t)));
+  }
+  for (int e = 0; e < kEventRing; ++e) {
+    RETURN_IF_ERROR(start_[e].Create());
+    RETURN_IF_ERROR(done_[e].Create());
+  }
+  RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(out_tokens_.get(), 0, bmax * sizeof(int32_t),
+                                             stream_.get()),
+                             "clear out_tokens"));
+  for (int g : options.graph_batch_sizes) {
+    if (g > 0 && g <= max_batch_size_) buckets_.push_back(g);
+  }
+  std::sort(buckets_.begin(), buckets_.end());
+  buckets_.erase(std::unique(buckets_.begin(), buckets_.end()), buckets_.end());
+  graphs_.resize(buckets_.size());
+  graph_failed_.assign(buckets_.size(), false);
+  RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_.get()), "Create sync"));
+  spdlog::info("cuda backend: {}", Describe());
+  return absl::OkStatus();
+}
+
+std::string CudaBackend::Describe() const {
+  cudaDeviceProp prop{};
+  std::string name = "?";
+  if (cudaGetDeviceProperties(&prop, options_.device) == cudaSuccess) name = prop.name;
+  const bool any_fp8 = !layers_.empty() && (layers_[0].qkv.fp8 || layers_[0].gate_up.fp8);
+  return absl::StrCat(
+      "device ", options_.device, " (", name, "), weights ",
+      any_fp8 ? absl::StrCat("FP8 ", per_tensor_ ? "per-tensor" : "per-channel",
+                             layers_[0].qkv.fp8 ? " (attention FP8)" : " (attention bf16)")
+              : std::string("bf16"),
+      any_fp8 && !per_tensor_ ? absl::StrCat("; ", gemm_.Describe()) : std::string(),
+      "; graphs ", buckets_.empty() ? std::string("off") : absl::StrCat(buckets_.size(), " buckets"),
+      "; async ", options_.async ? "on" : "off", "; KV cache ", layout_.num_blocks, " blocks of ",
+      layout_.block_size, " tokens");
+}
+
+absl::Status CudaBackend::Validate(const StepBatch& batch, int* sampled) const {
+  if (batch.num_tokens() > max_step_tokens_) {
+    return absl::InvalidArgumentError(absl::StrCat("step has ", batch.num_tokens(),
+                                                   " tokens; the backend takes at most ",
+                                                   max_step_tokens_));
+  }
+  *sampled = batch.num_sampled();
+  if (*sampled > max_batch_size_) {
+    return absl::InvalidArgumentError(absl::StrCat("step samples ", *sampled,
+                                                   " sequences; the backend takes at most ",
+                                                   max_batch_size_));
+  }
+  if (static_cast<int64_t>(batch.block_ids.size()) >= max_block_ids_) {
+    return absl::InvalidArgumentError(absl::StrCat("step carries ", batch.block_ids.size(),
+                                                   " block ids; at most ", max_block_ids_ - 1));
+  }
+  int expected_offset = 0;
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    const BatchSequence& s = batch.sequences[i];
+    const std::string where = absl::StrCat("step sequence ", i, ": ");
+    if (s.num_tokens <= 0 || s.token_offset != expected_offset) {
+      return absl::InvalidArgumentError(where + "token range is empty or not contiguous");
+    }
+    expected_offset += s.num_tokens;
+    if (s.block_offset < 0 || s.num_blocks < 0 ||
+        s.block_offset + s.num_blocks > static_cast<int>(batch.block_ids.size())) {
+      return absl::InvalidArgumentError(where + "block range outside block_ids");
+    }
+    const int64_t end = static_cast<int64_t>(s.start_position) + s.num_tokens;
+    if (s.start_position < 0 || end > max_context_) {
+      return absl::InvalidArgumentError(absl::StrCat(where, "positions ", s.start_position, "..",
+                                                     end - 1, " exceed the context limit ",
+                                                     max_context_));
+    }
+    if (static_cast<int64_t>(s.num_blocks) * layout_.block_size < end) {
+      return absl::InvalidArgumentError(absl::StrCat(where, "block table of ", s.num_blocks,
+                                                     " blocks cannot hold ", end, " positions"));
+    }
+    for (int k = 0; k < s.num_blocks; ++k) {
+      const int32_t block = batch.block_ids[s.block_offset + k];
+      if (block < 0 || block >= layout_.num_blocks) {
+        return absl::InvalidArgumentError(absl::StrCat(where, "block id ", block,
+                                                       " out of range [0, ", layout_.num_blocks,
+                                                       ")"));
+      }
+    }
+    if (s.previous_sample >= 0 && (s.num_tokens != 1 || s.previous_sample >= last_sampled_)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, "previous_sample ", s.previous_sample, " of a ", s.num_tokens,
+          "-token entry; the previous step sampled ", last_sampled_));
+    }
+    if (s.previous_sample < 0) {
+      for (int k = 0; k < s.num_tokens; ++k) {
+        const int32_t token = batch.tokens[s.token_offset + k];
+        if (token < 0 || token >= config_.vocab_size) {
+          return absl::InvalidArgumentError(absl::StrCat("token id ", token, " out of range [0, ",
+                                                         config_.vocab_size, ")"));
+        }
+      }
+    }
+  }
+  if (expected_offset != batch.num_tokens()) {
+    return absl::InvalidArgumentError("step tokens not covered by its sequences");
+  }
+  return absl::OkStatus();
+}
+
+CudaBackend::StepInputs CudaBackend::InputLayout(int rows, int sample_rows) const {
+  const int32_t* base = inputs_.as<int32_t>();
+  const size_t r = Align(rows);
+  StepInputs in;
+  in.tokens = base;
+  in.prev_index = base + r;
+  in.positions = base + 2 * r;
+  in.table_offsets = base + 3 * r;
+  in.sample_rows = base + 4 * r;
+  in.block_ids = base + 4 * r + Align(sample_rows);
+  return in;
+}
+
+absl::Status CudaBackend::FinishAct(bool fp8, uint16_t* bf16, int rows, int cols, Act* act) {
+  if (!fp8) {
+    act->bf16 = bf16;
+    return absl::OkStatus();
+  }
+  act->fp8 = h_fp8_.as<uint8_t>();
+  act->scale = h_scale_.as<float>();
+  if (per_tensor_) {
+    LAUNCH(kernels::LaunchQuantizeTensor(bf16, rows, cols, h_fp8_.as<uint8_t>(),
+                                         h_scale_.as<float>(), amax_.as<float>(), stream_.get()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::LinearForward(const Linear& l, const Act& in, int rows, uint16_t* y) {
+  const auto* w = static_cast<const uint8_t*>(l.weight.get());
+  if (!l.fp8) {
+    return gemm_.Bf16(in.bf16, l.weight.as<uint16_t>(), rows, l.out, l.in, y,
+                      kernels::GemmOut::kBf16, stream_.get());
+  }
+  if (per_tensor_) {
+    return gemm_.Fp8PerTensor(in.fp8, in.scale, w, l.scale.as<float>(), rows, l.out, l.in, y,
+                              stream_.get());
+  }
+  return gemm_.Fp8RowCol(in.fp8, in.scale, w, l.scale.as<float>(), rows, l.out, l.in, y,
+                         gemm_acc_.as<float>(), stream_.get());
+}
+
+absl::Status CudaBackend::EnqueueForward(int rows, int sampled, const StepInputs& in) {
+  cudaStream_t st = stream_.get();
+  const int hidden = config_.hidden_size, inter = config_.intermediate_size;
+  const float eps = config_.rms_norm_eps;
+  float* x = x_.as<float>();
+  uint16_t* h = h_.as<uint16_t>();
+  uint16_t* delta = delta_.as<uint16_t>();
+  // The per-row FP8 outputs of a producer, when its consumer is FP8 per channel.
+  auto fp8_out = [&](bool fp8) { return fp8 && !per_tensor_ ? h_fp8_.as<uint8_t>() : nullptr; };
+  auto scale_out = [&](bool fp8) { return fp8 && !per_tensor_ ? h_scale_.as<float>() : nullptr; };
+  // bf16 output is needed by bf16 consumers and by the per-tensor quantizer.
+  auto bf16_out = [&](bool fp8) { return !fp8 || per_tensor_ ? h : nullptr; };
+
+  LAUNCH(kernels::LaunchEmbedding(embed_.as<uint16_t>(), config_.vocab_size, in.tokens,
+                                  in.prev_index, out_tokens_.as<int32_t>(), rows, hidden, x,
+                                  nullptr, st));
+  const kernels::TokenMeta meta{in.positions, in.table_offsets, in.block_ids};
+  const kernels::RopeParams rope{config_.num_attention_heads, config_.num_key_value_heads,
+                                 config_.head_dim, layout_.block_size};
+  const kernels::AttentionParams attn{config_.num_attention_heads, config_.num_key_value_heads,
+                                      config_.head_dim, layout_.block_size,
+                                      1.0f / std::sqrt(static_cast<float>(config_.head_dim))};
+  const size_t layer_cache = static_cast<size_t>(layout_.num_blocks + 1) * layout_.block_size *
+                             kv_width_;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& layer = layers_[l];
+    uint16_t* k_cache = k_cache_.as<uint16_t>() + l * layer_cache;
+    uint16_t* v_cache = v_cache_.as<uint16_t>() + l * layer_cache;
+    // Attention block: (residual += previous layer's MLP output), norm, qkv.
+    const bool afp8 = layer.qkv.fp8;
+    LAUNCH(kernels::LaunchAddRmsNorm(x, l == 0 ? nullptr : delta, nullptr,
+                                     layer.input_norm.as<float>(), rows, hidden, eps,
+                                     bf16_out(afp8), fp8_out(afp8), scale_out(afp8), st));
+    Act act;
+    RETURN_IF_ERROR(FinishAct(afp8, h, rows, hidden, &act));
+    RETURN_IF_ERROR(LinearForward(layer.qkv, act, rows, qkv_.as<uint16_t>()));
+    LAUNCH(kernels::LaunchRopeKvWrite(qkv_.as<uint16_t>(), layer.qkv.bias.as<float>(),
+                                      inv_freq_.as<float>(), meta, rows, rope, q_.as<uint16_t>(),
+                                      k_cache, v_cache, st));
+    LAUNCH(kernels::LaunchPagedAttention(q_.as<uint16_t>(), k_cache, v_cache, meta, rows, attn,
+                                         attn_.as<uint16_t>(), st));
+    Act o_in;
+    if (layer.o.fp8 && !per_tensor_) {
+      LAUNCH(kernels::LaunchQuantizeRows(attn_.as<uint16_t>(), rows, q_width_,
+                                         h_fp8_.as<uint8_t>(), h_scale_.as<float>(), st));
+      o_in = {nullptr, h_fp8_.as<uint8_t>(), h_scale_.as<float>()};
+    } else {
+      RETURN_IF_ERROR(FinishAct(layer.o.fp8, attn_.as<uint16_t>(), rows, q_width_, &o_in));
+    }
+    RETURN_IF_ERROR(LinearForward(layer.o, o_in, rows, delta));
+    // MLP block: residual += o, norm, gate/up, SwiGLU, down.
+    const bool mfp8 = layer.gate_up.fp8;
+    LAUNCH(kernels::LaunchAddRmsNorm(x, delta, nullptr, layer.post_attention_norm.as<float>(),
+                                     rows, hidden, eps, bf16_out(mfp8), fp8_out(mfp8),
+                                     scale_out(mfp8), st));
+    RETURN_IF_ERROR(FinishAct(mfp8, h, rows, hidden, &act));
+    RETURN_IF_ERROR(LinearForward(layer.gate_up, act, rows, gate_up_.as<uint16_t>()));
+    LAUNCH(kernels::LaunchSwiGlu(gate_up_.as<uint16_t>(), rows, inter, bf16_out(mfp8),
+                                 fp8_out(mfp8), scale_out(mfp8), st));
+    Act down_in;
+    RETURN_IF_ERROR(FinishAct(mfp8, h, rows, inter, &down_in));
+    RETURN_IF_ERROR(LinearForward(layer.down, down_in, rows, delta));
+  }
+  if (sampled == 0) {
+    // No LM head; the last MLP output still belongs in the residual for completeness.
+    return absl::OkStatus();
+  }
+  // Final norm on the sampled rows only (residual += last MLP output on those rows).
+  LAUNCH(kernels::LaunchAddRmsNorm(x, delta, in.sample_rows, final_norm_.as<float>(), sampled,
+                                   hidden, eps, last_.as<uint16_t>(), nullptr, nullptr, st));
+  const uint16_t* head = lm_head_.get() != nullptr ? lm_head_.as<uint16_t>()
+                                                   : embed_.as<uint16_t>();
+  RETURN_IF_ERROR(gemm_.Bf16(last_.as<uint16_t>(), head, sampled, config_.vocab_size, hidden,
+                             logits_.get(), kernels::GemmOut::kF32, st));
+  LAUNCH(kernels::LaunchArgmax(logits_.as<float>(), sampled, config_.vocab_size,
+                               out_tokens_.as<int32_t>(), st));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<kernels::GraphExec*> CudaBackend::GraphFor(int bucket_index) {
+  kernels::GraphExec& g = graphs_[bucket_index];
+  if (g.valid()) return &g;
+  const int b = buckets_[bucket_index];
+  cudaStream_t st = stream_.get();
+  RETURN_IF_ERROR(CudaStatus(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed),
+                             "cudaStreamBeginCapture"));
+  const absl::Status enqueued = EnqueueForward(b, b, InputLayout(b, b));
+  cudaGraph_t graph = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(st, &graph);
+  if (!enqueued.ok() || end != cudaSuccess) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    return absl::InternalError(absl::StrCat("capturing the decode graph of ", b, " rows: ",
+                                            enqueued.ok() ? cudaGetErrorString(end)
+                                                          : enqueued.ToString()));
+  }
+  RETURN_IF_ERROR(g.Instantiate(graph));
+  ++stats_.graphs_captured;
+  return &g;
+}
+
+absl::Status CudaBackend::Forward(const StepBatch& batch, StepResult* result) {
+  RETURN_IF_ERROR(Submit(batch));
+  return Collect(result);
+}
+
+absl::Status CudaBackend::Submit(const StepBatch& batch) {
+  if (static_cast<int>(in_flight_.size()) >= kSlots) {
+    return absl::FailedPreconditionError("Submit: too many steps in flight; Collect first");
+  }
+  int sampled = 0;
+  RETURN_IF_ERROR(Validate(batch, &sampled));
+  // The engine may call from another thread than Create's; the current device is per thread.
+  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options_.device), "cudaSetDevice"));
+  InFlight f;
+  f.step = next_step_;
+  f.slot = static_cast<int>(next_step_ % kSlots);
+  f.sampled = sampled;
+  f.logits = batch.return_logits;
+  const int tokens = batch.num_tokens();
+  if (tokens == 0) {
+    f.empty = true;
+    last_sampled_ = 0;
+    ++next_step_;
+    in_flight_.push_back(f);
+    return absl::OkStatus();
+  }
+  // Decode-only steps that fit a bucket replay its graph.
+  bool all_decode = graphs_enabled_ && !buckets_.empty();
+  for (const BatchSequence& s : batch.sequences) {
+    if (s.num_tokens != 1 || !s.sample) {
+      all_decode = false;
+      break;
+    }
+  }
+  int bucket = -1;
+  if (all_decode) {
+    for (size_t i = 0; i < buckets_.size(); ++i) {
+      if (buckets_[i] >= tokens && !graph_failed_[i]) {
+        bucket = static_cast<int>(i);
+        break;
+      }
+    }
+  }
+  // A bucket's first step runs eagerly with the graph's exact padded shape (loading every
+  // kernel module and caching every GEMM plan, which capture must not do), and its graph is
+  // captured right after; later steps replay it.
+  const bool replay = bucket >= 0 && graphs_[bucket].valid();
+  // Eager steps pad their token rows to a multiple of kRowQuantum (padded rows behave like a
+  // graph's), so GEMM shapes, and the cuBLASLt plans cached per shape, stay few.
+  constexpr int kRowQuantum = 64;
+  const int rows = bucket >= 0 ? buckets_[bucket]
+                               : std::max(tokens, std::min(max_step_tokens_,
+                                                           (tokens + kRowQuantum - 1) /
+                                                               kRowQuantum * kRowQuantum));
+  const int sample_rows = bucket >= 0 ? rows : sampled;
+
+  // One host pass into the pinned slot: [tokens][prev][positions][offsets][samples][blocks].
+  int32_t* pin = pinned_in_[f.slot].as<int32_t>();
+  const size_t r = Align(rows);
+  int32_t* p_tokens = pin;
+  int32_t* p_prev = pin + r;
+  int32_t* p_pos = pin + 2 * r;
+  int32_t* p_off = pin + 3 * r;
+  int32_t* p_samples = pin + 4 * r;
+  int32_t* p_blocks = p_samples + Align(sample_rows);
+  const int nblocks = static_cast<int>(batch.block_ids.size());
+  std::memcpy(p_blocks, batch.block_ids.data(), nblocks * sizeof(int32_t));
+  p_blocks[nblocks] = layout_.num_blocks;  // the scratch block, for padded rows
+  int sample = 0;
+  for (const BatchSequence& s : batch.sequences) {
+    for (int k = 0; k < s.num_tokens; ++k) {
+      const int t = s.token_offset + k;
+      p_tokens[t] = s.previous_sample >= 0 ? 0 : batch.tokens[t];
+      p_prev[t] = s.previous_sample;
+      p_pos[t] = s.start_position + k;
+      p_off[t] = s.block_offset;
+    }
+    if (s.sample) p_samples[sample++] = s.token_offset + s.num_tokens - 1;
+  }
+  for (int t = tokens; t < rows; ++t) {  // padding: position 0 of the scratch block
+    p_tokens[t] = 0;
+    p_prev[t] = -1;
+    p_pos[t] = 0;
+    p_off[t] = nblocks;
+  }
+  for (int q = sample; q < sample_rows; ++q) p_samples[q] = q;
+  const size_t ints = (p_blocks + nblocks + 1) - pin;
+
+  cudaStream_t st = stream_.get();
+  const int ev = static_cast<int>(f.step % kEventRing);
+  RETURN_IF_ERROR(CudaStatus(cudaEventRecord(start_[ev].get(), st), "record start"));
+  RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(inputs_.get(), pin, ints * sizeof(int32_t),
+                                             cudaMemcpyHostToDevice, st),
+                             "copy step inputs"));
+  if (replay) {
+    RETURN_IF_ERROR(graphs_[bucket].Launch(st));
+    ++stats_.graph_steps;
+  } else {
+    RETURN_IF_ERROR(EnqueueForward(rows, sample_rows, InputLayout(rows, sample_rows)));
+  }
+  if (sampled > 0) {
+    RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpyAsync(pinned_tokens_[f.slot].get(), out_tokens_.get(), sampled * sizeof(int32_t),
+                        cudaMemcpyDeviceToHost, st),
+        "copy next tokens"));
+    if (f.logits) {
+      const size_t bytes = static_cast<size_t>(sampled) * config_.vocab_size * sizeof(float);
+      if (pinned_logits_[f.slot].bytes() < bytes) {
+        RETURN_IF_ERROR(pinned_logits_[f.slot].Allocate(bytes));
+      }
+      RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(pinned_logits_[f.slot].get(), logits_.get(),
+                                                 bytes, cudaMemcpyDeviceToHost, st),
+                                 "copy logits"));
+    }
+  }
+  RETURN_IF_ERROR(CudaStatus(cudaEventRecord(done_[ev].get(), st), "record done"));
+  event_step_[ev] = f.step;
+  if (bucket >= 0 && !replay) {
+    // Capturing records work without running it, so this step's work is unaffected; a
+    // failure only means this bucket's decode steps stay eager.
+    absl::StatusOr<kernels::GraphExec*> g = GraphFor(bucket);
+    if (!g.ok()) {
+      graph_failed_[bucket] = true;
+      spdlog::warn("cuda backend: {}; decode steps of {} rows run eagerly",
+                   std::string(g.status().message()), buckets_[bucket]);
+    }
+  }
+  last_sampled_ = sampled;
+  ++next_step_;
+  in_flight_.push_back(f);
+  if (!options_.async) {
+    RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(done_[ev].get()), "step (sync mode)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Collect(StepResult* result) {
+  if (in_flight_.empty()) return absl::FailedPreconditionError("Collect: no step in flight");
+  const InFlight f = in_flight_.front();
+  in_flight_.pop_front();
+  result->next_tokens.clear();
+  result->logits.clear();
+  if (f.empty) return absl::OkStatus();
+  const int ev = static_cast<int>(f.step % kEventRing);
+  RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(done_[ev].get()), "step execution"));
+  // Surface asynchronous kernel faults here rather than at some later call.
+  RETURN_IF_ERROR(CudaStatus(cudaGetLastError(), "step kernels"));
+  const int32_t* tokens = pinned_tokens_[f.slot].as<int32_t>();
+  result->next_tokens.assign(tokens, tokens + f.sampled);
+  if (f.logits && f.sampled > 0) {
+    const float* logits = pinned_logits_[f.slot].as<float>();
+    result->logits.assign(logits, logits + static_cast<size_t>(f.sampled) * config_.vocab_size);
+  }
+  ++stats_.steps;
+  float busy = 0.0f;
+  if (cudaEventElapsedTime(&busy, start_[ev].get(), done_[ev].get()) == cudaSuccess) {
+    stats_.device_busy_ms += busy;
+  }
+  // The previous step's events are still in the ring (at most kSlots steps in flight) unless
+  // it was empty (no device work, no events).
+  const int prev = static_cast<int>((f.step + kEventRing - 1) % kEventRing);
+  if (f.step > 0 && event_step_[prev] == f.step - 1) {
+    float gap = 0.0f;
+    if (cudaEventElapsedTime(&gap, done_[prev].get(), start_[ev].get()) == cudaSuccess &&
+        gap > 0.0f) {
+      stats_.device_idle_ms += gap;
+      if (gap > 0.02f) ++stats_.idle_gaps;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gecd::engine
