@@ -1,6 +1,8 @@
 // The synthetic test set's format, its errors, and exact-match scoring per error type.
 #include "eval/synthetic.h"
 
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -91,6 +93,24 @@ TEST(SyntheticTest, ScoresExactMatchPerTypeAndFalseChanges) {
   EXPECT_EQ(s->false_changes, 0);
   EXPECT_EQ(s->overall.exact, 2);
   EXPECT_FALSE(ScoreSynthetic(*ex, {"x"}).ok());
+}
+
+// The held-out set the training script writes beside the default model, when it is there.
+TEST(SyntheticTest, ParsesTheHeldOutSetBesideTheDefaultModel) {
+  const std::string path = gecd::testing::SourceDir() + "/models/heldout_synthetic.tsv";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  auto ex = LoadSyntheticFile(path);
+  ASSERT_TRUE(ex.ok()) << ex.status();
+  EXPECT_GT(ex->size(), 100u);
+  // Copying the sources changes nothing: every "none" sentence is right.
+  std::vector<std::string> copies;
+  for (const auto& e : *ex) copies.push_back(e.source);
+  auto s = ScoreSynthetic(*ex, copies);
+  ASSERT_TRUE(s.ok());
+  EXPECT_GT(s->none_sentences, 0);
+  EXPECT_EQ(s->false_changes, 0);
+  std::printf("%s: %zu examples, %zu error types, copy exact match %.3f\n", path.c_str(),
+              ex->size(), s->by_type.size(), s->overall.accuracy());
 }
 
 TEST(SyntheticTest, AgreementRate) {
