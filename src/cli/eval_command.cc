@@ -2,14 +2,17 @@
 // JFLEG and/or the synthetic test set, scores it (GLEU against the copy-the-source baseline,
 // exact match per error type), measures throughput, and optionally compares a second model
 // directory (e.g. its FP8 copy) output for output.
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/args.h"
@@ -47,7 +50,23 @@ struct EvalOptions {
   int iterations = 500;
   std::string report_path;
   bool report_outputs = false;
+  // The gate: exit 3 when the model misses either (NaN: not checked).
+  double min_gleu_delta = std::numeric_limits<double>::quiet_NaN();
+  double max_false_change_rate = std::numeric_limits<double>::quiet_NaN();
 };
+
+// The checks --min-gleu-delta and --max-false-change-rate ask for, and how the model did.
+struct GateResult {
+  std::vector<std::string> failures;
+};
+
+absl::StatusOr<double> GetDouble(const Args& args, std::string_view name) {
+  double value = std::numeric_limits<double>::quiet_NaN();
+  if (auto v = args.Get(name); v && !absl::SimpleAtod(*v, &value)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", std::string(name), " wants a number, got '", *v, "'"));
+  }
+  return value;
+}
 
 // One configuration under test and what it produced.
 struct System {
@@ -71,6 +90,14 @@ absl::StatusOr<EvalOptions> ParseOptions(const Args& args) {
   ASSIGN_OR_RETURN(o.limit, args.GetInt("limit", 0));
   ASSIGN_OR_RETURN(o.in_flight, args.GetInt("in-flight", o.in_flight));
   ASSIGN_OR_RETURN(o.iterations, args.GetInt("gleu-iterations", o.iterations));
+  ASSIGN_OR_RETURN(o.min_gleu_delta, GetDouble(args, "min-gleu-delta"));
+  ASSIGN_OR_RETURN(o.max_false_change_rate, GetDouble(args, "max-false-change-rate"));
+  if (!std::isnan(o.min_gleu_delta) && args.Get("jfleg") == std::nullopt) {
+    return absl::InvalidArgumentError("--min-gleu-delta needs --jfleg");
+  }
+  if (!std::isnan(o.max_false_change_rate) && args.Get("synthetic") == std::nullopt) {
+    return absl::InvalidArgumentError("--max-false-change-rate needs --synthetic");
+  }
   if (args.Has("model") && !o.server.empty()) {
     return absl::InvalidArgumentError("--model and --server exclude each other");
   }
@@ -179,7 +206,8 @@ Json SyntheticJson(const eval::SyntheticScore& s) {
   return j;
 }
 
-absl::Status RunEval(const EvalOptions& o) {
+absl::StatusOr<GateResult> RunEval(const EvalOptions& o) {
+  GateResult gate;
   // Inputs first, so that a bad file fails before a model loads.
   std::optional<eval::JflegSet> jfleg;
   if (!o.jfleg_dir.empty()) {
@@ -207,11 +235,14 @@ absl::Status RunEval(const EvalOptions& o) {
 
   Json report;
   report["gecd_version"] = GECD_VERSION_STRING;
-  report["settings"] = {{"prompt_template", o.config.model.prompt_template},
+  // The template and limits are this command's config: the server's own apply with --server
+  // (the compare run is in-process either way).
+  report["settings"] = {{"mode", o.server.empty() ? "in-process" : "server"},
+                        {"config", o.config.path},
+                        {"prompt_template", o.config.model.prompt_template},
                         {"max_input_tokens", o.config.model.max_input_tokens},
                         {"max_output_tokens", o.config.model.max_output_tokens},
-                        {"limit", o.limit},
-                        {"config", o.config.path}};
+                        {"limit", o.limit}};
   Json throughput;
   for (const System& s : systems) throughput[s.name] = ThroughputJson(s, texts.size());
   report["throughput"] = throughput;
@@ -257,6 +288,11 @@ absl::Status RunEval(const EvalOptions& o) {
                    {"delta_vs_source", (g.mean - copy.mean) * 100}};
       absl::StrAppendFormat(&summary, "  %-12s %6.2f  %+.2f vs source", s.name, g.mean * 100,
                             (g.mean - copy.mean) * 100);
+      if (s.name == "model" && (g.mean - copy.mean) * 100 < o.min_gleu_delta) {
+        gate.failures.push_back(absl::StrFormat("JFLEG GLEU %+.2f vs the source copy is below "
+                                                "--min-gleu-delta %g",
+                                                (g.mean - copy.mean) * 100, o.min_gleu_delta));
+      }
       if (s.name == "compare") {
         const double model_gleu = j["model"]["gleu"].get<double>();
         ASSIGN_OR_RETURN(const double agree, eval::AgreementRate(outputs[0], out));
@@ -289,6 +325,12 @@ absl::Status RunEval(const EvalOptions& o) {
       std::vector<std::string> out = Slice(s.run.outputs, num_jfleg, synthetic.size());
       ASSIGN_OR_RETURN(eval::SyntheticScore score, eval::ScoreSynthetic(synthetic, out));
       j[s.name] = SyntheticJson(score);
+      if (s.name == "model" && score.none_sentences > 0 &&
+          score.false_change_rate() > o.max_false_change_rate) {
+        gate.failures.push_back(absl::StrFormat(
+            "false-change rate %.4f on 'none' sentences is above --max-false-change-rate %g",
+            score.false_change_rate(), o.max_false_change_rate));
+      }
       scores.push_back(std::move(score));
       outputs.push_back(std::move(out));
     }
@@ -341,6 +383,14 @@ absl::Status RunEval(const EvalOptions& o) {
   std::fputs(summary.c_str(), stdout);
   std::fflush(stdout);
 
+  if (!std::isnan(o.min_gleu_delta) || !std::isnan(o.max_false_change_rate)) {
+    Json g;
+    g["passed"] = gate.failures.empty();
+    g["failures"] = gate.failures;
+    if (!std::isnan(o.min_gleu_delta)) g["min_gleu_delta"] = o.min_gleu_delta;
+    if (!std::isnan(o.max_false_change_rate)) g["max_false_change_rate"] = o.max_false_change_rate;
+    report["gate"] = std::move(g);
+  }
   if (!o.report_path.empty()) {
     std::ofstream out(o.report_path, std::ios::trunc);
     out << report.dump(2) << "\n";
@@ -348,7 +398,7 @@ absl::Status RunEval(const EvalOptions& o) {
     if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write --report ", o.report_path));
     std::fprintf(stderr, "gecd eval: report written to %s\n", o.report_path.c_str());
   }
-  return absl::OkStatus();
+  return gate;
 }
 
 }  // namespace
@@ -368,16 +418,20 @@ int RunEval(const std::vector<std::string>& argv) {
       {"report-outputs", false, "include every output in the JSON report"},
       {"in-flight", true, "requests outstanding at once with --server (default 64)"},
       {"gleu-iterations", true, "reference draws GLEU averages over (default 500)"},
+      {"min-gleu-delta", true, "gate: exit 3 unless the model's JFLEG GLEU minus the source copy's is at least this"},
+      {"max-false-change-rate", true, "gate: exit 3 if more than this share (0-1) of 'none' sentences change"},
       {"help", false, "show this help"},
   };
   const char* usage =
       "usage: gecd eval [--model DIR | --server HOST:PORT] [--config FILE] [--set KEY=VALUE]...\n"
       "                 [--jfleg DIR] [--synthetic FILE] [--compare DIR] [--limit N]\n"
-      "                 [--report FILE [--report-outputs]]\n"
+      "                 [--report FILE [--report-outputs]] [--min-gleu-delta D]\n"
+      "                 [--max-false-change-rate R]\n"
       "Runs every sentence through the model (greedy, the config's prompt template and limits)\n"
       "and prints GLEU on JFLEG next to the copy-the-source baseline, exact match per error type\n"
       "on the synthetic set, and throughput. --compare runs a second model directory on the same\n"
-      "sentences and reports the differences and how often the two agree.\n";
+      "sentences and reports the differences and how often the two agree. Exit status: 0, 1 on\n"
+      "errors, 2 on usage errors, 3 when a --min-gleu-delta / --max-false-change-rate gate fails.\n";
   auto args = Args::Parse(argv, specs);
   if (args.ok() && args->Has("help")) {
     std::printf("%s%s", usage, FlagHelp(specs).c_str());
@@ -389,11 +443,15 @@ int RunEval(const std::vector<std::string>& argv) {
                  usage, FlagHelp(specs).c_str());
     return 2;
   }
-  if (absl::Status status = RunEval(*options); !status.ok()) {
-    std::fprintf(stderr, "gecd eval: %s\n", std::string(status.message()).c_str());
+  absl::StatusOr<GateResult> gate = RunEval(*options);
+  if (!gate.ok()) {
+    std::fprintf(stderr, "gecd eval: %s\n", std::string(gate.status().message()).c_str());
     return 1;
   }
-  return 0;
+  for (const std::string& failure : gate->failures) {
+    std::fprintf(stderr, "gecd eval: gate failed: %s\n", failure.c_str());
+  }
+  return gate->failures.empty() ? 0 : 3;
 }
 
 }  // namespace gecd::cli

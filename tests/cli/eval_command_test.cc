@@ -184,6 +184,12 @@ TEST_F(EvalCommandTest, BadInputsAreClearErrors) {
   r = RunGecd("eval --model " + model_ + " --server 127.0.0.1:1 --jfleg " + jfleg_);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.output, HasSubstr("exclude each other"));
+  r = RunGecd("eval --model " + model_ + " --synthetic " + synthetic_ + " --min-gleu-delta 1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("--min-gleu-delta needs --jfleg"));
+  r = RunGecd("eval --model " + model_ + " --jfleg " + jfleg_ + " --min-gleu-delta x");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("--min-gleu-delta wants a number"));
   r = RunGecd("eval --model " + model_ + " --jfleg /nonexistent/jfleg");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr("/nonexistent/jfleg: no such directory"));
@@ -239,6 +245,19 @@ TEST_F(EvalCommandTest, ServerModeWithEchoScoresTheCopyBaseline) {
   EXPECT_EQ(j["throughput"]["model"]["where"], "server " + daemon.grpc_target());
   // Echo reports the prompt as its output tokens: one per byte here.
   EXPECT_GT(j["throughput"]["model"]["generated_tokens"].get<int>(), 100);
+
+  // The gate: copying gains nothing over the source and changes no correct sentence.
+  RunResult gated = RunGecd("eval --server " + daemon.grpc_target() + " --jfleg " + jfleg_ +
+                            " --synthetic " + synthetic_ +
+                            " --min-gleu-delta 0 --max-false-change-rate 0 --report " + report_);
+  EXPECT_EQ(gated.exit_code, 0) << gated.output;
+  EXPECT_EQ(ReadJson(report_)["gate"]["passed"], true);
+  gated = RunGecd("eval --server " + daemon.grpc_target() + " --jfleg " + jfleg_ +
+                  " --min-gleu-delta 0.5 --report " + report_);
+  EXPECT_EQ(gated.exit_code, 3) << gated.output;
+  EXPECT_THAT(gated.output, HasSubstr("gate failed: JFLEG GLEU +0.00 vs the source copy is below "
+                                      "--min-gleu-delta 0.5"));
+  EXPECT_EQ(ReadJson(report_)["gate"]["passed"], false);
 
   const auto dir = gecd::testing::SharedDataPath("jfleg");
   if (!dir) return;
