@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "eval/engine_corrector.h"
+#include "model/checkpoint.h"
+#include "model/utf8.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/byte_level_tokenizer.h"
@@ -58,6 +60,55 @@ TEST(EngineCorrectorTest, BatchedOutputsEqualSingleOnesAndFailuresStayAlone) {
   EXPECT_GT(all.wall_s, 0);
   EXPECT_EQ(RunAll(**corrector, {"She go home."}).outputs[0], all.outputs[0]);
   EXPECT_EQ(RunAll(**corrector, {"I saw cat."}).outputs[0], all.outputs[3]);
+}
+
+// The outputs are those of a plain Engine::Step() loop over the templated prompts, stop tokens
+// dropped, as `gecd generate` runs them, whatever the admission waves.
+TEST(EngineCorrectorTest, OutputsEqualAPlainStepLoopOverTheTemplatedPrompts) {
+  config::Config cfg = TinyConfig();
+  cfg.model.prompt_template = "<{text}>";
+  cfg.model.max_output_tokens = 16;
+  cfg.engine.max_batch_size = 3;  // several waves of admissions
+  const std::vector<std::string> texts = {"She go home.", "They was here.", "A cat sat.",
+                                          "I has a dog.", "We goes now.", "He am tall.",
+                                          "It are red."};
+  auto corrector = EngineCorrector::Create(cfg);
+  ASSERT_TRUE(corrector.ok()) << corrector.status();
+  const CorrectionRun run = RunAll(**corrector, texts);
+
+  auto checkpoint = model::Checkpoint::Open(cfg.model.dir);
+  auto tokenizer = model::Tokenizer::LoadFromModelDir(cfg.model.dir);
+  ASSERT_TRUE(checkpoint.ok() && tokenizer.ok());
+  auto backend = engine::CpuBackend::Create(
+      **checkpoint, {.max_batch_size = cfg.engine.max_batch_size, .threads = 1});
+  ASSERT_TRUE(backend.ok());
+  engine::EngineOptions options;
+  for (int id : (*checkpoint)->generation_config().eos_token_ids) options.eos_token_ids.push_back(id);
+  engine::Engine engine(backend->get(), tokenizer->get(), options);
+  engine::GenerationParams params;
+  params.max_new_tokens = 16;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    auto ids = (*tokenizer)->Encode("<" + texts[i] + ">");
+    ASSERT_TRUE(ids.ok());
+    ASSERT_TRUE(engine.AddSequence(i, *ids, params).ok());
+  }
+  std::vector<std::vector<int32_t>> generated(texts.size());
+  int64_t tokens = 0;
+  while (engine.HasWork()) {
+    auto events = engine.Step();
+    ASSERT_TRUE(events.ok());
+    for (const auto& e : *events) {
+      if (e.reason != engine::FinishReason::kStopToken) {
+        generated[e.id].push_back(e.token);
+        ++tokens;
+      }
+    }
+  }
+  for (size_t i = 0; i < texts.size(); ++i) {
+    // Junk bytes from a random model: invalid UTF-8 is replaced, as the server does.
+    EXPECT_EQ(run.outputs[i], model::ToValidUtf8((*tokenizer)->Decode(generated[i]))) << i;
+  }
+  EXPECT_EQ(run.generated_tokens, tokens);
 }
 
 TEST(EngineCorrectorTest, UsesTheConfiguredPromptTemplate) {
