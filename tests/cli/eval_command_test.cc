@@ -228,6 +228,7 @@ TEST_F(EvalCommandTest, BadInputsAreClearErrors) {
 // The echo backend returns every prompt unchanged, and the daemon's template is "{text}": the
 // outputs are the detokenized sources, which tokenize back to the sources.
 TEST_F(EvalCommandTest, ServerModeWithEchoScoresTheCopyBaseline) {
+  if (RunGecd("serve --help").exit_code != 0) GTEST_SKIP() << "gecd is built without the daemon";
   // One token per byte: the longest JFLEG sentences need more than the default 256.
   gecd::testing::DaemonProcess daemon({"model.max_input_tokens=2048"});
   ASSERT_TRUE(daemon.WaitReady());
