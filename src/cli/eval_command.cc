@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -136,9 +137,11 @@ absl::StatusOr<std::unique_ptr<eval::Corrector>> MakeCorrector(const EvalOptions
   return std::unique_ptr<eval::Corrector>(std::move(c));
 }
 
+// `describe(i)` names sentence i in messages (its file and line).
 absl::StatusOr<System> RunSystem(const EvalOptions& o, const std::string& name,
                                  const std::string& server, const std::string& model_dir,
-                                 const std::vector<std::string>& texts) {
+                                 const std::vector<std::string>& texts,
+                                 const std::function<std::string(size_t)>& describe) {
   System s;
   s.name = name;
   s.where = server.empty() ? absl::StrCat("model ", model_dir) : absl::StrCat("server ", server);
@@ -153,7 +156,7 @@ absl::StatusOr<System> RunSystem(const EvalOptions& o, const std::string& name,
     int shown = 0;
     for (size_t i = 0; i < s.run.errors.size() && shown < 5; ++i) {
       if (s.run.errors[i].empty()) continue;
-      std::fprintf(stderr, "gecd eval: %s: sentence %zu failed: %s\n", name.c_str(), i + 1,
+      std::fprintf(stderr, "gecd eval: %s: %s failed: %s\n", name.c_str(), describe(i).c_str(),
                    s.run.errors[i].c_str());
       ++shown;
     }
@@ -161,8 +164,8 @@ absl::StatusOr<System> RunSystem(const EvalOptions& o, const std::string& name,
                  name.c_str(), static_cast<long long>(s.run.failed), texts.size());
   }
   if (s.run.failed == static_cast<int64_t>(texts.size())) {
-    return absl::FailedPreconditionError(absl::StrCat(name, ": every sentence failed; the first: ",
-                                                      s.run.errors.empty() ? "" : s.run.errors[0]));
+    return absl::FailedPreconditionError(absl::StrCat(name, ": every sentence failed; ",
+                                                      describe(0), ": ", s.run.errors[0]));
   }
   return s;
 }
@@ -225,11 +228,16 @@ absl::StatusOr<GateResult> RunEval(const EvalOptions& o) {
   }
   for (const auto& ex : synthetic) texts.push_back(ex.source);
 
+  const auto describe = [&](size_t i) {
+    if (i < num_jfleg) return absl::StrCat(o.jfleg_dir, "/", o.jfleg_split, ".src line ", i + 1);
+    return absl::StrCat(o.synthetic_path, " line ", synthetic[i - num_jfleg].line);
+  };
   std::vector<System> systems;
-  ASSIGN_OR_RETURN(System model, RunSystem(o, "model", o.server, o.config.model.dir, texts));
+  ASSIGN_OR_RETURN(System model,
+                   RunSystem(o, "model", o.server, o.config.model.dir, texts, describe));
   systems.push_back(std::move(model));
   if (!o.compare_dir.empty()) {
-    ASSIGN_OR_RETURN(System compare, RunSystem(o, "compare", "", o.compare_dir, texts));
+    ASSIGN_OR_RETURN(System compare, RunSystem(o, "compare", "", o.compare_dir, texts, describe));
     systems.push_back(std::move(compare));
   }
 

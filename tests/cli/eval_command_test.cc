@@ -216,6 +216,17 @@ TEST_F(EvalCommandTest, BadInputsAreClearErrors) {
   r = RunGecd("eval --model " + model_ + " --synthetic " + bad_tsv);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr(bad_tsv + ":1: expected error_type<TAB>source<TAB>target"));
+  // A sentence the model refuses fails alone, named by file and line.
+  const std::string long_tsv = gecd::testing::MakeTempDir() + "/long.tsv";
+  WriteFile(long_tsv, "none\tShort one.\tShort one.\n# c\nnone\t" + std::string(300, 'a') + "\t" +
+                          std::string(300, 'a') + "\n");
+  r = RunGecd("eval --model " + model_ + " --synthetic " + long_tsv +
+              " --set model.max_output_tokens=2 --report " + report_);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(long_tsv + " line 3 failed: prompt is 300 tokens, more than the "
+                                             "limit of 256 (model.max_input_tokens)"));
+  EXPECT_THAT(r.output, HasSubstr("1 of 2 sentences failed"));
+  EXPECT_EQ(ReadJson(report_)["throughput"]["model"]["failed"], 1);
   r = RunGecd("eval --model /nonexistent/model --jfleg " + jfleg_);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.output, HasSubstr("/nonexistent/model/config.json"));
