@@ -282,9 +282,10 @@ absl::StatusOr<GateResult> RunEval(const EvalOptions& o) {
     j["source_roundtrip_gleu"] = copy_roundtrip.mean * 100;
     absl::StrAppendFormat(&summary,
                           "JFLEG %s: %zu sentences, %zu references; GLEU (0-100), mean of %d "
-                          "reference draws\n  %-12s %6.2f\n",
+                          "reference draws\n  %-12s %6.2f  (%.2f once detokenized and tokenized "
+                          "again, as outputs are)\n",
                           jfleg->split, num_jfleg, jfleg->references.size(), o.iterations,
-                          "source copy", copy.mean * 100);
+                          "source copy", copy.mean * 100, copy_roundtrip.mean * 100);
     std::vector<std::vector<std::string>> outputs;
     for (const System& s : systems) {
       std::vector<std::string> out = Slice(s.run.outputs, 0, num_jfleg);
