@@ -8,6 +8,7 @@ const std::vector<Command>& AllCommands() {
       {"serve", "run the daemon: supervisor, engine and gRPC workers", RunServe},
 #endif
       {"generate", "run the model on prompts and print the outputs", RunGenerate},
+      {"eval", "score a model or server on JFLEG (GLEU) and the synthetic test set", RunEval},
       {"inspect", "print a model's architecture, size, dtypes and FP8 error", RunInspect},
       {"quantize", "write an FP8 (compressed-tensors) copy of a model", RunQuantize},
       {"version", "print the version and the CUDA devices seen", RunVersion},

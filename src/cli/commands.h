@@ -14,6 +14,7 @@ struct Command {
   int (*run)(const std::vector<std::string>& args);
 };
 
+int RunEval(const std::vector<std::string>& args);
 int RunGenerate(const std::vector<std::string>& args);
 int RunInspect(const std::vector<std::string>& args);
 int RunQuantize(const std::vector<std::string>& args);

@@ -16,16 +16,15 @@
 #include "engine/cpu_backend.h"
 #include "engine/engine.h"
 #include "model/checkpoint.h"
+#include "model/prompt_template.h"
 #include "model/tokenizer.h"
 
 namespace gecd::cli {
 namespace {
 
-constexpr char kTextPlaceholder[] = "{text}";
-
 struct GenerateRequest {
   std::string model_dir;
-  std::string prompt_template = kTextPlaceholder;
+  std::string prompt_template = "{text}";
   int max_new_tokens = 0;
   engine::CpuBackendOptions backend;
   std::vector<std::string> texts;
@@ -46,10 +45,7 @@ absl::StatusOr<GenerateRequest> ParseRequest(const Args& args) {
                .threads = cfg.engine.threads};
   if (auto dir = args.Get("model")) r.model_dir = *dir;
   if (auto t = args.Get("prompt-template")) r.prompt_template = *t;
-  if (r.prompt_template.find(kTextPlaceholder) == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the prompt template must contain ", kTextPlaceholder, ": '", r.prompt_template, "'"));
-  }
+  RETURN_IF_ERROR(model::PromptTemplate::Parse(r.prompt_template).status());
   ASSIGN_OR_RETURN(r.max_new_tokens, args.GetInt("max-new-tokens", r.max_new_tokens));
   ASSIGN_OR_RETURN(r.backend.threads, args.GetInt("threads", r.backend.threads));
   if (r.max_new_tokens < 1 || r.backend.threads < 0) {
@@ -78,12 +74,12 @@ absl::StatusOr<std::vector<std::string>> Generate(GenerateRequest r) {
   checkpoint.reset();  // the backend holds its own copy of the weights
   engine::Engine engine(backend.get(), tokenizer.get(), std::move(options));
 
+  ASSIGN_OR_RETURN(const model::PromptTemplate prompt_template,
+                   model::PromptTemplate::Parse(r.prompt_template));
   engine::GenerationParams params;
   params.max_new_tokens = r.max_new_tokens;
   for (size_t i = 0; i < r.texts.size(); ++i) {
-    const std::string prompt =
-        absl::StrReplaceAll(r.prompt_template, {{kTextPlaceholder, r.texts[i]}});
-    ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer->Encode(prompt));
+    ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer->Encode(prompt_template.Apply(r.texts[i])));
     RETURN_IF_ERROR(engine.AddSequence(i, std::move(ids), params));
   }
   std::vector<std::vector<int32_t>> generated(r.texts.size());

@@ -9,8 +9,6 @@ namespace gecd::server {
 
 namespace {
 
-constexpr std::string_view kTextPlaceholder = "{text}";
-
 size_t CountCodePoints(std::string_view utf8) {
   return static_cast<size_t>(std::count_if(utf8.begin(), utf8.end(), [](char c) {
     return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
@@ -19,14 +17,18 @@ size_t CountCodePoints(std::string_view utf8) {
 
 }  // namespace
 
-RequestValidator::RequestValidator(const config::Config& config, const model::Tokenizer& tokenizer)
-    : config_(config), tokenizer_(tokenizer) {
-  // The config loader guarantees the placeholder is present.
-  const std::string& t = config.model.prompt_template;
-  const size_t at = std::min(t.find(kTextPlaceholder), t.size());
-  template_prefix_ = t.substr(0, at);
-  template_suffix_ = t.substr(std::min(at + kTextPlaceholder.size(), t.size()));
+namespace {
+
+// The config loader guarantees the placeholder; without one the text alone is the prompt.
+model::PromptTemplate TemplateOf(const config::Config& config) {
+  absl::StatusOr<model::PromptTemplate> t = model::PromptTemplate::Parse(config.model.prompt_template);
+  return t.ok() ? *std::move(t) : *model::PromptTemplate::Parse(model::PromptTemplate::kPlaceholder);
 }
+
+}  // namespace
+
+RequestValidator::RequestValidator(const config::Config& config, const model::Tokenizer& tokenizer)
+    : config_(config), tokenizer_(tokenizer), template_(TemplateOf(config)) {}
 
 absl::StatusOr<Prompt> RequestValidator::Validate(std::string_view text,
                                                   uint32_t max_output_tokens) const {
@@ -43,7 +45,7 @@ absl::StatusOr<Prompt> RequestValidator::Validate(std::string_view text,
   }
   // The whole prompt is tokenized at once, as the model saw its training prompts.
   absl::StatusOr<std::vector<int32_t>> tokens =
-      tokenizer_.Encode(absl::StrCat(template_prefix_, std::string(text), template_suffix_));
+      tokenizer_.Encode(template_.Apply(text));
   if (!tokens.ok()) return tokens.status();
   const size_t max_tokens = static_cast<size_t>(config_.model.max_input_tokens);
   if (tokens->size() > max_tokens) {

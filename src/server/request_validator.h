@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "config/config.h"
+#include "model/prompt_template.h"
 #include "model/tokenizer.h"
 
 // Turns a client's sentence into an engine prompt, refusing what the configured limits do not
@@ -32,8 +33,7 @@ class RequestValidator {
  private:
   const config::Config& config_;
   const model::Tokenizer& tokenizer_;
-  std::string template_prefix_;  // model.prompt_template around its "{text}"
-  std::string template_suffix_;
+  model::PromptTemplate template_;  // model.prompt_template
 };
 
 }  // namespace gecd::server
