@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/mapped_file.h"
 #include "common/status_macros.h"
 #include "yaml-cpp/yaml.h"
@@ -55,6 +56,49 @@ Field Enum(std::string path, Section Config::*section, std::string Section::*mem
 }
 
 template <typename Section>
+Field Double(std::string path, Section Config::*section, double Section::*member, double min,
+             double max) {
+  std::string kind = absl::StrCat("a number in (", min, ", ", max, "]");
+  return {path, kind, [=](Config& c, const std::string& v) -> absl::Status {
+            double x;
+            if (!absl::SimpleAtod(v, &x) || !(x > min && x <= max)) {
+              return absl::InvalidArgumentError(
+                  absl::StrCat(path, ": expected ", kind, ", got '", v, "'"));
+            }
+            (c.*section).*member = x;
+            return absl::OkStatus();
+          }};
+}
+
+template <typename Section>
+Field Bool(std::string path, Section Config::*section, bool Section::*member) {
+  return {path, "true or false", [=](Config& c, const std::string& v) -> absl::Status {
+            if (v != "true" && v != "false") {
+              return absl::InvalidArgumentError(
+                  absl::StrCat(path, ": expected true or false, got '", v, "'"));
+            }
+            (c.*section).*member = v == "true";
+            return absl::OkStatus();
+          }};
+}
+
+// A comma-separated list of batch sizes in [1, 4096], or "" for none.
+absl::StatusOr<std::vector<int>> ParseBatchSizes(const std::string& v) {
+  std::vector<int> sizes;
+  if (v.empty()) return sizes;
+  for (absl::string_view item : absl::StrSplit(v, ',')) {
+    int x;
+    if (!absl::SimpleAtoi(item, &x) || x < 1 || x > 4096) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "engine.graph_batch_sizes: expected comma-separated sizes in [1, 4096] or \"\", got '",
+          v, "'"));
+    }
+    sizes.push_back(x);
+  }
+  return sizes;
+}
+
+template <typename Section>
 Field String(std::string path, Section Config::*section, std::string Section::*member,
              bool allow_empty) {
   return {path, "a string", [=](Config& c, const std::string& v) -> absl::Status {
@@ -82,6 +126,19 @@ const std::vector<Field>& Fields() {
       Int("engine.max_batch_size", &Config::engine, &EngineSection::max_batch_size, 1, 4096),
       Int("engine.max_step_tokens", &Config::engine, &EngineSection::max_step_tokens, 1,
           1 << 20),
+      Int("engine.device", &Config::engine, &EngineSection::device, 0, 63),
+      Double("engine.kv_cache_memory_fraction", &Config::engine,
+             &EngineSection::kv_cache_memory_fraction, 0.0, 0.95),
+      Field{"engine.graph_batch_sizes", "comma-separated batch sizes",
+            [](Config& c, const std::string& v) -> absl::Status {
+              RETURN_IF_ERROR(ParseBatchSizes(v).status());
+              c.engine.graph_batch_sizes = v;
+              return absl::OkStatus();
+            }},
+      Enum("engine.quantization", &Config::engine, &EngineSection::quantization, {"fp8", "none"}),
+      Bool("engine.attention_fp8", &Config::engine, &EngineSection::attention_fp8),
+      Enum("engine.fp8_scaling", &Config::engine, &EngineSection::fp8_scaling,
+           {"per_channel", "per_tensor"}),
       String("server.listen", &Config::server, &ServerSection::listen, false),
       Int("server.workers", &Config::server, &ServerSection::workers, 0, 256),
       Int("server.max_in_flight", &Config::server, &ServerSection::max_in_flight, 1, 1 << 20),
@@ -210,6 +267,10 @@ absl::Status ApplyOverride(Config& config, std::string_view key_path, std::strin
   }
   RETURN_IF_ERROR(field->set(config, std::string(value)));
   return Validate(config);
+}
+
+std::vector<int> GraphBatchSizes(const EngineSection& engine) {
+  return ParseBatchSizes(engine.graph_batch_sizes).value_or(std::vector<int>{});
 }
 
 }  // namespace gecd::config

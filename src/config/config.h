@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -27,6 +28,13 @@ struct EngineSection {
   int kv_cache_mb = 256;
   int max_batch_size = 128;     // sequences per step
   int max_step_tokens = 2048;   // prefill + decode tokens per step
+  // The cuda backend only (the cpu backend runs the checkpoint's weights as stored):
+  int device = 0;                         // CUDA device ordinal
+  double kv_cache_memory_fraction = 0.5;  // of the device memory free after the weights
+  std::string graph_batch_sizes = "1,2,4,8,16,32,64,128,256,512";  // decode graphs; "" = none
+  std::string quantization = "fp8";       // fp8 | none
+  bool attention_fp8 = true;              // false: q/k/v/o stay bf16
+  std::string fp8_scaling = "per_channel";  // per_channel | per_tensor
 };
 
 struct ServerSection {
@@ -60,6 +68,9 @@ absl::StatusOr<Config> LoadConfigFile(const std::string& path);
 // Sets one key from the command line ("engine.threads", "4") with the file's type and range
 // rules, then re-checks the whole config.
 absl::Status ApplyOverride(Config& config, std::string_view key_path, std::string_view value);
+
+// engine.graph_batch_sizes as numbers (validated when the config was read).
+std::vector<int> GraphBatchSizes(const EngineSection& engine);
 
 }  // namespace gecd::config
 

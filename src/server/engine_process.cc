@@ -16,6 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "engine/cpu_backend.h"
+#ifdef GECD_HAVE_CUDA
+#include "engine/cuda_backend.h"
+#endif
 #include "ipc/messages.h"
 #include "model/checkpoint.h"
 #include "server/roles.h"
@@ -151,6 +154,44 @@ class ComputeThread {
   std::thread thread_;  // last: starts once everything above is initialised
 };
 
+// engine.backend's model backend, sized and configured from the engine section.
+absl::StatusOr<std::unique_ptr<engine::Backend>> CreateBackend(const config::Config& config,
+                                                               const model::Checkpoint& checkpoint) {
+  const config::EngineSection& e = config.engine;
+  if (e.backend == "cuda") {
+#ifdef GECD_HAVE_CUDA
+    engine::CudaBackendOptions options;
+    options.device = e.device;
+    options.kv_cache_memory_fraction = e.kv_cache_memory_fraction;
+    options.kv_block_size = e.kv_block_size;
+    options.max_step_tokens = e.max_step_tokens;
+    options.max_batch_size = e.max_batch_size;
+    options.graph_batch_sizes = config::GraphBatchSizes(e);
+    options.quantization = e.quantization == "fp8" ? engine::CudaBackendOptions::Quantization::kFp8
+                                                   : engine::CudaBackendOptions::Quantization::kNone;
+    options.attention_fp8 = e.attention_fp8;
+    options.fp8_scaling = e.fp8_scaling == "per_tensor"
+                              ? engine::CudaBackendOptions::Fp8Scaling::kPerTensor
+                              : engine::CudaBackendOptions::Fp8Scaling::kPerChannel;
+    ASSIGN_OR_RETURN(std::unique_ptr<engine::CudaBackend> cuda,
+                     engine::CudaBackend::Create(checkpoint, options));
+    return cuda;
+#else
+    return absl::FailedPreconditionError(
+        "engine.backend: cuda, but this gecd was built without CUDA (no nvcc at build time)");
+#endif
+  }
+  const engine::CpuBackendOptions options{.kv_block_size = e.kv_block_size,
+                                          .num_kv_blocks = e.kv_cache_blocks,
+                                          .kv_cache_mb = e.kv_cache_mb,
+                                          .max_step_tokens = e.max_step_tokens,
+                                          .max_batch_size = e.max_batch_size,
+                                          .threads = e.threads};
+  ASSIGN_OR_RETURN(std::unique_ptr<engine::CpuBackend> cpu,
+                   engine::CpuBackend::Create(checkpoint, options));
+  return cpu;
+}
+
 // The Engine over a model backend, pipelined: each Step() plans step N+1 while step N
 // computes, dispatches N+1 as soon as N is done, and only then commits N, so committing and
 // the loop's ring I/O overlap with the backend.
@@ -159,14 +200,7 @@ class ModelGenerator final : public Generator {
   static absl::StatusOr<std::unique_ptr<ModelGenerator>> Create(const config::Config& config) {
     ASSIGN_OR_RETURN(std::unique_ptr<model::Checkpoint> checkpoint,
                      model::Checkpoint::Open(config.model.dir));
-    const engine::CpuBackendOptions options{.kv_block_size = config.engine.kv_block_size,
-                                            .num_kv_blocks = config.engine.kv_cache_blocks,
-                                            .kv_cache_mb = config.engine.kv_cache_mb,
-                                            .max_step_tokens = config.engine.max_step_tokens,
-                                            .max_batch_size = config.engine.max_batch_size,
-                                            .threads = config.engine.threads};
-    ASSIGN_OR_RETURN(std::unique_ptr<engine::CpuBackend> backend,
-                     engine::CpuBackend::Create(*checkpoint, options));
+    ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend, CreateBackend(config, *checkpoint));
     const model::GenerationConfig& gen = checkpoint->generation_config();
     const std::vector<int>& eos =
         gen.eos_token_ids.empty() ? checkpoint->config().eos_token_ids : gen.eos_token_ids;
@@ -212,12 +246,12 @@ class ModelGenerator final : public Generator {
   }
 
  private:
-  ModelGenerator(std::unique_ptr<engine::CpuBackend> backend, engine::EngineOptions options)
+  ModelGenerator(std::unique_ptr<engine::Backend> backend, engine::EngineOptions options)
       : backend_(std::move(backend)),
         engine_(backend_.get(), nullptr, std::move(options)),
         compute_(backend_.get()) {}
 
-  std::unique_ptr<engine::CpuBackend> backend_;
+  std::unique_ptr<engine::Backend> backend_;
   engine::Engine engine_;
   engine::StepResult results_[2];
   int slot_ = 0;
@@ -267,7 +301,7 @@ class EchoGenerator final : public Generator {
 
 absl::StatusOr<std::unique_ptr<Generator>> MakeGenerator(const config::Config& config) {
   if (config.engine.backend == "echo") return std::make_unique<EchoGenerator>();
-  if (config.engine.backend == "cpu") {
+  if (config.engine.backend == "cpu" || config.engine.backend == "cuda") {
     ASSIGN_OR_RETURN(std::unique_ptr<ModelGenerator> model, ModelGenerator::Create(config));
     return model;
   }

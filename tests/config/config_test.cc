@@ -74,6 +74,34 @@ TEST(Config, OutOfRangeAndBadEnumAreErrors) {
   EXPECT_THAT(t.status().message(), HasSubstr("{text}"));
 }
 
+TEST(Config, CudaBackendSettings) {
+  auto c = ParseConfig(
+      "engine:\n  backend: cuda\n  device: 1\n  kv_cache_memory_fraction: 0.8\n"
+      "  graph_batch_sizes: \"1,8,64\"\n  quantization: none\n  attention_fp8: false\n"
+      "  fp8_scaling: per_tensor\n",
+      "conf.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->engine.device, 1);
+  EXPECT_DOUBLE_EQ(c->engine.kv_cache_memory_fraction, 0.8);
+  EXPECT_EQ(GraphBatchSizes(c->engine), (std::vector<int>{1, 8, 64}));
+  EXPECT_EQ(c->engine.quantization, "none");
+  EXPECT_FALSE(c->engine.attention_fp8);
+  EXPECT_EQ(c->engine.fp8_scaling, "per_tensor");
+  Config d;
+  EXPECT_EQ(GraphBatchSizes(d.engine).size(), 10u);
+  ASSERT_TRUE(ApplyOverride(d, "engine.graph_batch_sizes", "").ok());
+  EXPECT_TRUE(GraphBatchSizes(d.engine).empty());
+
+  for (const char* bad : {"kv_cache_memory_fraction: 0", "kv_cache_memory_fraction: 1.5",
+                          "graph_batch_sizes: \"1,x\"", "graph_batch_sizes: \"0\"",
+                          "attention_fp8: maybe", "quantization: int4"}) {
+    auto e = ParseConfig(std::string("engine:\n  ") + bad + "\n", "conf.yaml");
+    ASSERT_FALSE(e.ok()) << bad;
+    const std::string key = std::string(bad).substr(0, std::string(bad).find(':'));
+    EXPECT_THAT(e.status().message(), HasSubstr("engine." + key)) << bad;
+  }
+}
+
 TEST(Config, MalformedYamlIsAnErrorWithLine) {
   auto c = ParseConfig("engine:\n  threads: [1, 2\n", "conf.yaml");
   ASSERT_FALSE(c.ok());
