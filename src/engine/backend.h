@@ -78,6 +78,9 @@ class Backend {
   virtual absl::Status Submit(const StepBatch& batch);
   virtual absl::Status Collect(StepResult* result);
   virtual int max_in_flight() const { return 2; }
+  // True when Submit returns before the step has run (a device queue), so a driver gains by
+  // submitting step N+1 before collecting step N; false when Submit computes the step itself.
+  virtual bool asynchronous() const { return false; }
 
  private:
   struct Pending {

@@ -72,6 +72,7 @@ class CudaBackend final : public Backend {
   absl::Status Submit(const StepBatch& batch) override;
   absl::Status Collect(StepResult* result) override;
   int max_in_flight() const override { return kSlots; }
+  bool asynchronous() const override { return options_.async; }
 
   // Benchmark A/B switches, effective from the next Submit: graph replay for decode steps, and
   // the async option (see CudaBackendOptions).

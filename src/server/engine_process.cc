@@ -223,6 +223,7 @@ class ModelGenerator final : public Generator {
   absl::Status Step(StepOutcome* out) override {
     out->ran.clear();
     out->events.clear();
+    if (backend_->asynchronous()) return StepOnDeviceQueue(out);
     const engine::StepPlan& next = engine_.PlanStep();
     const engine::StepPlan* previous = in_flight_;
     if (previous != nullptr) RETURN_IF_ERROR(compute_.Wait());
@@ -235,6 +236,24 @@ class ModelGenerator final : public Generator {
     }
     if (previous != nullptr) out->events = engine_.CommitStep(*previous, results_[slot_]);
     if (in_flight_ != nullptr) slot_ ^= 1;
+    return absl::OkStatus();
+  }
+
+  // A device backend queues steps itself: step N+1 is submitted before step N is collected
+  // and committed, so the device runs N+1 while the host commits N (no compute thread).
+  absl::Status StepOnDeviceQueue(StepOutcome* out) {
+    const engine::StepPlan& next = engine_.PlanStep();
+    const engine::StepPlan* previous = in_flight_;
+    in_flight_ = nullptr;
+    if (!next.empty()) {
+      RETURN_IF_ERROR(backend_->Submit(next.batch));
+      in_flight_ = &next;
+      out->ran = next.ids;
+    }
+    if (previous != nullptr) {
+      RETURN_IF_ERROR(backend_->Collect(&results_[0]));
+      out->events = engine_.CommitStep(*previous, results_[0]);
+    }
     return absl::OkStatus();
   }
 
