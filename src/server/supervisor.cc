@@ -20,6 +20,9 @@
 #include "common/status_macros.h"
 #include "config/config.h"
 #include "ipc/shared_segment.h"
+#ifdef GECD_HAVE_CUDA
+#include "kernels/device_info.h"
+#endif
 #include "model/checkpoint.h"
 #include "model/tokenizer.h"
 #include "server/metrics.h"
@@ -382,6 +385,23 @@ absl::Status CheckModelDirectory(const config::Config& config) {
   return absl::OkStatus();
 }
 
+// The cuda backend's device, checked before any child starts for the same reason.
+absl::Status CheckDevice(const config::Config& config) {
+  if (config.engine.backend != "cuda") return absl::OkStatus();
+#ifdef GECD_HAVE_CUDA
+  const kernels::DeviceList list = kernels::ListDevices();
+  if (config.engine.device >= static_cast<int>(list.devices.size())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "engine.device ", config.engine.device, ": ", list.devices.size(),
+        " CUDA device(s) visible", list.error.empty() ? "" : absl::StrCat(" (", list.error, ")")));
+  }
+  return absl::OkStatus();
+#else
+  return absl::FailedPreconditionError(
+      "engine.backend: cuda, but this gecd was built without CUDA (no nvcc at build time)");
+#endif
+}
+
 }  // namespace
 
 int RunSupervisor(const config::Config& config, const std::string& config_path,
@@ -389,6 +409,10 @@ int RunSupervisor(const config::Config& config, const std::string& config_path,
   SetProcessTitle("gecd: supervisor");
   if (absl::Status model = CheckModelDirectory(config); !model.ok()) {
     spdlog::critical("model.dir {}: {}", config.model.dir, model.ToString());
+    return 2;
+  }
+  if (absl::Status device = CheckDevice(config); !device.ok()) {
+    spdlog::critical("{}", device.ToString());
     return 2;
   }
   // Blocked before any thread starts, so every thread inherits the mask and the loop alone
