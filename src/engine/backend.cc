@@ -1,8 +1,43 @@
 #include "engine/backend.h"
 
+#include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace gecd::engine {
+
+absl::Status CheckSequence(const StepBatch& batch, size_t i, int expected_offset,
+                           const KvCacheLayout& layout, int64_t max_context) {
+  const BatchSequence& s = batch.sequences[i];
+  const std::string where = absl::StrCat("step sequence ", i, ": ");
+  if (s.num_tokens <= 0 || s.token_offset != expected_offset) {
+    return absl::InvalidArgumentError(where + "token range is empty or not contiguous");
+  }
+  if (s.block_offset < 0 || s.num_blocks < 0 ||
+      s.block_offset + s.num_blocks > static_cast<int>(batch.block_ids.size())) {
+    return absl::InvalidArgumentError(where + "block range outside block_ids");
+  }
+  const int64_t end = static_cast<int64_t>(s.start_position) + s.num_tokens;
+  if (s.start_position < 0 || end > max_context) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "positions ", s.start_position, "..",
+                                                   end - 1, " exceed the context limit ",
+                                                   max_context));
+  }
+  if (static_cast<int64_t>(s.num_blocks) * layout.block_size < end) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "block table of ", s.num_blocks,
+                                                   " blocks cannot hold ", end, " positions"));
+  }
+  for (int k = 0; k < s.num_blocks; ++k) {
+    const int32_t block = batch.block_ids[s.block_offset + k];
+    if (block < 0 || block >= layout.num_blocks) {
+      return absl::InvalidArgumentError(absl::StrCat(where, "block id ", block,
+                                                     " out of range [0, ", layout.num_blocks,
+                                                     ")"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 void StepBatch::Clear() {
   tokens.clear();

@@ -51,6 +51,13 @@ struct StepResult {
   std::vector<float> logits;
 };
 
+// The checks every backend makes of sequence `i` of `batch`: its tokens start at
+// `expected_offset` (sequences cover the tokens in order), its block range lies inside
+// block_ids, its positions fit `max_context` and its block table, and its block ids are in
+// [0, layout.num_blocks). An InvalidArgument error names the sequence.
+absl::Status CheckSequence(const StepBatch& batch, size_t i, int expected_offset,
+                           const KvCacheLayout& layout, int64_t max_context);
+
 class Backend {
  public:
   virtual ~Backend() = default;

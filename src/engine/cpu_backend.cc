@@ -223,34 +223,8 @@ absl::Status CpuBackend::Validate(const StepBatch& batch) {
   }
   int expected_offset = 0;
   for (size_t i = 0; i < batch.sequences.size(); ++i) {
-    const BatchSequence& s = batch.sequences[i];
-    const std::string where = absl::StrCat("step sequence ", i, ": ");
-    if (s.num_tokens <= 0 || s.token_offset != expected_offset) {
-      return absl::InvalidArgumentError(where + "token range is empty or not contiguous");
-    }
-    expected_offset += s.num_tokens;
-    if (s.block_offset < 0 || s.num_blocks < 0 ||
-        s.block_offset + s.num_blocks > static_cast<int>(batch.block_ids.size())) {
-      return absl::InvalidArgumentError(where + "block range outside block_ids");
-    }
-    const int64_t end = static_cast<int64_t>(s.start_position) + s.num_tokens;
-    if (s.start_position < 0 || end > max_context_) {
-      return absl::InvalidArgumentError(absl::StrCat(where, "positions ", s.start_position, "..",
-                                                     end - 1, " exceed the context limit ",
-                                                     max_context_));
-    }
-    if (static_cast<int64_t>(s.num_blocks) * layout_.block_size < end) {
-      return absl::InvalidArgumentError(absl::StrCat(where, "block table of ", s.num_blocks,
-                                                     " blocks cannot hold ", end, " positions"));
-    }
-    for (int k = 0; k < s.num_blocks; ++k) {
-      const int32_t block = batch.block_ids[s.block_offset + k];
-      if (block < 0 || block >= layout_.num_blocks) {
-        return absl::InvalidArgumentError(absl::StrCat(where, "block id ", block,
-                                                       " out of range [0, ", layout_.num_blocks,
-                                                       ")"));
-      }
-    }
+    RETURN_IF_ERROR(CheckSequence(batch, i, expected_offset, layout_, max_context_));
+    expected_offset += batch.sequences[i].num_tokens;
   }
   if (expected_offset != batch.num_tokens()) {
     return absl::InvalidArgumentError("step tokens not covered by its sequences");

@@ -15,6 +15,7 @@
 #include "nlohmann/json.hpp"
 #include "testing/byte_level_tokenizer.h"
 #include "testing/daemon_process.h"
+#include "testing/run_gecd.h"
 #include "testing/test_paths.h"
 
 namespace gecd {
@@ -22,23 +23,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct RunResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
-
-RunResult RunGecd(const std::string& args) {
-  const std::string cmd = gecd::testing::BinaryDir() + "/gecd " + args + " 2>&1";
-  RunResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using ::gecd::testing::RunGecd;
+using ::gecd::testing::RunResult;
 
 nlohmann::json ReadJson(const std::string& path) {
   std::ifstream in(path);
