@@ -1,0 +1,61 @@
+// The shipped default model (models/gecd-gec-small, made by tools/train/train.sh) through the
+// real `gecd generate` on the default config: it loads, corrects a few fixed sentences and
+// leaves a correct one alone; the FP8 copies the build makes with `gecd quantize`
+// (build/models/) give the same outputs.
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "testing/run_gecd.h"
+#include "testing/test_paths.h"
+
+namespace gecd {
+namespace {
+
+using ::gecd::testing::Lines;
+using ::gecd::testing::RunGecd;
+
+struct Case {
+  const char* input;
+  const char* expected;
+};
+
+// Errors of several kinds (tense, agreement, participle, capitalization) and one correct
+// sentence. Greedy decoding is deterministic, so these are exact.
+constexpr Case kCases[] = {
+    {"She go to school yesterday.", "She went to school yesterday."},
+    {"The weather are nice today.", "The weather is nice today."},
+    {"they was happy.", "They were happy."},
+    {"She has went home.", "She has gone home."},
+    {"We goes to the park every day.", "We go to the park every day."},
+    {"He is the best student in the class.", "He is the best student in the class."},
+};
+
+std::vector<std::string> Correct(const std::string& extra_flags) {
+  std::string args = "generate --config " + gecd::testing::SourceDir() + "/configs/gecd.yaml " +
+                     extra_flags;
+  for (const Case& c : kCases) args += std::string(" '") + c.input + "'";
+  const auto run = RunGecd(args);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  return Lines(run.output);
+}
+
+void ExpectCorrections(const std::vector<std::string>& outputs) {
+  ASSERT_EQ(outputs.size(), std::size(kCases));
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    EXPECT_EQ(outputs[i], kCases[i].expected) << "input: " << kCases[i].input;
+  }
+}
+
+TEST(DefaultModel, CorrectsFixedSentences) { ExpectCorrections(Correct("")); }
+
+TEST(DefaultModel, Fp8CopiesGiveTheSameCorrections) {
+  for (const char* copy : {"gecd-gec-small-fp8", "gecd-gec-small-fp8-mlp"}) {
+    SCOPED_TRACE(copy);
+    ExpectCorrections(
+        Correct("--set model.dir=" + gecd::testing::BinaryDir() + "/models/" + copy));
+  }
+}
+
+}  // namespace
+}  // namespace gecd
