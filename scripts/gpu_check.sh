@@ -20,7 +20,7 @@
 #   GECD_BENCH_ARGS      extra arguments for engine_bench (split on spaces)
 #   GECD_BENCH=0         skip the bench
 #   GPU_CHECK_BUDGET     seconds for the whole check (default 450)
-#   GPU_CONFIGURE_LIMIT GPU_BUILD_LIMIT GPU_TEST_LIMIT GPU_BENCH_LIMIT   per stage (90 270 120 90)
+#   GPU_CONFIGURE_LIMIT GPU_BUILD_LIMIT GPU_TEST_LIMIT GPU_BENCH_LIMIT   per stage (90 270 120 180)
 #   GPU_TEST_TIMEOUT     per ctest test (default 60)
 #   GPU_JOBS             ninja -j (default 16)
 #   GPU_BUILD_DIR        (default build-gpu)   GPU_DEPS_DIR   (default .gpu-deps)
@@ -162,7 +162,7 @@ else
      timeout 10 "$BENCH_BIN" --help 2>&1 | grep -q benchmark_out; then
     bench_args+=("--benchmark_out=$LOGS/bench.json" --benchmark_out_format=json)
   fi
-  run_stage bench "${GPU_BENCH_LIMIT:-90}" "$LOGS/bench.log" "$BENCH_BIN" "${bench_args[@]}"
+  run_stage bench "${GPU_BENCH_LIMIT:-180}" "$LOGS/bench.log" "$BENCH_BIN" "${bench_args[@]}"
 fi
 
 # ---- summary (last: the device tool returns only the end of the output)
