@@ -139,9 +139,10 @@ if [[ "${RESULT[configure]}" == ok ]]; then
   run_stage test "${GPU_TEST_LIMIT:-120}" "$LOGS/ctest.log" \
     ctest --test-dir "$BUILD" -L gpu --output-on-failure --no-tests=error \
       --timeout "${GPU_TEST_TIMEOUT:-60}" --output-junit "$LOGS/ctest-junit.xml"
-  # ctest lines: "  1/4 Test  #3: kernels/Foo.Bar ......   Passed    0.12 sec"
+  # ctest lines: "  1/4 Test  #3: kernels/Foo.Bar ......   Passed    0.12 sec" (parameterised
+  # tests add "  # GetParam() = X" after the name)
   TESTS_SUMMARY="$(grep -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: ' "$LOGS/ctest.log" |
-    sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) \.*[ *]*([A-Za-z_: ]+[A-Za-z_]) +([0-9.]+ sec).*$/\2|\1|\3/')"
+    sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+)( +# GetParam\(\) = [^ ]+)? \.*[ *]*([A-Za-z_: ]+[A-Za-z_]) +([0-9.]+ sec).*$/\3|\1|\4/')"
   if [[ "${RESULT[test]}" != ok ]]; then
     echo "---- ctest.log (tail)"; tail -n 60 "$LOGS/ctest.log" | cut -c1-200
   fi
