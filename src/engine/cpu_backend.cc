@@ -61,17 +61,6 @@ std::vector<float> RopeInverseFrequencies(const model::ModelConfig& config) {
 
 namespace {
 
-absl::StatusOr<std::vector<float>> LoadVector(const model::Checkpoint& checkpoint,
-                                              const std::string& name, int64_t size) {
-  ASSIGN_OR_RETURN(model::TensorView view, checkpoint.Tensor(name));
-  std::vector<float> v = model::ToFloat(view);
-  if (static_cast<int64_t>(v.size()) != size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": expected ", size, " elements, got ", v.size()));
-  }
-  return v;
-}
-
 absl::StatusOr<CpuLinear> LoadLinear(const model::Checkpoint& checkpoint,
                                      const std::vector<std::string>& modules, int64_t out,
                                      int64_t in) {
@@ -156,14 +145,14 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
   const int64_t hidden = c.hidden_size;
   const int64_t inter = c.intermediate_size;
   ASSIGN_OR_RETURN(b->embed_,
-                   LoadVector(checkpoint, "model.embed_tokens.weight", c.vocab_size * hidden));
+                   checkpoint.FloatTensor("model.embed_tokens.weight", c.vocab_size * hidden));
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const std::string p = absl::StrCat("model.layers.", l, ".");
     Layer layer;
     ASSIGN_OR_RETURN(layer.input_norm,
-                     LoadVector(checkpoint, p + "input_layernorm.weight", hidden));
+                     checkpoint.FloatTensor(p + "input_layernorm.weight", hidden));
     ASSIGN_OR_RETURN(layer.post_attention_norm,
-                     LoadVector(checkpoint, p + "post_attention_layernorm.weight", hidden));
+                     checkpoint.FloatTensor(p + "post_attention_layernorm.weight", hidden));
     ASSIGN_OR_RETURN(layer.qkv, LoadLinear(checkpoint,
                                            {p + "self_attn.q_proj", p + "self_attn.k_proj",
                                             p + "self_attn.v_proj"},
@@ -175,7 +164,7 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
     ASSIGN_OR_RETURN(layer.down, LoadLinear(checkpoint, {p + "mlp.down_proj"}, hidden, inter));
     b->layers_.push_back(std::move(layer));
   }
-  ASSIGN_OR_RETURN(b->final_norm_, LoadVector(checkpoint, "model.norm.weight", hidden));
+  ASSIGN_OR_RETURN(b->final_norm_, checkpoint.FloatTensor("model.norm.weight", hidden));
   if (c.tie_word_embeddings) {
     b->lm_head_ = CpuLinear::Dense(b->embed_, c.vocab_size, c.hidden_size);
   } else {

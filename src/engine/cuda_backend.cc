@@ -66,17 +66,6 @@ std::vector<uint16_t> ToBf16(const std::vector<float>& v) {
   return out;
 }
 
-absl::StatusOr<std::vector<float>> LoadVector(const model::Checkpoint& checkpoint,
-                                              const std::string& name, int64_t size) {
-  ASSIGN_OR_RETURN(model::TensorView view, checkpoint.Tensor(name));
-  std::vector<float> v = model::ToFloat(view);
-  if (static_cast<int64_t>(v.size()) != size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": expected ", size, " elements, got ", v.size()));
-  }
-  return v;
-}
-
 size_t Align(size_t n) { return (n + 63) / 64 * 64; }
 
 }  // namespace
@@ -225,7 +214,7 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
   const bool attn_fp8 = quantize && options.attention_fp8 && fp8_ok(qkv_width_, hidden) &&
                         fp8_ok(hidden, q_width_);
   ASSIGN_OR_RETURN(std::vector<float> embed,
-                   LoadVector(checkpoint, "model.embed_tokens.weight",
+                   checkpoint.FloatTensor("model.embed_tokens.weight",
                               static_cast<int64_t>(c.vocab_size) * hidden));
   RETURN_IF_ERROR(Upload(ToBf16(embed), &embed_));
   embed.clear();
@@ -234,10 +223,10 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
     const std::string p = absl::StrCat("model.layers.", l, ".");
     Layer layer;
     ASSIGN_OR_RETURN(std::vector<float> in_norm,
-                     LoadVector(checkpoint, p + "input_layernorm.weight", hidden));
+                     checkpoint.FloatTensor(p + "input_layernorm.weight", hidden));
     RETURN_IF_ERROR(Upload(in_norm, &layer.input_norm));
     ASSIGN_OR_RETURN(std::vector<float> post_norm,
-                     LoadVector(checkpoint, p + "post_attention_layernorm.weight", hidden));
+                     checkpoint.FloatTensor(p + "post_attention_layernorm.weight", hidden));
     RETURN_IF_ERROR(Upload(post_norm, &layer.post_attention_norm));
     RETURN_IF_ERROR(LoadLinear(checkpoint,
                                {p + "self_attn.q_proj", p + "self_attn.k_proj",
@@ -257,7 +246,7 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
     layers_.push_back(std::move(layer));
   }
   ASSIGN_OR_RETURN(std::vector<float> final_norm,
-                   LoadVector(checkpoint, "model.norm.weight", hidden));
+                   checkpoint.FloatTensor("model.norm.weight", hidden));
   RETURN_IF_ERROR(Upload(final_norm, &final_norm_));
   if (!c.tie_word_embeddings) {
     Linear head;

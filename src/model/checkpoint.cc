@@ -219,6 +219,17 @@ absl::StatusOr<LinearWeight> Checkpoint::Linear(std::string_view module) const {
   return w;
 }
 
+absl::StatusOr<std::vector<float>> Checkpoint::FloatTensor(std::string_view name,
+                                                          int64_t elements) const {
+  ASSIGN_OR_RETURN(TensorView view, Tensor(name));
+  std::vector<float> v = ToFloat(view);
+  if (static_cast<int64_t>(v.size()) != elements) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(name), ": expected ", elements, " elements, got ", v.size()));
+  }
+  return v;
+}
+
 std::vector<float> ToFloat(const TensorView& tensor) {
   const size_t n = tensor.data.size() / DTypeSize(tensor.dtype);
   std::vector<float> out(n);

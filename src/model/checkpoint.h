@@ -42,6 +42,8 @@ class Checkpoint {
   // Every tensor name across all shards, sorted.
   std::vector<std::string> TensorNames() const;
   absl::StatusOr<TensorView> Tensor(std::string_view name) const;
+  // A float tensor (norm weights, embeddings) as f32, checked to hold `elements` values.
+  absl::StatusOr<std::vector<float>> FloatTensor(std::string_view name, int64_t elements) const;
 
   // `module` is the Linear's name without ".weight", e.g. "model.layers.0.self_attn.q_proj".
   absl::StatusOr<LinearWeight> Linear(std::string_view module) const;
