@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/config_flags.h"
 #include "common/status_macros.h"
+#include "config/engine_options.h"
 #include "config/config.h"
 #include "engine/cpu_backend.h"
 #include "engine/engine.h"
@@ -37,12 +38,7 @@ absl::StatusOr<GenerateRequest> ParseRequest(const Args& args) {
   r.model_dir = cfg.model.dir;
   r.prompt_template = cfg.model.prompt_template;
   r.max_new_tokens = cfg.model.max_output_tokens;
-  r.backend = {.kv_block_size = cfg.engine.kv_block_size,
-               .num_kv_blocks = cfg.engine.kv_cache_blocks,
-               .kv_cache_mb = cfg.engine.kv_cache_mb,
-               .max_step_tokens = cfg.engine.max_step_tokens,
-               .max_batch_size = cfg.engine.max_batch_size,
-               .threads = cfg.engine.threads};
+  r.backend = config::CpuBackendOptionsFrom(cfg.engine);
   if (auto dir = args.Get("model")) r.model_dir = *dir;
   if (auto t = args.Get("prompt-template")) r.prompt_template = *t;
   RETURN_IF_ERROR(model::PromptTemplate::Parse(r.prompt_template).status());
@@ -66,10 +62,9 @@ absl::StatusOr<std::vector<std::string>> Generate(GenerateRequest r) {
   r.backend.max_batch_size = std::max<int>(r.backend.max_batch_size, r.texts.size());
   ASSIGN_OR_RETURN(std::unique_ptr<engine::CpuBackend> backend,
                    engine::CpuBackend::Create(*checkpoint, r.backend));
-  const model::GenerationConfig& gen = checkpoint->generation_config();
   engine::EngineOptions options;
-  const std::vector<int>& eos =
-      gen.eos_token_ids.empty() ? checkpoint->config().eos_token_ids : gen.eos_token_ids;
+  // Open() already filled generation_config's EOS ids in from config.json where it had none.
+  const std::vector<int>& eos = checkpoint->generation_config().eos_token_ids;
   options.eos_token_ids.assign(eos.begin(), eos.end());
   checkpoint.reset();  // the backend holds its own copy of the weights
   engine::Engine engine(backend.get(), tokenizer.get(), std::move(options));

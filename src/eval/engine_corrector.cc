@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "config/engine_options.h"
 #include "model/checkpoint.h"
 #include "model/utf8.h"
 
@@ -29,17 +30,11 @@ absl::StatusOr<std::unique_ptr<EngineCorrector>> EngineCorrector::Create(
                    model::Checkpoint::Open(config.model.dir));
   ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tokenizer,
                    model::Tokenizer::LoadFromModelDir(config.model.dir));
-  const engine::CpuBackendOptions options{.kv_block_size = config.engine.kv_block_size,
-                                          .num_kv_blocks = config.engine.kv_cache_blocks,
-                                          .kv_cache_mb = config.engine.kv_cache_mb,
-                                          .max_step_tokens = config.engine.max_step_tokens,
-                                          .max_batch_size = config.engine.max_batch_size,
-                                          .threads = config.engine.threads};
-  ASSIGN_OR_RETURN(std::unique_ptr<engine::CpuBackend> backend,
-                   engine::CpuBackend::Create(*checkpoint, options));
-  const model::GenerationConfig& gen = checkpoint->generation_config();
-  const std::vector<int>& eos =
-      gen.eos_token_ids.empty() ? checkpoint->config().eos_token_ids : gen.eos_token_ids;
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<engine::CpuBackend> backend,
+      engine::CpuBackend::Create(*checkpoint, config::CpuBackendOptionsFrom(config.engine)));
+  // Open() already filled generation_config's EOS ids in from config.json where it had none.
+  const std::vector<int>& eos = checkpoint->generation_config().eos_token_ids;
   engine::EngineOptions engine_options;
   engine_options.eos_token_ids.assign(eos.begin(), eos.end());
   return std::unique_ptr<EngineCorrector>(

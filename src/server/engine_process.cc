@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "config/engine_options.h"
 #include "engine/cpu_backend.h"
 #ifdef GECD_HAVE_CUDA
 #include "engine/cuda_backend.h"
@@ -181,14 +182,8 @@ absl::StatusOr<std::unique_ptr<engine::Backend>> CreateBackend(const config::Con
         "engine.backend: cuda, but this gecd was built without CUDA (no nvcc at build time)");
 #endif
   }
-  const engine::CpuBackendOptions options{.kv_block_size = e.kv_block_size,
-                                          .num_kv_blocks = e.kv_cache_blocks,
-                                          .kv_cache_mb = e.kv_cache_mb,
-                                          .max_step_tokens = e.max_step_tokens,
-                                          .max_batch_size = e.max_batch_size,
-                                          .threads = e.threads};
   ASSIGN_OR_RETURN(std::unique_ptr<engine::CpuBackend> cpu,
-                   engine::CpuBackend::Create(checkpoint, options));
+                   engine::CpuBackend::Create(checkpoint, config::CpuBackendOptionsFrom(e)));
   return cpu;
 }
 
@@ -201,9 +196,8 @@ class ModelGenerator final : public Generator {
     ASSIGN_OR_RETURN(std::unique_ptr<model::Checkpoint> checkpoint,
                      model::Checkpoint::Open(config.model.dir));
     ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend, CreateBackend(config, *checkpoint));
-    const model::GenerationConfig& gen = checkpoint->generation_config();
-    const std::vector<int>& eos =
-        gen.eos_token_ids.empty() ? checkpoint->config().eos_token_ids : gen.eos_token_ids;
+    // Open() already filled generation_config's EOS ids in from config.json where it had none.
+    const std::vector<int>& eos = checkpoint->generation_config().eos_token_ids;
     engine::EngineOptions engine_options;
     engine_options.eos_token_ids.assign(eos.begin(), eos.end());
     return std::unique_ptr<ModelGenerator>(
