@@ -34,82 +34,61 @@ bool HaveCudaDevice(std::string* why) {
   return count > 0;
 }
 
-absl::Status DeviceBuffer::Allocate(size_t bytes) {
+void ReleaseDeviceMemory(void* p) { cudaFree(p); }
+void ReleasePinnedMemory(void* p) { cudaFreeHost(p); }
+void ReleaseStream(cudaStream_t s) { cudaStreamDestroy(s); }
+void ReleaseEvent(cudaEvent_t e) { cudaEventDestroy(e); }
+void ReleaseGraphExec(cudaGraphExec_t g) { cudaGraphExecDestroy(g); }
+void ReleaseLtHandle(cublasLtHandle_t h) { cublasLtDestroy(h); }
+
+template <Memory kKind>
+absl::Status Buffer<kKind>::Allocate(size_t bytes) {
   Reset();
   if (bytes == 0) return absl::OkStatus();
-  GECD_CUDA_RETURN(cudaMalloc(&ptr_, bytes));
+  void* p = nullptr;
+  if constexpr (kKind == Memory::kDevice) {
+    GECD_CUDA_RETURN(cudaMalloc(&p, bytes));
+  } else {
+    GECD_CUDA_RETURN(cudaMallocHost(&p, bytes));
+  }
+  ptr_.Reset(p);
   bytes_ = bytes;
   return absl::OkStatus();
 }
-
-void DeviceBuffer::Reset() {
-  if (ptr_ != nullptr) cudaFree(ptr_);
-  ptr_ = nullptr;
-  bytes_ = 0;
-}
-
-absl::Status PinnedBuffer::Allocate(size_t bytes) {
-  Reset();
-  if (bytes == 0) return absl::OkStatus();
-  GECD_CUDA_RETURN(cudaMallocHost(&ptr_, bytes));
-  bytes_ = bytes;
-  return absl::OkStatus();
-}
-
-void PinnedBuffer::Reset() {
-  if (ptr_ != nullptr) cudaFreeHost(ptr_);
-  ptr_ = nullptr;
-  bytes_ = 0;
-}
+template class Buffer<Memory::kDevice>;
+template class Buffer<Memory::kPinned>;
 
 absl::Status Stream::Create() {
-  Reset();
-  GECD_CUDA_RETURN(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
+  cudaStream_t s = nullptr;
+  GECD_CUDA_RETURN(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  Reset(s);
   return absl::OkStatus();
-}
-
-void Stream::Reset() {
-  if (s_ != nullptr) cudaStreamDestroy(s_);
-  s_ = nullptr;
 }
 
 absl::Status Event::Create() {
-  Reset();
-  GECD_CUDA_RETURN(cudaEventCreate(&e_));
+  cudaEvent_t e = nullptr;
+  GECD_CUDA_RETURN(cudaEventCreate(&e));
+  Reset(e);
   return absl::OkStatus();
 }
 
-void Event::Reset() {
-  if (e_ != nullptr) cudaEventDestroy(e_);
-  e_ = nullptr;
-}
-
 absl::Status GraphExec::Instantiate(cudaGraph_t graph) {
-  Reset();
-  const cudaError_t err = cudaGraphInstantiate(&g_, graph, 0);
+  cudaGraphExec_t g = nullptr;
+  const cudaError_t err = cudaGraphInstantiate(&g, graph, 0);
   cudaGraphDestroy(graph);
-  if (err != cudaSuccess) g_ = nullptr;
+  Reset(err == cudaSuccess ? g : nullptr);
   return CudaStatus(err, "cudaGraphInstantiate");
 }
 
 absl::Status GraphExec::Launch(cudaStream_t stream) const {
-  return CudaStatus(cudaGraphLaunch(g_, stream), "cudaGraphLaunch");
-}
-
-void GraphExec::Reset() {
-  if (g_ != nullptr) cudaGraphExecDestroy(g_);
-  g_ = nullptr;
+  return CudaStatus(cudaGraphLaunch(get(), stream), "cudaGraphLaunch");
 }
 
 absl::Status LtHandle::Create() {
-  Reset();
-  GECD_CUBLAS_RETURN(cublasLtCreate(&h_));
+  cublasLtHandle_t h = nullptr;
+  GECD_CUBLAS_RETURN(cublasLtCreate(&h));
+  Reset(h);
   return absl::OkStatus();
-}
-
-void LtHandle::Reset() {
-  if (h_ != nullptr) cublasLtDestroy(h_);
-  h_ = nullptr;
 }
 
 }  // namespace gecd::kernels

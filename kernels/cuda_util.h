@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -33,147 +34,91 @@ absl::Status CublasStatus(cublasStatus_t st, const char* what);
 // runtime's reason when not.
 bool HaveCudaDevice(std::string* why = nullptr);
 
-// Owns one cudaMalloc allocation (or none).
-class DeviceBuffer {
+// Move-only owner of one CUDA object `T` (a pointer-like handle), released by kRelease.
+// Every RAII type below is one of these plus the call that creates the object.
+template <typename T, void (*kRelease)(T)>
+class UniqueHandle {
  public:
-  DeviceBuffer() = default;
-  ~DeviceBuffer() { Reset(); }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)),
-                                            bytes_(std::exchange(o.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
-    if (this != &o) {
-      Reset();
-      ptr_ = std::exchange(o.ptr_, nullptr);
-      bytes_ = std::exchange(o.bytes_, 0);
-    }
+  UniqueHandle() = default;
+  ~UniqueHandle() { Reset(); }
+  UniqueHandle(UniqueHandle&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  UniqueHandle& operator=(UniqueHandle&& o) noexcept {
+    if (this != &o) Reset(std::exchange(o.h_, nullptr));
     return *this;
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  UniqueHandle(const UniqueHandle&) = delete;
+  UniqueHandle& operator=(const UniqueHandle&) = delete;
 
+  // Releases what it held and takes `h`.
+  void Reset(T h = nullptr) {
+    if (h_ != nullptr) kRelease(h_);
+    h_ = h;
+  }
+  T get() const { return h_; }
+  bool valid() const { return h_ != nullptr; }
+
+ private:
+  T h_ = nullptr;
+};
+
+void ReleaseDeviceMemory(void* p);
+void ReleasePinnedMemory(void* p);
+void ReleaseStream(cudaStream_t s);
+void ReleaseEvent(cudaEvent_t e);
+void ReleaseGraphExec(cudaGraphExec_t g);
+void ReleaseLtHandle(cublasLtHandle_t h);
+
+enum class Memory { kDevice, kPinned };
+
+// Owns one allocation of device memory (cudaMalloc) or pinned host memory (cudaMallocHost),
+// or none.
+template <Memory kKind>
+class Buffer {
+ public:
   absl::Status Allocate(size_t bytes);  // frees what it held first
-  void Reset();
-  void* get() const { return ptr_; }
+  void Reset() {
+    ptr_.Reset();
+    bytes_ = 0;
+  }
+  void* get() const { return ptr_.get(); }
   template <typename T>
-  T* as() const { return static_cast<T*>(ptr_); }
-  size_t bytes() const { return bytes_; }
+  T* as() const { return static_cast<T*>(ptr_.get()); }
+  size_t bytes() const { return ptr_.valid() ? bytes_ : 0; }
 
  private:
-  void* ptr_ = nullptr;
+  std::conditional_t<kKind == Memory::kDevice, UniqueHandle<void*, ReleaseDeviceMemory>,
+                     UniqueHandle<void*, ReleasePinnedMemory>>
+      ptr_;
   size_t bytes_ = 0;
 };
+using DeviceBuffer = Buffer<Memory::kDevice>;
+using PinnedBuffer = Buffer<Memory::kPinned>;
 
-// Owns one cudaMallocHost (pinned) allocation.
-class PinnedBuffer {
+// A non-blocking cudaStream_t.
+class Stream : public UniqueHandle<cudaStream_t, ReleaseStream> {
  public:
-  PinnedBuffer() = default;
-  ~PinnedBuffer() { Reset(); }
-  PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)),
-                                            bytes_(std::exchange(o.bytes_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
-    if (this != &o) {
-      Reset();
-      ptr_ = std::exchange(o.ptr_, nullptr);
-      bytes_ = std::exchange(o.bytes_, 0);
-    }
-    return *this;
-  }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-
-  absl::Status Allocate(size_t bytes);
-  void Reset();
-  void* get() const { return ptr_; }
-  template <typename T>
-  T* as() const { return static_cast<T*>(ptr_); }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-// Owns a non-blocking cudaStream_t.
-class Stream {
- public:
-  Stream() = default;
-  ~Stream() { Reset(); }
-  Stream(Stream&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
-  Stream& operator=(Stream&& o) noexcept {
-    if (this != &o) { Reset(); s_ = std::exchange(o.s_, nullptr); }
-    return *this;
-  }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
   absl::Status Create();
-  void Reset();
-  cudaStream_t get() const { return s_; }
-
- private:
-  cudaStream_t s_ = nullptr;
 };
 
-// Owns a cudaEvent_t (timing enabled, so gaps between steps can be measured).
-class Event {
+// A cudaEvent_t (timing enabled, so gaps between steps can be measured).
+class Event : public UniqueHandle<cudaEvent_t, ReleaseEvent> {
  public:
-  Event() = default;
-  ~Event() { Reset(); }
-  Event(Event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
-  Event& operator=(Event&& o) noexcept {
-    if (this != &o) { Reset(); e_ = std::exchange(o.e_, nullptr); }
-    return *this;
-  }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
   absl::Status Create();
-  void Reset();
-  cudaEvent_t get() const { return e_; }
-
- private:
-  cudaEvent_t e_ = nullptr;
 };
 
-// Owns an instantiated graph (the captured cudaGraph_t is destroyed right after
-// instantiation; only the executable is kept).
-class GraphExec {
+// An instantiated graph (the captured cudaGraph_t is destroyed right after instantiation;
+// only the executable is kept).
+class GraphExec : public UniqueHandle<cudaGraphExec_t, ReleaseGraphExec> {
  public:
-  GraphExec() = default;
-  ~GraphExec() { Reset(); }
-  GraphExec(GraphExec&& o) noexcept : g_(std::exchange(o.g_, nullptr)) {}
-  GraphExec& operator=(GraphExec&& o) noexcept {
-    if (this != &o) { Reset(); g_ = std::exchange(o.g_, nullptr); }
-    return *this;
-  }
-  GraphExec(const GraphExec&) = delete;
-  GraphExec& operator=(const GraphExec&) = delete;
   // Takes ownership of `graph`, instantiates it and destroys it.
   absl::Status Instantiate(cudaGraph_t graph);
   absl::Status Launch(cudaStream_t stream) const;
-  void Reset();
-  bool valid() const { return g_ != nullptr; }
-
- private:
-  cudaGraphExec_t g_ = nullptr;
 };
 
-// Owns a cublasLtHandle_t.
-class LtHandle {
+// A cublasLtHandle_t.
+class LtHandle : public UniqueHandle<cublasLtHandle_t, ReleaseLtHandle> {
  public:
-  LtHandle() = default;
-  ~LtHandle() { Reset(); }
-  LtHandle(LtHandle&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
-  LtHandle& operator=(LtHandle&& o) noexcept {
-    if (this != &o) { Reset(); h_ = std::exchange(o.h_, nullptr); }
-    return *this;
-  }
-  LtHandle(const LtHandle&) = delete;
-  LtHandle& operator=(const LtHandle&) = delete;
   absl::Status Create();
-  void Reset();
-  cublasLtHandle_t get() const { return h_; }
-
- private:
-  cublasLtHandle_t h_ = nullptr;
 };
 
 }  // namespace gecd::kernels
