@@ -26,7 +26,7 @@ constexpr Case kCases[] = {
     {"She go to school yesterday.", "She went to school yesterday."},
     {"The weather are nice today.", "The weather is nice today."},
     {"they was happy.", "They were happy."},
-    {"She has went home.", "She has gone home."},
+    {"I seen him yesterday.", "I saw him yesterday."},
     {"We goes to the park every day.", "We go to the park every day."},
     {"He is the best student in the class.", "He is the best student in the class."},
 };

@@ -6,6 +6,8 @@ import tarfile
 # Tokens written with no space before / after them when the sentence is detokenized.
 _NO_SPACE_BEFORE = {",", ".", ";", ":", "?", "!", ")", "]", "''", "'"}
 _NO_SPACE_AFTER = {"(", "[", "``", "`", "$"}
+_DOUBLED = {";", "?", "!", ":", ",", "."}
+_INSIDE_QUOTES = {".", ",", "?", "!"}
 
 
 def base_tag(tag):
@@ -37,6 +39,26 @@ def read_samples(tarball):
                     sentences.append(tokens)
             sample = member.name.split("/")[-1]
             yield sample, sample[:2], sentences
+
+
+def normalize(tokens):
+    """A Brown sentence as modern edited text would have it, or None when it is not a whole
+    sentence. Brown doubles some sentence punctuation (`? ?`, `; ;`, `Jr. .`) and puts a period or comma
+    after a closing quote; a model trained on that copies it and "corrects" clean input towards
+    it. Sentences starting in lower case are fragments cut from longer ones."""
+    out = []
+    for word, tag in tokens:
+        if out and word in _DOUBLED and (word == out[-1][0] or out[-1][0].endswith(word + word)
+                                           or (word == "." and out[-1][0].endswith("."))):
+            continue
+        if out and out[-1][0] == "''" and word in _INSIDE_QUOTES:
+            out.insert(len(out) - 1, (word, tag))
+            continue
+        out.append((word, tag))
+    first = next((w for w, _ in out if w not in ("``", "`", "(")), "")
+    if not first[:1].isupper() and not first[:1].isdigit():
+        return None
+    return out
 
 
 def detokenize(words):

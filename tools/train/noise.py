@@ -13,7 +13,7 @@ ERROR_TYPES = ("article", "agreement", "verb_form", "preposition", "noun_number"
 
 # How often each type is drawn for a noisy training pair. Spelling dominates learner text.
 TYPE_WEIGHTS = {"article": 10, "agreement": 8, "verb_form": 8, "preposition": 8,
-                "noun_number": 8, "spelling": 24, "capitalization": 8, "punctuation": 10,
+                "noun_number": 8, "spelling": 30, "capitalization": 8, "punctuation": 10,
                 "word_order": 4, "missing_word": 6, "extra_word": 6}
 
 PREPOSITIONS = ["in", "on", "at", "for", "to", "of", "with", "by", "from", "about", "into"]

@@ -5,7 +5,7 @@ One command (tools/train/train.sh) runs every stage with fixed seeds:
   2. train a SentencePiece unigram tokenizer on the training text (plus one noisy copy, so typo
      fragments have pieces);
   3. train a Llama-family decoder on `<s>{noisy}<sep>` -> `{clean}</s>`, fresh synthetic errors
-     every epoch, ~30% of pairs left unchanged;
+     every epoch, 40% of pairs left unchanged;
   4. export a standard model directory (config.json, bf16 model.safetensors, tokenizer.model,
      generation_config.json) and the held-out synthetic test set;
   5. greedy-decode part of the held-out set and log per-type accuracy.
@@ -17,7 +17,6 @@ import io
 import itertools
 import json
 import math
-import multiprocessing
 import os
 import random
 import sys
@@ -54,7 +53,9 @@ MODEL_CONFIG = {
     "eos_token_id": 2,
 }
 PROMPT_TEMPLATE = "<s>{text}<sep>"
-CLEAN_FRACTION = 0.3
+# More unchanged pairs than the ~30% GEC recipes start from: with 30% this model changed 17.5%
+# of correct held-out sentences; leaving text alone matters more to a writing assistant.
+CLEAN_FRACTION = 0.4
 NUM_ERRORS = ([1, 2, 3, 4], [40, 30, 20, 10])
 
 
@@ -71,7 +72,7 @@ def split_corpus(tarball):
     held = set(last_of_genre.values())
     train, heldout = [], []
     for sample, _, sentences in samples:
-        keep = [s for s in sentences if 4 <= len(s) <= 45]
+        keep = [s for s in map(brown.normalize, sentences) if s and 4 <= len(s) <= 45]
         (heldout if sample in held else train).extend(keep)
     return train, heldout, sorted(held)
 
@@ -117,7 +118,7 @@ def make_pairs(sentences, rng, lex):
 
 
 def epoch_rows(job):
-    """The encoded, bucketed training rows of one epoch (run in a worker process)."""
+    """The encoded, bucketed training rows of one epoch."""
     sentences, lex, tokenizer_path, seed, epoch, tokens_per_batch = job
     sp = spm.SentencePieceProcessor(model_file=tokenizer_path)
     rng = random.Random(seed * 1000 + epoch)
@@ -215,13 +216,12 @@ def main():
     ap.add_argument("--out", default=os.path.join(root, "models", "gecd-gec-small"))
     ap.add_argument("--heldout-out", default=os.path.join(root, "models",
                                                           "heldout_synthetic.tsv"))
-    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--steps", type=int, default=3400)
     ap.add_argument("--tokens-per-batch", type=int, default=6144)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=300)
-    # One thread beat two on the 2-core build machine for these small matrices (2.4k vs 1.8k
-    # tokens/s), and leaves a core for everything else.
-    ap.add_argument("--threads", type=int, default=1)
+    # Two threads train 1.7x faster than one on the 2-core build machine (4.3k vs 2.5k tokens/s).
+    ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--device", default="auto", help="auto (cuda when available), cpu or cuda")
     ap.add_argument("--check-sentences", type=int, default=220)
@@ -251,15 +251,10 @@ def main():
             f.write("\t".join(r) + "\n")
     log(f"held-out synthetic set: {len(rows)} rows -> {args.heldout_out}")
 
-    # Each epoch's pairs come from their own seed, so worker processes (forked
-    # before CUDA starts) make later epochs ahead of time.
+    # Each epoch's pairs come from their own seed (a few seconds of work per epoch).
     tokenizer_path = os.path.join(args.out, "tokenizer.model")
-    jobs = [(train, lex, tokenizer_path, args.seed, e, args.tokens_per_batch)
-            for e in range(10000)]
-    first = epoch_rows(jobs[0])
-    epochs = math.ceil(args.steps / len(first[1]))
-    pool = multiprocessing.get_context("fork").Pool(max(1, min(epochs - 1, os.cpu_count())))
-    epoch_data = itertools.chain([first], pool.imap(epoch_rows, jobs[1:epochs]))
+    epoch_data = (epoch_rows((train, lex, tokenizer_path, args.seed, e, args.tokens_per_batch))
+                  for e in itertools.count())
 
     model = Llama(MODEL_CONFIG).to(device)
     params = sum(p.numel() for p in model.parameters())
@@ -308,7 +303,6 @@ def main():
                     f"lr {lr_at(step):.2e} {tokens_seen / elapsed:.0f} tok/s "
                     f"elapsed {elapsed / 60:.1f} min")
         epoch += 1
-    pool.terminate()
 
     model.eval()
     export(model, sp, args.out)
