@@ -43,12 +43,12 @@ def read_samples(tarball):
 
 def normalize(tokens):
     """A Brown sentence as modern edited text would have it, or None when it is not a whole
-    sentence. Brown doubles some sentence punctuation (`? ?`, `; ;`, `Jr. .`) and puts a period or comma
-    after a closing quote; a model trained on that copies it and "corrects" clean input towards
-    it. Sentences starting in lower case are fragments cut from longer ones."""
+    sentence. Brown doubles some sentence punctuation (`? ?`, `; ;`, `Jr. .`) and puts a period
+    or comma after a closing quote; a model trained on that copies it and "corrects" clean input
+    towards it. Sentences starting in lower case are fragments cut from longer ones."""
     out = []
     for word, tag in tokens:
-        if out and word in _DOUBLED and (word == out[-1][0] or out[-1][0].endswith(word + word)
+        if out and word in _DOUBLED and (word == out[-1][0]
                                            or (word == "." and out[-1][0].endswith("."))):
             continue
         if out and out[-1][0] == "''" and word in _INSIDE_QUOTES:
