@@ -52,7 +52,8 @@ def normalize(tokens):
                                            or (word == "." and out[-1][0].endswith("."))):
             continue
         if out and out[-1][0] == "''" and word in _INSIDE_QUOTES:
-            out.insert(len(out) - 1, (word, tag))
+            if len(out) < 2 or out[-2][0] != word:  # `'' ? ?` moves one `?`
+                out.insert(len(out) - 1, (word, tag))
             continue
         out.append((word, tag))
     first = next((w for w, _ in out if w not in ("``", "`", "(")), "")
