@@ -62,10 +62,7 @@ absl::StatusOr<std::vector<std::string>> Generate(GenerateRequest r) {
   r.backend.max_batch_size = std::max<int>(r.backend.max_batch_size, r.texts.size());
   ASSIGN_OR_RETURN(std::unique_ptr<engine::CpuBackend> backend,
                    engine::CpuBackend::Create(*checkpoint, r.backend));
-  engine::EngineOptions options;
-  // Open() already filled generation_config's EOS ids in from config.json where it had none.
-  const std::vector<int>& eos = checkpoint->generation_config().eos_token_ids;
-  options.eos_token_ids.assign(eos.begin(), eos.end());
+  engine::EngineOptions options = config::EngineOptionsFrom(*checkpoint);
   checkpoint.reset();  // the backend holds its own copy of the weights
   engine::Engine engine(backend.get(), tokenizer.get(), std::move(options));
 

@@ -3,12 +3,18 @@
 
 #include "config/config.h"
 #include "engine/cpu_backend.h"
+#include "engine/engine.h"
+#include "model/checkpoint.h"
 
-// The engine section's settings as the CPU backend takes them, for every command that runs
-// the model on the CPU (serve, generate, eval).
+// The settings every command that runs the model (serve, generate, eval) derives the same way.
 namespace gecd::config {
 
+// The engine section's settings as the CPU backend takes them.
 engine::CpuBackendOptions CpuBackendOptionsFrom(const EngineSection& engine);
+
+// The engine options the checkpoint sets: its EOS ids (generation_config.json's, which
+// Checkpoint::Open already filled in from config.json where it had none).
+engine::EngineOptions EngineOptionsFrom(const model::Checkpoint& checkpoint);
 
 }  // namespace gecd::config
 

@@ -33,13 +33,9 @@ absl::StatusOr<std::unique_ptr<EngineCorrector>> EngineCorrector::Create(
   ASSIGN_OR_RETURN(
       std::unique_ptr<engine::CpuBackend> backend,
       engine::CpuBackend::Create(*checkpoint, config::CpuBackendOptionsFrom(config.engine)));
-  // Open() already filled generation_config's EOS ids in from config.json where it had none.
-  const std::vector<int>& eos = checkpoint->generation_config().eos_token_ids;
-  engine::EngineOptions engine_options;
-  engine_options.eos_token_ids.assign(eos.begin(), eos.end());
   return std::unique_ptr<EngineCorrector>(
       new EngineCorrector(config, std::move(prompt_template), std::move(tokenizer),
-                          std::move(backend), std::move(engine_options)));
+                          std::move(backend), config::EngineOptionsFrom(*checkpoint)));
 }
 
 absl::StatusOr<CorrectionRun> EngineCorrector::CorrectAll(const std::vector<std::string>& texts,

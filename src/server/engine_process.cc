@@ -196,12 +196,8 @@ class ModelGenerator final : public Generator {
     ASSIGN_OR_RETURN(std::unique_ptr<model::Checkpoint> checkpoint,
                      model::Checkpoint::Open(config.model.dir));
     ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend, CreateBackend(config, *checkpoint));
-    // Open() already filled generation_config's EOS ids in from config.json where it had none.
-    const std::vector<int>& eos = checkpoint->generation_config().eos_token_ids;
-    engine::EngineOptions engine_options;
-    engine_options.eos_token_ids.assign(eos.begin(), eos.end());
     return std::unique_ptr<ModelGenerator>(
-        new ModelGenerator(std::move(backend), std::move(engine_options)));
+        new ModelGenerator(std::move(backend), config::EngineOptionsFrom(*checkpoint)));
   }
 
   absl::Status Add(engine::SequenceId id, std::vector<int32_t> prompt,
