@@ -27,6 +27,7 @@ struct GenerateRequest {
   std::string model_dir;
   std::string prompt_template = "{text}";
   int max_new_tokens = 0;
+  double copy_bias = 0;
   engine::CpuBackendOptions backend;
   std::vector<std::string> texts;
 };
@@ -38,6 +39,7 @@ absl::StatusOr<GenerateRequest> ParseRequest(const Args& args) {
   r.model_dir = cfg.model.dir;
   r.prompt_template = cfg.model.prompt_template;
   r.max_new_tokens = cfg.model.max_output_tokens;
+  r.copy_bias = cfg.model.copy_bias;
   r.backend = config::CpuBackendOptionsFrom(cfg.engine);
   if (auto dir = args.Get("model")) r.model_dir = *dir;
   if (auto t = args.Get("prompt-template")) r.prompt_template = *t;
@@ -68,10 +70,13 @@ absl::StatusOr<std::vector<std::string>> Generate(GenerateRequest r) {
 
   ASSIGN_OR_RETURN(const model::PromptTemplate prompt_template,
                    model::PromptTemplate::Parse(r.prompt_template));
-  engine::GenerationParams params;
-  params.max_new_tokens = r.max_new_tokens;
+  ASSIGN_OR_RETURN(const config::CopyBiasSetting copy_bias,
+                   config::CopyBiasSetting::Create(r.copy_bias, prompt_template, *tokenizer));
   for (size_t i = 0; i < r.texts.size(); ++i) {
     ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer->Encode(prompt_template.Apply(r.texts[i])));
+    engine::GenerationParams params;
+    params.max_new_tokens = r.max_new_tokens;
+    copy_bias.Apply(ids, &params);
     RETURN_IF_ERROR(engine.AddSequence(i, std::move(ids), params));
   }
   std::vector<std::vector<int32_t>> generated(r.texts.size());

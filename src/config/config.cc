@@ -57,11 +57,11 @@ Field Enum(std::string path, Section Config::*section, std::string Section::*mem
 
 template <typename Section>
 Field Double(std::string path, Section Config::*section, double Section::*member, double min,
-             double max) {
-  std::string kind = absl::StrCat("a number in (", min, ", ", max, "]");
+             double max, bool min_allowed) {
+  std::string kind = absl::StrCat("a number in ", min_allowed ? "[" : "(", min, ", ", max, "]");
   return {path, kind, [=](Config& c, const std::string& v) -> absl::Status {
             double x;
-            if (!absl::SimpleAtod(v, &x) || !(x > min && x <= max)) {
+            if (!absl::SimpleAtod(v, &x) || !((min_allowed ? x >= min : x > min) && x <= max)) {
               return absl::InvalidArgumentError(
                   absl::StrCat(path, ": expected ", kind, ", got '", v, "'"));
             }
@@ -117,6 +117,8 @@ const std::vector<Field>& Fields() {
       Int("model.max_input_tokens", &Config::model, &ModelSection::max_input_tokens, 1, 1 << 20),
       Int("model.max_output_tokens", &Config::model, &ModelSection::max_output_tokens, 1,
           1 << 20),
+      Double("model.copy_bias", &Config::model, &ModelSection::copy_bias, 0.0, 100.0,
+             /*min_allowed=*/true),
       Enum("engine.backend", &Config::engine, &EngineSection::backend, {"cpu", "cuda", "echo"}),
       Int("engine.threads", &Config::engine, &EngineSection::threads, 0, 1024),
       Int("engine.kv_block_size", &Config::engine, &EngineSection::kv_block_size, 1, 1024),
@@ -128,7 +130,7 @@ const std::vector<Field>& Fields() {
           1 << 20),
       Int("engine.device", &Config::engine, &EngineSection::device, 0, 63),
       Double("engine.kv_cache_memory_fraction", &Config::engine,
-             &EngineSection::kv_cache_memory_fraction, 0.0, 0.95),
+             &EngineSection::kv_cache_memory_fraction, 0.0, 0.95, /*min_allowed=*/false),
       Field{"engine.graph_batch_sizes", "comma-separated batch sizes",
             [](Config& c, const std::string& v) -> absl::Status {
               RETURN_IF_ERROR(ParseBatchSizes(v).status());
@@ -190,6 +192,12 @@ absl::Status Validate(const Config& c) {
         "engine.max_step_tokens (", c.engine.max_step_tokens,
         ") must be at least engine.max_batch_size (", c.engine.max_batch_size,
         ") so every running sequence can decode in one step"));
+  }
+  if (c.model.copy_bias > 0 && c.engine.backend == "cuda") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.copy_bias (", c.model.copy_bias,
+        "): the cuda backend does not apply a copy bias yet; set it to 0 with "
+        "engine.backend: cuda"));
   }
   if ((c.server.ring_slots & (c.server.ring_slots - 1)) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("server.ring_slots: must be a power of two, got ",

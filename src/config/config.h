@@ -18,6 +18,9 @@ struct ModelSection {
   std::string prompt_template = "{text}";
   int max_input_tokens = 256;
   int max_output_tokens = 128;
+  // > 0: the logit bonus of the token that continues copying the user's text
+  // (engine/copy_bias.h); 0 decodes plain greedy.
+  double copy_bias = 0;
 };
 
 struct EngineSection {

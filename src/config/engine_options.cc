@@ -1,6 +1,10 @@
 #include "config/engine_options.h"
 
+#include <tuple>
+#include <utility>
 #include <vector>
+
+#include "common/status_macros.h"
 
 namespace gecd::config {
 
@@ -18,6 +22,20 @@ engine::EngineOptions EngineOptionsFrom(const model::Checkpoint& checkpoint) {
   engine::EngineOptions options;
   options.eos_token_ids.assign(eos.begin(), eos.end());
   return options;
+}
+
+absl::StatusOr<CopyBiasSetting> CopyBiasSetting::Create(
+    double bias, const model::PromptTemplate& prompt_template, const model::Tokenizer& tokenizer) {
+  ASSIGN_OR_RETURN(model::TemplateTokens template_tokens,
+                   model::TemplateTokens::Create(prompt_template, tokenizer));
+  return CopyBiasSetting(static_cast<float>(bias), std::move(template_tokens));
+}
+
+void CopyBiasSetting::Apply(std::span<const int32_t> prompt,
+                            engine::GenerationParams* params) const {
+  if (bias_ <= 0) return;
+  params->copy_bias = bias_;
+  std::tie(params->copy_begin, params->copy_end) = template_tokens_.TextSpan(prompt);
 }
 
 }  // namespace gecd::config

@@ -1,5 +1,6 @@
 #include "engine/backend.h"
 
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -36,6 +37,18 @@ absl::Status CheckSequence(const StepBatch& batch, size_t i, int expected_offset
                                                      ")"));
     }
   }
+  const BatchCopyBias& c = s.copy;
+  if (c.bias != 0) {
+    if (!std::isfinite(c.bias) || !s.sample) {
+      return absl::InvalidArgumentError(
+          where + "copy bias not finite or on an entry that does not sample");
+    }
+    if (c.text_offset < 0 || c.text_length < 0 ||
+        c.text_offset + c.text_length > static_cast<int>(batch.copy_tokens.size()) ||
+        c.cursor.position < 0 || c.cursor.position > c.text_length) {
+      return absl::InvalidArgumentError(where + "copy bias text or cursor outside copy_tokens");
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -43,6 +56,18 @@ void StepBatch::Clear() {
   tokens.clear();
   block_ids.clear();
   sequences.clear();
+  copy_tokens.clear();
+}
+
+void StepBatch::SetCopyBias(std::span<const int32_t> text, float bias, int32_t end_token,
+                            CopyCursor cursor, bool advance) {
+  sequences.back().copy = {.bias = bias,
+                           .text_offset = static_cast<int>(copy_tokens.size()),
+                           .text_length = static_cast<int>(text.size()),
+                           .end_token = end_token,
+                           .cursor = cursor,
+                           .advance = advance};
+  copy_tokens.insert(copy_tokens.end(), text.begin(), text.end());
 }
 
 void StepBatch::Add(std::span<const int32_t> new_tokens, int start_position,
@@ -53,7 +78,8 @@ void StepBatch::Add(std::span<const int32_t> new_tokens, int start_position,
                        .block_offset = static_cast<int>(block_ids.size()),
                        .num_blocks = static_cast<int>(block_table.size()),
                        .sample = sample,
-                       .previous_sample = previous_sample});
+                       .previous_sample = previous_sample,
+                       .copy = {}});
   tokens.insert(tokens.end(), new_tokens.begin(), new_tokens.end());
   block_ids.insert(block_ids.end(), block_table.begin(), block_table.end());
 }

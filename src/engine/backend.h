@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/copy_bias.h"
 #include "engine/kv_cache.h"
 #include "model/model_config.h"
 
@@ -15,6 +16,18 @@
 // single-token decodes. A batch is plain data (no pointers into engine state), so a backend may
 // keep it while it runs asynchronously.
 namespace gecd::engine {
+
+// A sampling sequence's copy bias (engine/copy_bias.h); bias 0 is off.
+struct BatchCopyBias {
+  float bias = 0;
+  int text_offset = 0;  // into StepBatch::copy_tokens
+  int text_length = 0;
+  int32_t end_token = -1;  // the candidate past the end of the text (EOS); -1: none
+  CopyCursor cursor;       // where the copy stood before the entry's last token
+  // The entry's last token is generated output, so the cursor advances over it before the
+  // candidate is taken; false when it is the prompt's (the first sample: the text's start).
+  bool advance = false;
+};
 
 // One sequence's share of a step: tokens that enter the KV cache at positions
 // start_position, start_position + 1, ...; every earlier position is already cached.
@@ -29,32 +42,40 @@ struct BatchSequence {
   // next_tokens[previous_sample]; its slot in StepBatch::tokens is a placeholder. This lets the
   // engine dispatch step N+1 before it has read step N's result.
   int previous_sample = -1;
+  BatchCopyBias copy;
 };
 
 struct StepBatch {
   std::vector<int32_t> tokens;
   std::vector<int32_t> block_ids;
   std::vector<BatchSequence> sequences;
+  std::vector<int32_t> copy_tokens;  // the texts the copy biases follow
   bool return_logits = false;
 
   void Clear();
   void Add(std::span<const int32_t> new_tokens, int start_position,
            std::span<const int32_t> block_table, bool sample, int previous_sample = -1);
+  // Gives the last added sequence a copy bias over `text`.
+  void SetCopyBias(std::span<const int32_t> text, float bias, int32_t end_token,
+                   CopyCursor cursor, bool advance);
   int num_tokens() const { return static_cast<int>(tokens.size()); }
   int num_sampled() const;
 };
 
 struct StepResult {
-  // Greedy (argmax, lowest id on ties) next token of each sampling sequence, in batch order.
+  // Greedy (argmax, lowest id on ties; after the copy bias where a sequence has one) next token
+  // of each sampling sequence, in batch order.
   std::vector<int32_t> next_tokens;
-  // [next_tokens.size(), vocab_size] row-major when the batch asked for them, else empty.
+  // [next_tokens.size(), vocab_size] row-major when the batch asked for them, else empty;
+  // the model's own logits, without the copy bias.
   std::vector<float> logits;
 };
 
 // The checks every backend makes of sequence `i` of `batch`: its tokens start at
 // `expected_offset` (sequences cover the tokens in order), its block range lies inside
-// block_ids, its positions fit `max_context` and its block table, and its block ids are in
-// [0, layout.num_blocks). An InvalidArgument error names the sequence.
+// block_ids, its positions fit `max_context` and its block table, its block ids are in
+// [0, layout.num_blocks), and a copy bias is finite, samples, and has its text inside
+// copy_tokens and its cursor inside the text. An InvalidArgument error names the sequence.
 absl::Status CheckSequence(const StepBatch& batch, size_t i, int expected_offset,
                            const KvCacheLayout& layout, int64_t max_context);
 

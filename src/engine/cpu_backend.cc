@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -229,10 +230,13 @@ absl::Status CpuBackend::Validate(const StepBatch& batch) {
     }
     tokens_[s.token_offset] = previous_next_tokens_[s.previous_sample];
   }
-  for (int32_t token : tokens_) {
-    if (token < 0 || token >= config_.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("token id ", token, " out of range [0, ",
-                                                     config_.vocab_size, ")"));
+  for (std::span<const int32_t> ids : {std::span<const int32_t>(tokens_),
+                                       std::span<const int32_t>(batch.copy_tokens)}) {
+    for (int32_t token : ids) {
+      if (token < 0 || token >= config_.vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat("token id ", token, " out of range [0, ",
+                                                       config_.vocab_size, ")"));
+      }
     }
   }
   return absl::OkStatus();
@@ -379,9 +383,20 @@ absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
   }
   const int vocab = config_.vocab_size;
   lm_head_.Apply(last_.data(), sampled, logits_.data(), /*accumulate=*/false, &scratch_);
-  for (int r = 0; r < sampled; ++r) {
-    const float* row = logits_.data() + static_cast<size_t>(r) * vocab;
-    result->next_tokens.push_back(static_cast<int32_t>(std::max_element(row, row + vocab) - row));
+  int r = 0;
+  for (const BatchSequence& s : batch.sequences) {
+    if (!s.sample) continue;
+    const std::span<const float> row(logits_.data() + static_cast<size_t>(r++) * vocab, vocab);
+    int32_t candidate = -1;
+    if (s.copy.bias != 0) {
+      const std::span<const int32_t> text(batch.copy_tokens.data() + s.copy.text_offset,
+                                          s.copy.text_length);
+      const int32_t last = tokens_[s.token_offset + s.num_tokens - 1];
+      const CopyCursor cursor = s.copy.advance ? AdvanceCopy(text, s.copy.cursor, last)
+                                               : s.copy.cursor;
+      candidate = CopyCandidate(text, cursor, s.copy.end_token);
+    }
+    result->next_tokens.push_back(BiasedArgmax(row, candidate, s.copy.bias));
   }
   if (batch.return_logits) {
     result->logits.assign(logits_.begin(), logits_.begin() + static_cast<size_t>(sampled) * vocab);

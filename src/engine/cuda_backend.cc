@@ -373,6 +373,10 @@ absl::Status CudaBackend::Validate(const StepBatch& batch, int* sampled) const {
           where, "previous_sample ", s.previous_sample, " of a ", s.num_tokens,
           "-token entry; the previous step sampled ", last_sampled_));
     }
+    if (s.copy.bias != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "the cuda backend does not apply a copy bias yet"));
+    }
     if (s.previous_sample < 0) {
       for (int k = 0; k < s.num_tokens; ++k) {
         const int32_t token = batch.tokens[s.token_offset + k];

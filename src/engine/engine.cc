@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <span>
 #include <utility>
 
@@ -62,6 +63,14 @@ absl::Status Engine::AddSequence(SequenceId id, std::vector<int32_t> prompt,
         "sequence ", id, ": ", prompt.size(), " prompt tokens + ", params.max_new_tokens,
         " new tokens exceed the ", max_sequence_tokens_, " positions the KV cache and model hold"));
   }
+  if (!std::isfinite(params.copy_bias) || params.copy_bias < 0 || params.copy_begin < 0 ||
+      params.copy_begin > params.copy_end ||
+      params.copy_end > static_cast<int>(prompt.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sequence ", id, ": copy bias ", params.copy_bias, " over prompt tokens [",
+        params.copy_begin, ", ", params.copy_end, ") of ", prompt.size(),
+        ": the bias must be finite and >= 0, the span inside the prompt"));
+  }
   if (!params.stop_strings.empty() && tokenizer_ == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("sequence ", id, ": stop strings need an engine with a tokenizer"));
@@ -72,7 +81,9 @@ absl::Status Engine::AddSequence(SequenceId id, std::vector<int32_t> prompt,
                                                  .num_computed = 0,
                                                  .params = std::move(params),
                                                  .blocks = BlockTable(&pool_),
-                                                 .text = {}});
+                                                 .text = {},
+                                                 .copy_after = {},
+                                                 .copy_before_last = {}});
   seq->num_prompt = static_cast<int>(seq->tokens.size());
   waiting_.push_back(seq.get());
   sequences_.emplace(id, std::move(seq));
@@ -125,6 +136,7 @@ void Engine::Schedule(Sequence* seq, int num_tokens) {
     // The token an in-flight step samples: the backend takes it from that step's result.
     plan.batch.Add(kPlaceholder, start, seq->blocks.blocks(), sample, seq->pending_sample);
   }
+  if (sample && seq->params.copy_bias > 0) SetCopyBias(*seq, &plan.batch);
   plan.ids.push_back(seq->id);
   plan_sequences_[next_plan_].push_back(seq);
   seq->num_scheduled += num_tokens;
@@ -132,6 +144,22 @@ void Engine::Schedule(Sequence* seq, int num_tokens) {
   if (sample) {
     ++seq->num_pending;
     seq->pending_sample = sampled_++;
+  }
+}
+
+void Engine::SetCopyBias(const Sequence& seq, StepBatch* batch) const {
+  const GenerationParams& p = seq.params;
+  const auto text = std::span<const int32_t>(seq.tokens).subspan(p.copy_begin,
+                                                                  p.copy_end - p.copy_begin);
+  const int32_t end_token = options_.eos_token_ids.empty() ? -1 : options_.eos_token_ids[0];
+  // The entry's last token is the prompt's (nothing generated yet), the token an in-flight
+  // step samples, or the last committed one: the cursor is taken from before it.
+  if (Length(seq) == seq.num_prompt) {
+    batch->SetCopyBias(text, p.copy_bias, end_token, CopyCursor{}, /*advance=*/false);
+  } else {
+    batch->SetCopyBias(text, p.copy_bias, end_token,
+                       seq.num_pending > 0 ? seq.copy_after : seq.copy_before_last,
+                       /*advance=*/true);
   }
 }
 
@@ -238,6 +266,13 @@ std::vector<StepEvent> Engine::CommitStep(const StepPlan& plan, const StepResult
     if (!entry.sample) continue;
     --seq->num_pending;
     seq->tokens.push_back(token);
+    if (seq->params.copy_bias > 0) {
+      const GenerationParams& p = seq->params;
+      seq->copy_before_last = seq->copy_after;
+      seq->copy_after = AdvanceCopy(std::span<const int32_t>(seq->tokens)
+                                        .subspan(p.copy_begin, p.copy_end - p.copy_begin),
+                                    seq->copy_after, token);
+    }
     const FinishReason reason = CheckFinished(seq, token);
     events.push_back({.id = seq->id,
                       .token = token,

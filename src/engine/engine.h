@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/backend.h"
+#include "engine/copy_bias.h"
 #include "engine/kv_cache.h"
 #include "model/tokenizer.h"
 
@@ -39,6 +40,12 @@ struct GenerationParams {
   std::vector<int32_t> stop_token_ids;  // stop in addition to the engine's EOS ids
   std::vector<std::string> stop_strings;  // matched against the generated text; needs a tokenizer
   bool ignore_eos = false;  // keep going past EOS (stop_token_ids still stop)
+  // The copy bias (engine/copy_bias.h): > 0 adds that much to the logit of the token that
+  // continues copying prompt[copy_begin, copy_end) (the user's text), or of the first EOS id
+  // at its end. 0 is off.
+  float copy_bias = 0;
+  int copy_begin = 0;
+  int copy_end = 0;
 };
 
 enum class FinishReason { kNone, kStopToken, kStopString, kLength };
@@ -74,7 +81,8 @@ class Engine {
 
   // Queues a sequence. Errors: AlreadyExists for a live id; InvalidArgument for an empty
   // prompt, an id outside the vocabulary, max_new_tokens < 1, prompt + max_new_tokens beyond
-  // what the cache or the model's positions can hold, or stop strings without a tokenizer.
+  // what the cache or the model's positions can hold, stop strings without a tokenizer, or a
+  // copy bias that is negative, not finite, or over a span outside the prompt.
   absl::Status AddSequence(SequenceId id, std::vector<int32_t> prompt, GenerationParams params);
 
   // Cancels a sequence at any point, returning its blocks; NotFound if it is not live (finished
@@ -115,11 +123,14 @@ class Engine {
     GenerationParams params;
     BlockTable blocks;
     std::string text;  // generated text, kept only when there are stop strings
+    CopyCursor copy_after;        // the copy bias's cursor after every committed token
+    CopyCursor copy_before_last;  // ... and before the last committed one
   };
 
   bool ScheduleRunning(Sequence* seq, int* budget);
   void Preempt(Sequence* seq);
   void Schedule(Sequence* seq, int num_tokens);
+  void SetCopyBias(const Sequence& seq, StepBatch* batch) const;
   FinishReason CheckFinished(Sequence* seq, int32_t token);
   void Remove(SequenceId id);
   // Tokens including the one an in-flight step samples.

@@ -52,8 +52,9 @@ absl::StatusOr<CorrectionRun> EngineCorrector::CorrectAll(const std::vector<std:
   };
 
   engine::Engine engine(backend_.get(), tokenizer_.get(), engine_options_);
-  engine::GenerationParams params;
-  params.max_new_tokens = config_.model.max_output_tokens;
+  ASSIGN_OR_RETURN(const config::CopyBiasSetting copy_bias,
+                   config::CopyBiasSetting::Create(config_.model.copy_bias, template_,
+                                                   *tokenizer_));
   const size_t max_input_tokens = static_cast<size_t>(config_.model.max_input_tokens);
   for (size_t i = 0; i < texts.size(); ++i) {
     if (texts[i].empty()) {
@@ -74,6 +75,9 @@ absl::StatusOr<CorrectionRun> EngineCorrector::CorrectAll(const std::vector<std:
                            max_input_tokens, " (model.max_input_tokens)"));
       continue;
     }
+    engine::GenerationParams params;
+    params.max_new_tokens = config_.model.max_output_tokens;
+    copy_bias.Apply(*ids, &params);
     if (absl::Status added = engine.AddSequence(i, *std::move(ids), params); !added.ok()) {
       fail(i, std::string(added.message()));
     }

@@ -22,6 +22,8 @@
 #endif
 #include "ipc/messages.h"
 #include "model/checkpoint.h"
+#include "model/prompt_template.h"
+#include "model/tokenizer.h"
 #include "server/roles.h"
 #include "spdlog/spdlog.h"
 
@@ -196,14 +198,26 @@ class ModelGenerator final : public Generator {
     ASSIGN_OR_RETURN(std::unique_ptr<model::Checkpoint> checkpoint,
                      model::Checkpoint::Open(config.model.dir));
     ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend, CreateBackend(config, *checkpoint));
-    return std::unique_ptr<ModelGenerator>(
-        new ModelGenerator(std::move(backend), config::EngineOptionsFrom(*checkpoint)));
+    config::CopyBiasSetting copy_bias = config::CopyBiasSetting::Off();
+    if (config.model.copy_bias > 0) {
+      // Workers tokenize the prompts; the engine only needs the template's tokens, to find
+      // where in a prompt the user's text lies.
+      ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tokenizer,
+                       model::Tokenizer::LoadFromModelDir(config.model.dir));
+      ASSIGN_OR_RETURN(const model::PromptTemplate prompt_template,
+                       model::PromptTemplate::Parse(config.model.prompt_template));
+      ASSIGN_OR_RETURN(copy_bias, config::CopyBiasSetting::Create(config.model.copy_bias,
+                                                                  prompt_template, *tokenizer));
+    }
+    return std::unique_ptr<ModelGenerator>(new ModelGenerator(
+        std::move(backend), config::EngineOptionsFrom(*checkpoint), std::move(copy_bias)));
   }
 
   absl::Status Add(engine::SequenceId id, std::vector<int32_t> prompt,
                    int max_new_tokens) override {
     engine::GenerationParams params;
     params.max_new_tokens = max_new_tokens;
+    copy_bias_.Apply(prompt, &params);
     return engine_.AddSequence(id, std::move(prompt), std::move(params));
   }
   bool Free(engine::SequenceId id) override { return engine_.Free(id).ok(); }
@@ -255,9 +269,11 @@ class ModelGenerator final : public Generator {
   }
 
  private:
-  ModelGenerator(std::unique_ptr<engine::Backend> backend, engine::EngineOptions options)
+  ModelGenerator(std::unique_ptr<engine::Backend> backend, engine::EngineOptions options,
+                 config::CopyBiasSetting copy_bias)
       : backend_(std::move(backend)),
         engine_(backend_.get(), nullptr, std::move(options)),
+        copy_bias_(std::move(copy_bias)),
         compute_(backend_.get()) {}
 
   std::unique_ptr<engine::Backend> backend_;
@@ -265,6 +281,7 @@ class ModelGenerator final : public Generator {
   engine::StepResult results_[2];
   int slot_ = 0;
   const engine::StepPlan* in_flight_ = nullptr;  // dispatched, not committed
+  config::CopyBiasSetting copy_bias_;
   ComputeThread compute_;  // last: joined first, before what its step uses goes
 };
 

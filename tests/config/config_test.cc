@@ -130,6 +130,24 @@ TEST(Config, RelativeModelDirResolvesAgainstTheFile) {
   EXPECT_EQ(LoadConfigFile(dir + "/missing.yaml").status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(Config, CopyBias) {
+  EXPECT_EQ(Config().model.copy_bias, 0.0);
+  auto c = ParseConfig("model:\n  copy_bias: 2.5\n", "conf.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_DOUBLE_EQ(c->model.copy_bias, 2.5);
+  EXPECT_TRUE(ParseConfig("model:\n  copy_bias: 0\n", "conf.yaml").ok());
+  for (const char* bad : {"-1", "101", "lots"}) {
+    auto e = ParseConfig(std::string("model:\n  copy_bias: ") + bad + "\n", "conf.yaml");
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_THAT(e.status().message(), HasSubstr("model.copy_bias")) << bad;
+  }
+  // The cuda backend does not apply it: refused at load rather than silently ignored.
+  auto cuda = ParseConfig("model:\n  copy_bias: 2\nengine:\n  backend: cuda\n", "conf.yaml");
+  ASSERT_FALSE(cuda.ok());
+  EXPECT_THAT(cuda.status().message(), HasSubstr("model.copy_bias"));
+  EXPECT_THAT(cuda.status().message(), HasSubstr("cuda"));
+}
+
 TEST(Config, ShippedDefaultConfigParses) {
   auto c = LoadConfigFile(gecd::testing::SourceDir() + "/configs/gecd.yaml");
   ASSERT_TRUE(c.ok()) << c.status();

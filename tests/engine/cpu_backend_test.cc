@@ -1,5 +1,6 @@
 #include "engine/cpu_backend.h"
 
+#include <cmath>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -158,6 +159,63 @@ TEST(CpuBackendTest, RejectsMalformedBatches) {
   chained.Clear();
   chained.Add(std::vector<int32_t>{0, 0}, 3, blocks, true, /*previous_sample=*/0);
   EXPECT_EQ(m.backend->Forward(chained, &result).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CpuBackendTest, RejectsMalformedCopyBias) {
+  auto m = LoadFixtureModel("ref-llama-f32", {.kv_block_size = 4, .num_kv_blocks = 8});
+  ASSERT_NE(m.backend, nullptr);
+  const std::vector<int32_t> blocks = {0, 1};
+  const std::vector<int32_t> text = {5, 6};
+  auto forward = [&](bool sample, float bias, CopyCursor cursor, int32_t end_token,
+                     std::vector<int32_t> copy_tokens = {}) {
+    StepBatch batch;
+    batch.Add(std::vector<int32_t>{5, 6, 7}, 0, blocks, sample);
+    batch.SetCopyBias(text, bias, end_token, cursor, /*advance=*/true);
+    if (!copy_tokens.empty()) batch.copy_tokens = copy_tokens;
+    StepResult result;
+    return m.backend->Forward(batch, &result);
+  };
+  EXPECT_TRUE(forward(true, 1.0f, {.position = 2, .aligned = true}, 1).ok());
+  EXPECT_EQ(forward(false, 1.0f, {}, 1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(forward(true, NAN, {}, 1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(forward(true, 1.0f, {.position = 3, .aligned = true}, 1).code(),
+            absl::StatusCode::kInvalidArgument);  // cursor past the text
+  EXPECT_EQ(forward(true, 1.0f, {}, 1, {5}).code(),
+            absl::StatusCode::kInvalidArgument);  // text past copy_tokens
+  EXPECT_EQ(forward(true, 1.0f, {}, 1, {5, 256}).code(),
+            absl::StatusCode::kInvalidArgument);  // copy token outside the vocabulary
+}
+
+// The backend moves the copy cursor over a token only it knows yet (previous_sample), and the
+// logits it returns are the model's own.
+TEST(CpuBackendTest, CopyBiasAdvancesOverThePreviousStepsToken) {
+  auto m = LoadFixtureModel("ref-llama-f32", {.kv_block_size = 4, .num_kv_blocks = 8});
+  ASSERT_NE(m.backend, nullptr);
+  const std::vector<int32_t> blocks = {0, 1};
+  StepBatch prefill;
+  prefill.Add(std::vector<int32_t>{5, 6, 7}, 0, blocks, true);
+  StepResult first;
+  ASSERT_TRUE(m.backend->Forward(prefill, &first).ok());
+  const int32_t sampled = first.next_tokens[0];
+
+  StepBatch plain;
+  plain.return_logits = true;
+  plain.Add(std::vector<int32_t>{sampled}, 3, blocks, true);
+  StepResult unbiased;
+  ASSERT_TRUE(m.backend->Forward(plain, &unbiased).ok());
+  // The copy candidate after `sampled` is a token greedy decoding would not pick.
+  const int32_t want = unbiased.next_tokens[0] == 11 ? 12 : 11;
+
+  ASSERT_TRUE(m.backend->Forward(prefill, &first).ok());
+  StepBatch chained;
+  chained.return_logits = true;
+  chained.Add(std::vector<int32_t>{0}, 3, blocks, true, /*previous_sample=*/0);
+  const std::vector<int32_t> text = {sampled, want};
+  chained.SetCopyBias(text, 1e4f, /*end_token=*/1, CopyCursor{}, /*advance=*/true);
+  StepResult biased;
+  ASSERT_TRUE(m.backend->Forward(chained, &biased).ok());
+  EXPECT_EQ(biased.next_tokens, std::vector<int32_t>{want});
+  EXPECT_EQ(biased.logits, unbiased.logits);
 }
 
 // A decode that takes its token from the previous step's result equals one given the token.

@@ -1,10 +1,13 @@
 #include "engine/engine.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -392,6 +395,129 @@ TEST_F(EngineTest, PipelinedFreeOfAnInFlightSequenceWaitsForItsCommit) {
   EXPECT_EQ(engine.num_free_blocks(), engine.num_blocks());
 }
 
+// Greedy decoding with the copy bias as its header defines it, written out here rather than
+// through engine/copy_bias.cc, over one backend call per step that recomputes the whole
+// sequence. Counts the steps where the bias changed the choice and where an aligned candidate
+// still lost, so a test can tell that both happened.
+struct CopyDecode {
+  std::vector<int32_t> tokens;
+  int flipped = 0;
+  int overruled = 0;
+};
+
+CopyDecode ReferenceCopyDecode(Backend& backend, const std::vector<int32_t>& prompt,
+                               int begin, int end, float bias, int32_t eos, int max_new) {
+  const std::vector<int32_t> text(prompt.begin() + begin, prompt.begin() + end);
+  std::vector<int32_t> sequence = prompt;
+  CopyDecode out;
+  int cursor = 0;
+  bool aligned = true;
+  for (int step = 0; step < max_new; ++step) {
+    testing::BackendDriver driver(&backend);
+    driver.Add(sequence);
+    const std::vector<float> logits = driver.RunAll(64).at(0);
+    const int n = static_cast<int>(text.size());
+    const int32_t candidate = !aligned ? -1 : cursor < n ? text[cursor] : eos;
+    int32_t choice = testing::Argmax(logits);
+    if (candidate >= 0) {
+      const float boosted = logits[candidate] + bias;
+      if (boosted > logits[choice] || (boosted == logits[choice] && candidate < choice)) {
+        out.flipped += candidate != choice ? 1 : 0;
+        choice = candidate;
+      } else {
+        ++out.overruled;
+      }
+    }
+    out.tokens.push_back(choice);
+    if (choice == eos) break;
+    sequence.push_back(choice);
+    int best = -1;
+    for (int j = 0; j < n; ++j) {
+      if (text[j] != choice) continue;
+      if (best < 0 || std::abs(j - cursor) < std::abs(best - cursor)) best = j;
+    }
+    aligned = best >= 0;
+    if (aligned) cursor = best + 1;
+  }
+  return out;
+}
+
+TEST_F(EngineTest, CopyBiasDecodesAsItsRuleSaysSynchronousAndPipelined) {
+  constexpr int32_t kEos = 1;
+  constexpr float kBias = 3.0f;  // enough to win some steps of this random model, not all
+  std::mt19937 rng(7);
+  auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  struct Request {
+    std::vector<int32_t> prompt;
+    GenerationParams params;
+  };
+  std::vector<Request> requests;
+  int flipped = 0;
+  int overruled = 0;
+  std::vector<CopyDecode> expected;
+  for (int i = 0; i < 8; ++i) {
+    Request r;
+    // A small alphabet, so texts repeat tokens and outputs reuse them elsewhere.
+    for (int t = uniform(6, 20); t > 0; --t) r.prompt.push_back(uniform(2, 24));
+    r.params = Greedy(uniform(4, 24));
+    r.params.copy_bias = kBias;
+    r.params.copy_begin = uniform(0, 2);
+    r.params.copy_end = static_cast<int>(r.prompt.size()) - uniform(0, 2);
+    expected.push_back(ReferenceCopyDecode(*model_.backend, r.prompt, r.params.copy_begin,
+                                           r.params.copy_end, kBias, kEos,
+                                           r.params.max_new_tokens));
+    flipped += expected.back().flipped;
+    overruled += expected.back().overruled;
+    requests.push_back(std::move(r));
+  }
+  // Not vacuous: the bias both won and lost somewhere.
+  EXPECT_GT(flipped, 0);
+  EXPECT_GT(overruled, 0);
+  for (bool pipelined : {false, true}) {
+    SCOPED_TRACE(pipelined ? "pipelined" : "synchronous");
+    Engine engine(model_.backend.get(), nullptr, {.eos_token_ids = {kEos}});
+    for (size_t i = 0; i < requests.size(); ++i) {
+      ASSERT_TRUE(engine.AddSequence(i, requests[i].prompt, requests[i].params).ok());
+    }
+    const auto out = pipelined ? RunPipelined(engine, *model_.backend) : RunToCompletion(engine);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      EXPECT_EQ(out.at(i).tokens, expected[i].tokens) << "sequence " << i;
+    }
+  }
+}
+
+TEST_F(EngineTest, OverwhelmingCopyBiasCopiesTheTextThroughPreemption) {
+  constexpr int32_t kEos = 1;
+  // 10 blocks of 4 = 40 slots for 6 sequences of up to 24 positions: preemption recomputes
+  // sequences whose copy cursor must survive it.
+  auto small = LoadFixtureModel("ref-llama-f32", {.kv_block_size = 4, .num_kv_blocks = 10});
+  ASSERT_NE(small.backend, nullptr);
+  std::mt19937 rng(11);
+  for (bool pipelined : {false, true}) {
+    Engine engine(small.backend.get(), nullptr, {.eos_token_ids = {kEos}});
+    std::vector<std::vector<int32_t>> texts;
+    for (SequenceId id = 0; id < 6; ++id) {
+      std::vector<int32_t> prompt = {0};
+      for (int t = 0; t < 10; ++t) prompt.push_back(std::uniform_int_distribution<int>(2, 9)(rng));
+      prompt.push_back(0);
+      GenerationParams params = Greedy(12);
+      params.copy_bias = 1e4f;
+      params.copy_begin = 1;
+      params.copy_end = 11;
+      texts.emplace_back(prompt.begin() + 1, prompt.begin() + 11);
+      ASSERT_TRUE(engine.AddSequence(id, std::move(prompt), params).ok());
+    }
+    const auto out = pipelined ? RunPipelined(engine, *small.backend) : RunToCompletion(engine);
+    EXPECT_GT(engine.num_preemptions(), 0);
+    for (SequenceId id = 0; id < 6; ++id) {
+      std::vector<int32_t> copy = texts[id];
+      copy.push_back(kEos);
+      EXPECT_EQ(out.at(id).tokens, copy) << "sequence " << id << (pipelined ? " pipelined" : "");
+      EXPECT_EQ(out.at(id).reason, FinishReason::kStopToken);
+    }
+  }
+}
+
 TEST_F(EngineTest, RejectsBadSequences) {
   Engine engine(model_.backend.get(), nullptr, {});
   EXPECT_EQ(engine.AddSequence(1, {}, Greedy(4)).code(), absl::StatusCode::kInvalidArgument);
@@ -408,6 +534,16 @@ TEST_F(EngineTest, RejectsBadSequences) {
   stop.stop_strings = {"x"};
   EXPECT_EQ(engine.AddSequence(2, {3}, stop).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(engine.AddSequence(1, {3}, Greedy(4)).code(), absl::StatusCode::kAlreadyExists);
+  for (auto [bias, begin, end] : {std::tuple{-1.0f, 0, 1}, std::tuple{NAN, 0, 1},
+                                  std::tuple{1.0f, 1, 0}, std::tuple{1.0f, 0, 3},
+                                  std::tuple{1.0f, -1, 1}}) {
+    GenerationParams copy = Greedy(4);
+    copy.copy_bias = bias;
+    copy.copy_begin = begin;
+    copy.copy_end = end;
+    EXPECT_EQ(engine.AddSequence(3, {3, 4}, copy).code(), absl::StatusCode::kInvalidArgument)
+        << bias << " [" << begin << ", " << end << ")";
+  }
 }
 
 }  // namespace
