@@ -436,11 +436,12 @@ int RunEval(const std::vector<std::string>& argv) {
       "                 [--jfleg DIR] [--synthetic FILE] [--compare DIR] [--limit N]\n"
       "                 [--report FILE [--report-outputs]] [--min-gleu-delta D]\n"
       "                 [--max-false-change-rate R]\n"
-      "Runs every sentence through the model (greedy, the config's prompt template and limits)\n"
-      "and prints GLEU on JFLEG next to the copy-the-source baseline, exact match per error type\n"
-      "on the synthetic set, and throughput. --compare runs a second model directory on the same\n"
-      "sentences and reports the differences and how often the two agree. Exit status: 0, 1 on\n"
-      "errors, 2 on usage errors, 3 when a --min-gleu-delta / --max-false-change-rate gate fails.\n";
+      "Runs every sentence through the model (greedy with the config's copy bias, prompt\n"
+      "template and limits) and prints GLEU on JFLEG next to the copy-the-source baseline, exact\n"
+      "match per error type on the synthetic set, and throughput. --compare runs a second model\n"
+      "directory on the same sentences and reports the differences and how often the two agree.\n"
+      "Exit status: 0, 1 on errors, 2 on usage errors, 3 when a --min-gleu-delta /\n"
+      "--max-false-change-rate gate fails.\n";
   auto args = Args::Parse(argv, specs);
   if (args.ok() && args->Has("help")) {
     std::printf("%s%s", usage, FlagHelp(specs).c_str());
