@@ -7,6 +7,7 @@ packages=(
   libabsl-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libopenblas-dev libpcre2-dev libsentencepiece-dev libutf8proc-dev
+  libhunspell-dev hunspell-en-us
   libgtest-dev libgmock-dev libbenchmark-dev
   libcpp-httplib-dev python3-grpcio python3-protobuf
 )

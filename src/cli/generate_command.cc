@@ -28,6 +28,7 @@ struct GenerateRequest {
   std::string prompt_template = "{text}";
   int max_new_tokens = 0;
   double copy_bias = 0;
+  config::SpellingSection spelling;
   engine::CpuBackendOptions backend;
   std::vector<std::string> texts;
 };
@@ -40,6 +41,7 @@ absl::StatusOr<GenerateRequest> ParseRequest(const Args& args) {
   r.prompt_template = cfg.model.prompt_template;
   r.max_new_tokens = cfg.model.max_output_tokens;
   r.copy_bias = cfg.model.copy_bias;
+  r.spelling = cfg.spelling;
   r.backend = config::CpuBackendOptionsFrom(cfg.engine);
   if (auto dir = args.Get("model")) r.model_dir = *dir;
   if (auto t = args.Get("prompt-template")) r.prompt_template = *t;
@@ -72,8 +74,11 @@ absl::StatusOr<std::vector<std::string>> Generate(GenerateRequest r) {
                    model::PromptTemplate::Parse(r.prompt_template));
   ASSIGN_OR_RETURN(const config::CopyBiasSetting copy_bias,
                    config::CopyBiasSetting::Create(r.copy_bias, prompt_template, *tokenizer));
+  ASSIGN_OR_RETURN(const std::unique_ptr<model::SpellCorrector> spelling,
+                   config::SpellCorrectorFrom(r.spelling));
   for (size_t i = 0; i < r.texts.size(); ++i) {
-    ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer->Encode(prompt_template.Apply(r.texts[i])));
+    const std::string text = spelling != nullptr ? spelling->Correct(r.texts[i]) : r.texts[i];
+    ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer->Encode(prompt_template.Apply(text)));
     engine::GenerationParams params;
     params.max_new_tokens = r.max_new_tokens;
     copy_bias.Apply(ids, &params);

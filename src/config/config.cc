@@ -151,6 +151,9 @@ const std::vector<Field>& Fields() {
       Int("server.ring_slots", &Config::server, &ServerSection::ring_slots, 2, 1 << 20),
       Int("server.ring_slot_bytes", &Config::server, &ServerSection::ring_slot_bytes, 256,
           1 << 20),
+      String("spelling.dictionary", &Config::spelling, &SpellingSection::dictionary, true),
+      String("spelling.lexicon", &Config::spelling, &SpellingSection::lexicon, true),
+      Int("spelling.min_count", &Config::spelling, &SpellingSection::min_count, 1, 1 << 30),
       Enum("logging.level", &Config::logging, &LoggingSection::level,
            {"trace", "debug", "info", "warn", "error"}),
       Enum("logging.format", &Config::logging, &LoggingSection::format, {"text", "json"}),
@@ -192,6 +195,10 @@ absl::Status Validate(const Config& c) {
         "engine.max_step_tokens (", c.engine.max_step_tokens,
         ") must be at least engine.max_batch_size (", c.engine.max_batch_size,
         ") so every running sequence can decode in one step"));
+  }
+  if (c.spelling.dictionary.empty() != c.spelling.lexicon.empty()) {
+    return absl::InvalidArgumentError(
+        "spelling.dictionary and spelling.lexicon: set both (the spelling stage) or neither");
   }
   if (c.model.copy_bias > 0 && c.engine.backend == "cuda") {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -257,12 +264,14 @@ absl::StatusOr<Config> ParseConfig(std::string_view yaml, std::string_view path)
 absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
   ASSIGN_OR_RETURN(Config config, ParseConfig(text, path));
-  // A relative model directory is relative to the config file, so the config works from any
-  // working directory (systemd starts services in /).
-  std::filesystem::path dir(config.model.dir);
-  if (dir.is_relative()) {
-    config.model.dir =
-        (std::filesystem::path(path).parent_path() / dir).lexically_normal().string();
+  // Relative paths are relative to the config file, so the config works from any working
+  // directory (systemd starts services in /).
+  for (std::string* file :
+       {&config.model.dir, &config.spelling.dictionary, &config.spelling.lexicon}) {
+    const std::filesystem::path p(*file);
+    if (!file->empty() && p.is_relative()) {
+      *file = (std::filesystem::path(path).parent_path() / p).lexically_normal().string();
+    }
   }
   return config;
 }

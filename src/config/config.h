@@ -51,6 +51,14 @@ struct ServerSection {
   int ring_slot_bytes = 4096;            // one ring message; several requests pack into one
 };
 
+// The spelling stage before the model (model/spell_corrector.h): on when both paths are set.
+// Relative paths resolve against the config file.
+struct SpellingSection {
+  std::string dictionary;  // Hunspell dictionary without extension, e.g. /usr/share/hunspell/en_US
+  std::string lexicon;     // "word<TAB>count" lines: the words the model was trained on
+  int min_count = 3;       // a correction must occur this often in the lexicon
+};
+
 struct LoggingSection {
   std::string level = "info";  // trace | debug | info | warn | error
   std::string format = "text";  // text | json
@@ -61,11 +69,12 @@ struct Config {
   ModelSection model;
   EngineSection engine;
   ServerSection server;
+  SpellingSection spelling;
   LoggingSection logging;
 };
 
 absl::StatusOr<Config> ParseConfig(std::string_view yaml, std::string_view path);
-// Reads a file; a relative model.dir is resolved against the file's directory.
+// Reads a file; a relative model.dir or spelling path is resolved against the file's directory.
 absl::StatusOr<Config> LoadConfigFile(const std::string& path);
 
 // Sets one key from the command line ("engine.threads", "4") with the file's type and range

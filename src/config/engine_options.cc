@@ -24,6 +24,13 @@ engine::EngineOptions EngineOptionsFrom(const model::Checkpoint& checkpoint) {
   return options;
 }
 
+absl::StatusOr<std::unique_ptr<model::SpellCorrector>> SpellCorrectorFrom(
+    const SpellingSection& spelling) {
+  if (spelling.dictionary.empty()) return nullptr;
+  return model::SpellCorrector::Create(spelling.dictionary, spelling.lexicon,
+                                       spelling.min_count);
+}
+
 absl::StatusOr<CopyBiasSetting> CopyBiasSetting::Create(
     double bias, const model::PromptTemplate& prompt_template, const model::Tokenizer& tokenizer) {
   ASSIGN_OR_RETURN(model::TemplateTokens template_tokens,

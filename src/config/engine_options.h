@@ -2,6 +2,7 @@
 #define GECD_CONFIG_ENGINE_OPTIONS_H_
 
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "absl/status/statusor.h"
@@ -10,6 +11,7 @@
 #include "engine/engine.h"
 #include "model/checkpoint.h"
 #include "model/prompt_template.h"
+#include "model/spell_corrector.h"
 #include "model/template_tokens.h"
 #include "model/tokenizer.h"
 
@@ -22,6 +24,11 @@ engine::CpuBackendOptions CpuBackendOptionsFrom(const EngineSection& engine);
 // The engine options the checkpoint sets: its EOS ids (generation_config.json's, which
 // Checkpoint::Open already filled in from config.json where it had none).
 engine::EngineOptions EngineOptionsFrom(const model::Checkpoint& checkpoint);
+
+// The spelling stage the `spelling` section asks for; null when it is off. Errors name the
+// missing or malformed file.
+absl::StatusOr<std::unique_ptr<model::SpellCorrector>> SpellCorrectorFrom(
+    const SpellingSection& spelling);
 
 // model.copy_bias as every prompt gets it: over the prompt's tokens that hold the user's text
 // (model::TemplateTokens). Immutable.

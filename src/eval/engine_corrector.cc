@@ -13,11 +13,13 @@ namespace gecd::eval {
 
 EngineCorrector::EngineCorrector(const config::Config& config, model::PromptTemplate prompt_template,
                                  std::unique_ptr<model::Tokenizer> tokenizer,
+                                 std::unique_ptr<model::SpellCorrector> spelling,
                                  std::unique_ptr<engine::CpuBackend> backend,
                                  engine::EngineOptions options)
     : config_(config),
       template_(std::move(prompt_template)),
       tokenizer_(std::move(tokenizer)),
+      spelling_(std::move(spelling)),
       backend_(std::move(backend)),
       engine_options_(std::move(options)) {}
 
@@ -30,12 +32,15 @@ absl::StatusOr<std::unique_ptr<EngineCorrector>> EngineCorrector::Create(
                    model::Checkpoint::Open(config.model.dir));
   ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tokenizer,
                    model::Tokenizer::LoadFromModelDir(config.model.dir));
+  ASSIGN_OR_RETURN(std::unique_ptr<model::SpellCorrector> spelling,
+                   config::SpellCorrectorFrom(config.spelling));
   ASSIGN_OR_RETURN(
       std::unique_ptr<engine::CpuBackend> backend,
       engine::CpuBackend::Create(*checkpoint, config::CpuBackendOptionsFrom(config.engine)));
   return std::unique_ptr<EngineCorrector>(
       new EngineCorrector(config, std::move(prompt_template), std::move(tokenizer),
-                          std::move(backend), config::EngineOptionsFrom(*checkpoint)));
+                          std::move(spelling), std::move(backend),
+                          config::EngineOptionsFrom(*checkpoint)));
 }
 
 absl::StatusOr<CorrectionRun> EngineCorrector::CorrectAll(const std::vector<std::string>& texts,
@@ -65,7 +70,8 @@ absl::StatusOr<CorrectionRun> EngineCorrector::CorrectAll(const std::vector<std:
       fail(i, std::string(utf8.message()));
       continue;
     }
-    absl::StatusOr<std::vector<int32_t>> ids = tokenizer_->Encode(template_.Apply(texts[i]));
+    absl::StatusOr<std::vector<int32_t>> ids = tokenizer_->Encode(template_.Apply(
+        spelling_ != nullptr ? spelling_->Correct(texts[i]) : texts[i]));
     if (!ids.ok()) {
       fail(i, std::string(ids.status().message()));
       continue;

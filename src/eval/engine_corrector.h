@@ -10,15 +10,16 @@
 #include "engine/engine.h"
 #include "eval/corrector.h"
 #include "model/prompt_template.h"
+#include "model/spell_corrector.h"
 #include "model/tokenizer.h"
 
 namespace gecd::eval {
 
-// Runs sentences through a model in this process, as the server's engine would: the config's
-// prompt template (model::PromptTemplate, as RequestValidator applies it), its input and
-// output token limits, greedy decoding until an EOS id of generation_config.json (or
-// config.json) and continuous batching on the CPU backend sized by the config's engine
-// section. Owns the tokenizer and the backend.
+// Runs sentences through a model in this process, as the server would: the config's spelling
+// stage and prompt template (as RequestValidator applies them), its input and output token
+// limits, greedy decoding with the config's copy bias until an EOS id of
+// generation_config.json (or config.json), and continuous batching on the CPU backend sized
+// by the config's engine section. Owns the tokenizer, the spelling stage and the backend.
 class EngineCorrector final : public Corrector {
  public:
   // Loads `config.model.dir`.
@@ -32,11 +33,13 @@ class EngineCorrector final : public Corrector {
  private:
   EngineCorrector(const config::Config& config, model::PromptTemplate prompt_template,
                   std::unique_ptr<model::Tokenizer> tokenizer,
+                  std::unique_ptr<model::SpellCorrector> spelling,
                   std::unique_ptr<engine::CpuBackend> backend, engine::EngineOptions options);
 
   config::Config config_;
   model::PromptTemplate template_;
   std::unique_ptr<model::Tokenizer> tokenizer_;
+  std::unique_ptr<model::SpellCorrector> spelling_;  // null: no spelling stage
   std::unique_ptr<engine::CpuBackend> backend_;
   engine::EngineOptions engine_options_;
 };

@@ -183,7 +183,7 @@ GrammarService::GrammarService(const config::Config& config, const model::Tokeni
       engine_(engine),
       metrics_(metrics),
       options_(options),
-      validator_(config, tokenizer),
+      validator_(config, tokenizer, options.spelling),
       max_in_flight_(config.server.max_in_flight) {}
 
 grpc::ServerUnaryReactor* GrammarService::Correct(grpc::CallbackServerContext* context,

@@ -8,6 +8,7 @@
 
 #include "config/config.h"
 #include "gecd/v1/grammar.grpc.pb.h"
+#include "model/spell_corrector.h"
 #include "model/tokenizer.h"
 #include "server/engine_link.h"
 #include "server/metrics.h"
@@ -25,6 +26,8 @@ class GrammarService final : public gecd::v1::GrammarCorrection::CallbackService
     // Sentences of one CorrectStream in the engine or waiting to be written; the stream stops
     // reading while this many are outstanding, so a fast client is slowed, not buffered.
     int stream_window = 64;
+    // The spelling stage (config section `spelling`), or null; must outlive the service.
+    const model::SpellCorrector* spelling = nullptr;
   };
 
   // Everything passed must outlive the service (and the grpc::Server it is registered with).

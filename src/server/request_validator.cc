@@ -27,8 +27,9 @@ model::PromptTemplate TemplateOf(const config::Config& config) {
 
 }  // namespace
 
-RequestValidator::RequestValidator(const config::Config& config, const model::Tokenizer& tokenizer)
-    : config_(config), tokenizer_(tokenizer), template_(TemplateOf(config)) {}
+RequestValidator::RequestValidator(const config::Config& config, const model::Tokenizer& tokenizer,
+                                   const model::SpellCorrector* spelling)
+    : config_(config), tokenizer_(tokenizer), spelling_(spelling), template_(TemplateOf(config)) {}
 
 absl::StatusOr<Prompt> RequestValidator::Validate(std::string_view text,
                                                   uint32_t max_output_tokens) const {
@@ -44,8 +45,8 @@ absl::StatusOr<Prompt> RequestValidator::Validate(std::string_view text,
     }
   }
   // The whole prompt is tokenized at once, as the model saw its training prompts.
-  absl::StatusOr<std::vector<int32_t>> tokens =
-      tokenizer_.Encode(template_.Apply(text));
+  absl::StatusOr<std::vector<int32_t>> tokens = tokenizer_.Encode(
+      template_.Apply(spelling_ != nullptr ? spelling_->Correct(text) : std::string(text)));
   if (!tokens.ok()) return tokens.status();
   const size_t max_tokens = static_cast<size_t>(config_.model.max_input_tokens);
   if (tokens->size() > max_tokens) {

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "config/config.h"
+#include "config/engine_options.h"
 #include "ipc/shared_segment.h"
 #ifdef GECD_HAVE_CUDA
 #include "kernels/device_info.h"
@@ -409,6 +410,12 @@ int RunSupervisor(const config::Config& config, const std::string& config_path,
   SetProcessTitle("gecd: supervisor");
   if (absl::Status model = CheckModelDirectory(config); !model.ok()) {
     spdlog::critical("model.dir {}: {}", config.model.dir, model.ToString());
+    return 2;
+  }
+  // The workers' spelling stage, for the same reason (its errors name the file and the key).
+  if (absl::Status spelling = config::SpellCorrectorFrom(config.spelling).status();
+      !spelling.ok()) {
+    spdlog::critical("{}", spelling.ToString());
     return 2;
   }
   if (absl::Status device = CheckDevice(config); !device.ok()) {

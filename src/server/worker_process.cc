@@ -6,7 +6,9 @@
 #include <chrono>
 #include <ctime>
 
+#include "config/engine_options.h"
 #include "ipc/shared_segment.h"
+#include "model/spell_corrector.h"
 #include "model/tokenizer.h"
 #include "server/metrics.h"
 #include "server/ring_engine_link.h"
@@ -55,8 +57,15 @@ int RunWorkerProcess(const config::Config& config, const std::string& shm_name, 
     spdlog::critical("{}", link.status().ToString());
     return 1;
   }
+  absl::StatusOr<std::unique_ptr<model::SpellCorrector>> spelling =
+      config::SpellCorrectorFrom(config.spelling);
+  if (!spelling.ok()) {
+    spdlog::critical("{}", spelling.status().ToString());
+    return 1;
+  }
   WorkerServer::Options options;
   options.listen = config.server.listen;
+  options.service.spelling = spelling->get();
   absl::StatusOr<std::unique_ptr<WorkerServer>> server =
       WorkerServer::Start(config, **tokenizer, **link, *metrics, options);
   if (!server.ok()) {

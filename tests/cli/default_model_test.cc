@@ -1,7 +1,7 @@
 // The shipped default model (models/gecd-gec-small, made by tools/train/train.sh) through the
-// real `gecd generate` on the default config (copy bias included): it loads, corrects a few
-// fixed sentences and leaves a correct one alone; the FP8 copies the build makes with
-// `gecd quantize` (build/models/) give the same outputs.
+// real `gecd generate` on the default config (spelling stage and copy bias included): it
+// loads, corrects a few fixed sentences and leaves a correct one alone; the FP8 copies the
+// build makes with `gecd quantize` (build/models/) give the same outputs.
 #include <string>
 #include <vector>
 
@@ -20,14 +20,16 @@ struct Case {
   const char* expected;
 };
 
-// Errors of several kinds (tense, agreement, verb form, capitalization) and one correct
-// sentence. Greedy decoding is deterministic, so these are exact.
+// Errors of several kinds (tense, agreement, verb form, capitalization, spelling: the config's
+// spelling stage) and one correct sentence. Greedy decoding is deterministic, so these are
+// exact.
 constexpr Case kCases[] = {
     {"She go to school yesterday.", "She went to school yesterday."},
     {"The weather are nice today.", "The weather is nice today."},
     {"they was happy.", "They were happy."},
     {"She can sings well.", "She can sing well."},
     {"He walk to the store yesterday.", "He walked to the store yesterday."},
+    {"He recieved my leter.", "He received my letter."},
     {"He is the best student in the class.", "He is the best student in the class."},
 };
 

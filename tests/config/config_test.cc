@@ -130,6 +130,25 @@ TEST(Config, RelativeModelDirResolvesAgainstTheFile) {
   EXPECT_EQ(LoadConfigFile(dir + "/missing.yaml").status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(Config, SpellingNeedsBothPathsAndResolvesThemAgainstTheFile) {
+  EXPECT_TRUE(Config().spelling.dictionary.empty());
+  for (const char* half : {"spelling:\n  dictionary: /d\n", "spelling:\n  lexicon: l.tsv\n"}) {
+    auto e = ParseConfig(half, "conf.yaml");
+    ASSERT_FALSE(e.ok()) << half;
+    EXPECT_THAT(e.status().message(), HasSubstr("spelling.dictionary and spelling.lexicon"));
+  }
+  EXPECT_FALSE(ParseConfig("spelling:\n  min_count: 0\n", "conf.yaml").ok());
+  const std::string dir = gecd::testing::MakeTempDir();
+  std::ofstream(dir + "/c.yaml") << "spelling:\n  dictionary: /usr/share/hunspell/en_US\n"
+                                    "  lexicon: ../models/m/lexicon.tsv\n  min_count: 5\n";
+  auto c = LoadConfigFile(dir + "/c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->spelling.dictionary, "/usr/share/hunspell/en_US");
+  EXPECT_EQ(c->spelling.lexicon,
+            std::filesystem::path(dir).parent_path().string() + "/models/m/lexicon.tsv");
+  EXPECT_EQ(c->spelling.min_count, 5);
+}
+
 TEST(Config, CopyBias) {
   EXPECT_EQ(Config().model.copy_bias, 0.0);
   auto c = ParseConfig("model:\n  copy_bias: 2.5\n", "conf.yaml");

@@ -1,5 +1,7 @@
 #include "server/request_validator.h"
 
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -43,6 +45,20 @@ TEST_F(RequestValidatorTest, AppliesTheTemplateBeforeTokenizing) {
   absl::StatusOr<Prompt> prompt = validator.Validate("She go home.", 0);
   ASSERT_TRUE(prompt.ok()) << prompt.status();
   EXPECT_EQ(prompt->tokens, *tokenizer_->Encode("Correct: She go home.\nAnswer:"));
+}
+
+TEST_F(RequestValidatorTest, TheSpellingStageRunsBeforeTheTemplate) {
+  if (!std::filesystem::exists("/usr/share/hunspell/en_US.dic")) {
+    GTEST_SKIP() << "Debian package hunspell-en-us not installed";
+  }
+  const std::string lexicon = model_dir_.path() + "/lexicon.tsv";
+  std::ofstream(lexicon) << "friend\t10\n";
+  auto spelling = model::SpellCorrector::Create("/usr/share/hunspell/en_US", lexicon, 3);
+  ASSERT_TRUE(spelling.ok()) << spelling.status();
+  const RequestValidator validator(config_, *tokenizer_, spelling->get());
+  absl::StatusOr<Prompt> prompt = validator.Validate("My freind", 0);
+  ASSERT_TRUE(prompt.ok()) << prompt.status();
+  EXPECT_EQ(prompt->tokens, *tokenizer_->Encode("Correct: My friend\nAnswer:"));
 }
 
 TEST_F(RequestValidatorTest, OutputTokensDefaultToAndAreCappedAtTheConfig) {

@@ -7,7 +7,8 @@ One command (tools/train/train.sh) runs every stage with fixed seeds:
   3. train a Llama-family decoder on `<s>{noisy}<sep>` -> `{clean}</s>`, fresh synthetic errors
      every epoch, 40% of pairs left unchanged;
   4. export a standard model directory (config.json, bf16 model.safetensors, tokenizer.model,
-     generation_config.json) and the held-out synthetic test set;
+     generation_config.json, and lexicon.tsv: the training text's words and counts, which
+     gecd's spelling stage reads) and the held-out synthetic test set;
   5. greedy-decode part of the held-out set and log per-type accuracy.
 """
 
@@ -19,6 +20,7 @@ import json
 import math
 import os
 import random
+import re
 import sys
 import time
 
@@ -180,6 +182,21 @@ def export(model, sp, out_dir):
         f.write("\n")
 
 
+_PLAIN_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+
+
+def write_lexicon(train, path):
+    """word<TAB>count of every plain word (letters, at most one inner apostrophe) of the training
+    text, lower-cased, most frequent first: what gecd's spelling stage (`spelling.lexicon`)
+    keeps as written and accepts as a correction."""
+    counts = collections.Counter(w.lower() for s in train for w, _ in s
+                                 if _PLAIN_WORD.fullmatch(w.lower()))
+    with open(path, "w") as f:
+        for word, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+            f.write(f"{word}\t{count}\n")
+    return len(counts)
+
+
 def heldout_set(heldout, lex, seed, per_type, clean):
     """TSV rows (type, source, target): `per_type` single-error sentences per type, and `clean`
     unchanged ones (type `none`), each sentence used once."""
@@ -225,6 +242,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--device", default="auto", help="auto (cuda when available), cpu or cuda")
     ap.add_argument("--check-sentences", type=int, default=220)
+    ap.add_argument("--lexicon-only", action="store_true",
+                    help="only write OUT/lexicon.tsv (it depends on the corpus split alone)")
     args = ap.parse_args()
 
     device = args.device
@@ -238,6 +257,10 @@ def main():
     train, heldout, held_samples = split_corpus(args.brown)
     log(f"Brown: {len(train)} training sentences, {len(heldout)} held out "
         f"(samples {' '.join(held_samples)})")
+    words = write_lexicon(train, os.path.join(args.out, "lexicon.tsv"))
+    log(f"lexicon: {words} words -> {os.path.join(args.out, 'lexicon.tsv')}")
+    if args.lexicon_only:
+        return
     lex = noise.Lexicon(train)
     sp = train_tokenizer(train, lex, args.out, args.seed)
     log(f"tokenizer: {sp.get_piece_size()} pieces")

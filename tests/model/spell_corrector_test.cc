@@ -1,0 +1,90 @@
+// The spelling stage with Debian's en_US Hunspell dictionary (hunspell-en-us, installed by
+// scripts/install_deps.sh) and a small lexicon.
+#include "model/spell_corrector.h"
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/scoped_temp_dir.h"
+
+namespace gecd::model {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kDictionary[] = "/usr/share/hunspell/en_US";
+
+class SpellCorrectorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(std::string(kDictionary) + ".dic")) {
+      GTEST_SKIP() << kDictionary << ".dic not installed (Debian package hunspell-en-us)";
+    }
+    // "torquers" is a word of the training text that Hunspell does not know; "receive" and
+    // "friend" are common enough to be corrections, "believe" is not (count 2 < 3).
+    lexicon_ = Write("lexicon.tsv",
+                     "the\t100\nfriend\t10\nreceived\t5\nletter\t7\ntorquers\t1\nbelieve\t2\n");
+    auto corrector = SpellCorrector::Create(kDictionary, lexicon_, 3);
+    ASSERT_TRUE(corrector.ok()) << corrector.status();
+    corrector_ = *std::move(corrector);
+  }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    const std::string path = dir_.path() + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  gecd::testing::ScopedTempDir dir_;
+  std::string lexicon_;
+  std::unique_ptr<SpellCorrector> corrector_;
+};
+
+TEST_F(SpellCorrectorTest, ReplacesMisspelledWordsKeepingEverythingAround) {
+  EXPECT_EQ(corrector_->Correct("My freind is here."), "My friend is here.");
+  EXPECT_EQ(corrector_->Correct("He recieved the leter,  \"freind\"!"),
+            "He received the letter,  \"friend\"!");
+  EXPECT_EQ(corrector_->Correct(""), "");
+  EXPECT_EQ(corrector_->Correct("the freind"), corrector_->Correct("the freind"));  // cached
+}
+
+TEST_F(SpellCorrectorTest, LeavesKnownRareAndUnfixableWordsAlone) {
+  // Known to the lexicon though not to Hunspell.
+  EXPECT_EQ(corrector_->Correct("The torquers turned."), "The torquers turned.");
+  // Hunspell's fix is not common enough in the lexicon.
+  EXPECT_EQ(corrector_->Correct("I beleive it."), "I beleive it.");
+  // Correct English the lexicon lacks.
+  EXPECT_EQ(corrector_->Correct("a quiet walk"), "a quiet walk");
+}
+
+TEST_F(SpellCorrectorTest, NeverTouchesNamesNumbersUrlsOrNonAsciiWords) {
+  for (const char* text : {"Freind", "FREIND", "freind2", "3rd", "www.freind.com",
+                           "freind@example.com", "co-freind", "caf\xc3\xa9 freindé"}) {
+    EXPECT_EQ(corrector_->Correct(text), text) << text;
+  }
+}
+
+TEST_F(SpellCorrectorTest, BadFilesAreErrorsNamingThem) {
+  auto missing = SpellCorrector::Create("/nonexistent/en_US", lexicon_, 3);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.status().message(), HasSubstr("/nonexistent/en_US.aff"));
+
+  auto no_lexicon = SpellCorrector::Create(kDictionary, dir_.path() + "/none.tsv", 3);
+  ASSERT_FALSE(no_lexicon.ok());
+  EXPECT_THAT(no_lexicon.status().message(), HasSubstr("none.tsv"));
+
+  for (const char* bad : {"word\n", "word\tmany\n", "\t3\n", "word\t-1\n", ""}) {
+    const std::string path = Write("bad.tsv", bad);
+    auto c = SpellCorrector::Create(kDictionary, path, 3);
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(c.status().message(), HasSubstr("bad.tsv")) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace gecd::model
