@@ -18,6 +18,7 @@ absl::StatusOr<config::Config> LoadConfigWithOverrides(const std::string& path,
     }
     RETURN_IF_ERROR(config::ApplyOverride(cfg, kv.substr(0, eq), kv.substr(eq + 1)));
   }
+  RETURN_IF_ERROR(config::ValidateConfig(cfg));
   return cfg;
 }
 

@@ -282,9 +282,11 @@ absl::Status ApplyOverride(Config& config, std::string_view key_path, std::strin
     return absl::InvalidArgumentError(
         absl::StrCat("unknown config key '", std::string(key_path), "'"));
   }
-  RETURN_IF_ERROR(field->set(config, std::string(value)));
-  return Validate(config);
+  return field->set(config, std::string(value));
 }
+
+absl::Status ValidateConfig(const Config& config) { return Validate(config); }
+
 
 std::vector<int> GraphBatchSizes(const EngineSection& engine) {
   return ParseBatchSizes(engine.graph_batch_sizes).value_or(std::vector<int>{});

@@ -78,8 +78,13 @@ absl::StatusOr<Config> ParseConfig(std::string_view yaml, std::string_view path)
 absl::StatusOr<Config> LoadConfigFile(const std::string& path);
 
 // Sets one key from the command line ("engine.threads", "4") with the file's type and range
-// rules, then re-checks the whole config.
+// rules. Rules between keys are checked by ValidateConfig once every override is applied, so
+// that one key may be changed together with another it depends on.
 absl::Status ApplyOverride(Config& config, std::string_view key_path, std::string_view value);
+
+// The rules between keys (e.g. engine.max_step_tokens >= engine.max_batch_size), which
+// ParseConfig also applies.
+absl::Status ValidateConfig(const Config& config);
 
 // engine.graph_batch_sizes as numbers (validated when the config was read).
 std::vector<int> GraphBatchSizes(const EngineSection& engine);

@@ -4,8 +4,9 @@
 
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/listen_address.h"
 
 namespace gecd::server {
 namespace {
@@ -16,17 +17,10 @@ constexpr char kPrometheusType[] = "text/plain; version=0.0.4; charset=utf-8";
 
 absl::StatusOr<std::unique_ptr<StatusHttpServer>> StatusHttpServer::Start(
     const std::string& listen, Handlers handlers) {
-  const size_t colon = listen.rfind(':');
-  int port = -1;
-  if (colon == std::string::npos || !absl::SimpleAtoi(listen.substr(colon + 1), &port) ||
-      port < 0 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("server.metrics_listen '", listen, "' is not host:port"));
-  }
-  std::string host = listen.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
+  ASSIGN_OR_RETURN(const ListenAddress address,
+                   ParseListenAddress(listen, "server.metrics_listen"));
+  const std::string& host = address.host;
+  const int port = address.port;
 
   std::unique_ptr<StatusHttpServer> s(new StatusHttpServer());
   s->server_ = std::make_unique<httplib::Server>();

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -27,6 +28,7 @@
 #include "model/checkpoint.h"
 #include "model/tokenizer.h"
 #include "server/metrics.h"
+#include "server/listen_address.h"
 #include "server/process_title.h"
 #include "server/roles.h"
 #include "server/sd_notify.h"
@@ -417,6 +419,14 @@ int RunSupervisor(const config::Config& config, const std::string& config_path,
       !spelling.ok()) {
     spdlog::critical("{}", spelling.ToString());
     return 2;
+  }
+  for (const auto& [key, listen] : {std::pair{"server.listen", &config.server.listen},
+                                    std::pair{"server.metrics_listen",
+                                              &config.server.metrics_listen}}) {
+    if (absl::Status free = CheckListenAddressFree(*listen, key); !free.ok()) {
+      spdlog::critical("{}", free.ToString());
+      return 2;
+    }
   }
   if (absl::Status device = CheckDevice(config); !device.ok()) {
     spdlog::critical("{}", device.ToString());

@@ -118,7 +118,15 @@ TEST(Config, OverridesFollowTheSameRules) {
   EXPECT_FALSE(ApplyOverride(c, "engine.threads", "-1").ok());
   EXPECT_EQ(c.engine.threads, 3);
   EXPECT_FALSE(ApplyOverride(c, "engine.nope", "1").ok());
-  EXPECT_FALSE(ApplyOverride(c, "engine.max_step_tokens", "4").ok());
+  // Rules between keys wait for ValidateConfig, so related keys can change together.
+  ASSERT_TRUE(ApplyOverride(c, "engine.max_step_tokens", "4").ok());
+  EXPECT_FALSE(ValidateConfig(c).ok());
+  ASSERT_TRUE(ApplyOverride(c, "engine.max_batch_size", "4").ok());
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  ASSERT_TRUE(ApplyOverride(c, "spelling.dictionary", "/d").ok());
+  EXPECT_FALSE(ValidateConfig(c).ok());
+  ASSERT_TRUE(ApplyOverride(c, "spelling.lexicon", "/l").ok());
+  EXPECT_TRUE(ValidateConfig(c).ok());
 }
 
 TEST(Config, RelativeModelDirResolvesAgainstTheFile) {

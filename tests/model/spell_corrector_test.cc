@@ -26,7 +26,8 @@ class SpellCorrectorTest : public ::testing::Test {
     // "torquers" is a word of the training text that Hunspell does not know; "receive" and
     // "friend" are common enough to be corrections, "believe" is not (count 2 < 3).
     lexicon_ = Write("lexicon.tsv",
-                     "the\t100\nfriend\t10\nreceived\t5\nletter\t7\ntorquers\t1\nbelieve\t2\n");
+                     "the\t100\nfriend\t10\nreceived\t5\nletter\t7\ntorquers\t1\nbelieve\t2\n"
+                     "conquer\t9\nlester\t0\n");
     auto corrector = SpellCorrector::Create(kDictionary, lexicon_, 3);
     ASSERT_TRUE(corrector.ok()) << corrector.status();
     corrector_ = *std::move(corrector);
@@ -58,6 +59,10 @@ TEST_F(SpellCorrectorTest, LeavesKnownRareAndUnfixableWordsAlone) {
   EXPECT_EQ(corrector_->Correct("I beleive it."), "I beleive it.");
   // Correct English the lexicon lacks.
   EXPECT_EQ(corrector_->Correct("a quiet walk"), "a quiet walk");
+  // A fix must keep the first letter: "conquer" is two edits from "torquer", but a guess.
+  EXPECT_EQ(corrector_->Correct("the torquer"), "the torquer");
+  // A listed word is kept even with count 0 (a name seen capitalized), and never offered.
+  EXPECT_EQ(corrector_->Correct("lester"), "lester");
 }
 
 TEST_F(SpellCorrectorTest, NeverTouchesNamesNumbersUrlsOrNonAsciiWords) {

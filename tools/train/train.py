@@ -186,11 +186,16 @@ _PLAIN_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
 
 def write_lexicon(train, path):
-    """word<TAB>count of every plain word (letters, at most one inner apostrophe) of the training
-    text, lower-cased, most frequent first: what gecd's spelling stage (`spelling.lexicon`)
-    keeps as written and accepts as a correction."""
-    counts = collections.Counter(w.lower() for s in train for w, _ in s
-                                 if _PLAIN_WORD.fullmatch(w.lower()))
+    """word<TAB>count for every plain word (letters, at most one inner apostrophe) of the
+    training text, lower-cased, most frequent first; the count is how often it was written in
+    lower case. gecd's spelling stage (`spelling.lexicon`) keeps every listed word as written
+    and takes corrections only among the frequent ones, so a name ("Lester", count 0) is
+    never the fix of a typo ("leter")."""
+    counts = collections.Counter()
+    for s in train:
+        for w, _ in s:
+            if _PLAIN_WORD.fullmatch(w.lower()):
+                counts[w.lower()] += 1 if w == w.lower() else 0
     with open(path, "w") as f:
         for word, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
             f.write(f"{word}\t{count}\n")

@@ -1,0 +1,29 @@
+#ifndef GECD_SERVER_LISTEN_ADDRESS_H_
+#define GECD_SERVER_LISTEN_ADDRESS_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+// The "host:port" addresses of server.listen and server.metrics_listen.
+namespace gecd::server {
+
+struct ListenAddress {
+  std::string host;  // without the brackets of "[v6]:port"
+  int port = 0;      // 0: any free port
+};
+
+// InvalidArgument naming `key` unless `listen` is "host:port" or "[v6]:port", port 0..65535.
+absl::StatusOr<ListenAddress> ParseListenAddress(std::string_view listen, std::string_view key);
+
+// FailedPrecondition naming `key` when another socket already holds `listen`'s port. gecd's
+// workers bind server.listen with SO_REUSEPORT, which would let a second daemon share the port
+// with the first without a word (and clients reach either); a plain bind is refused instead.
+// Port 0 is always free.
+absl::Status CheckListenAddressFree(std::string_view listen, std::string_view key);
+
+}  // namespace gecd::server
+
+#endif  // GECD_SERVER_LISTEN_ADDRESS_H_
