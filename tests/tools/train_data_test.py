@@ -1,5 +1,6 @@
-"""Tests of the training pipeline's data code (tools/train/brown.py, noise.py): what the model
-learns to write is exactly what these produce. Plain Python; no torch needed."""
+"""Tests of the training pipeline's data code (tools/train/brown.py, noise.py, lexicon.py): what
+the model learns to write, and the spelling stage keeps, is exactly what these produce. Plain
+Python; no torch needed."""
 
 import os
 import random
@@ -9,6 +10,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "tools", "train"))
 import brown  # noqa: E402
+import lexicon  # noqa: E402
 import noise  # noqa: E402
 
 
@@ -29,6 +31,26 @@ CORPUS = [tagged(s) for s in (
     "A/at dog/nn is/bez in/in the/at house/nn ./.",
     "Mr./np Smith/np bought/vbd three/cd apples/nns ,/, two/cd pears/nns and/cc a/at melon/nn ./.",
 )]
+
+
+class LexiconTest(unittest.TestCase):
+    def test_counts_lower_case_use_and_lists_names_with_zero(self):
+        c = lexicon.counts(CORPUS + [tagged("The/at dog/nn don't/do* bark/vb at/in Smith/np ./.")])
+        self.assertEqual(c["the"], 2)  # "The" at a sentence start does not count
+        self.assertEqual(c["smith"], 0)  # listed (kept as written), never offered
+        self.assertEqual(c["don't"], 1)
+        self.assertNotIn(".", c)
+        self.assertNotIn("mr.", c)
+
+    def test_writes_most_frequent_first(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "lexicon.tsv")
+            n = lexicon.write(CORPUS, path)
+            lines = open(path).read().splitlines()
+        self.assertEqual(len(lines), n)
+        self.assertEqual(lines[0], "and\t2")  # ties: alphabetical
+        self.assertTrue(all(len(line.split("\t")) == 2 for line in lines))
 
 
 class NormalizeTest(unittest.TestCase):

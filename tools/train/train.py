@@ -20,7 +20,6 @@ import json
 import math
 import os
 import random
-import re
 import sys
 import time
 
@@ -32,6 +31,7 @@ from safetensors.torch import save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import brown  # noqa: E402
+import lexicon  # noqa: E402
 import noise  # noqa: E402
 from model import Llama  # noqa: E402
 
@@ -182,26 +182,6 @@ def export(model, sp, out_dir):
         f.write("\n")
 
 
-_PLAIN_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
-
-
-def write_lexicon(train, path):
-    """word<TAB>count for every plain word (letters, at most one inner apostrophe) of the
-    training text, lower-cased, most frequent first; the count is how often it was written in
-    lower case. gecd's spelling stage (`spelling.lexicon`) keeps every listed word as written
-    and takes corrections only among the frequent ones, so a name ("Lester", count 0) is
-    never the fix of a typo ("leter")."""
-    counts = collections.Counter()
-    for s in train:
-        for w, _ in s:
-            if _PLAIN_WORD.fullmatch(w.lower()):
-                counts[w.lower()] += 1 if w == w.lower() else 0
-    with open(path, "w") as f:
-        for word, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-            f.write(f"{word}\t{count}\n")
-    return len(counts)
-
-
 def heldout_set(heldout, lex, seed, per_type, clean):
     """TSV rows (type, source, target): `per_type` single-error sentences per type, and `clean`
     unchanged ones (type `none`), each sentence used once."""
@@ -262,7 +242,7 @@ def main():
     train, heldout, held_samples = split_corpus(args.brown)
     log(f"Brown: {len(train)} training sentences, {len(heldout)} held out "
         f"(samples {' '.join(held_samples)})")
-    words = write_lexicon(train, os.path.join(args.out, "lexicon.tsv"))
+    words = lexicon.write(train, os.path.join(args.out, "lexicon.tsv"))
     log(f"lexicon: {words} words -> {os.path.join(args.out, 'lexicon.tsv')}")
     if args.lexicon_only:
         return
