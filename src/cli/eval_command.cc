@@ -243,13 +243,17 @@ absl::StatusOr<GateResult> RunEval(const EvalOptions& o) {
 
   Json report;
   report["gecd_version"] = GECD_VERSION_STRING;
-  // The template and limits are this command's config: the server's own apply with --server
-  // (the compare run is in-process either way).
+  // The template, limits, copy bias and spelling stage are this command's config: the server's
+  // own apply with --server (the compare run is in-process either way).
   report["settings"] = {{"mode", o.server.empty() ? "in-process" : "server"},
                         {"config", o.config.path},
                         {"prompt_template", o.config.model.prompt_template},
                         {"max_input_tokens", o.config.model.max_input_tokens},
                         {"max_output_tokens", o.config.model.max_output_tokens},
+                        {"copy_bias", o.config.model.copy_bias},
+                        {"spelling", {{"dictionary", o.config.spelling.dictionary},
+                                      {"lexicon", o.config.spelling.lexicon},
+                                      {"min_count", o.config.spelling.min_count}}},
                         {"limit", o.limit}};
   Json throughput;
   for (const System& s : systems) throughput[s.name] = ThroughputJson(s, texts.size());

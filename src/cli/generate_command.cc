@@ -112,9 +112,10 @@ int RunGenerate(const std::vector<std::string>& argv) {
   const char* usage =
       "usage: gecd generate [--model DIR] [--config FILE] [--set KEY=VALUE]...\n"
       "                     [--prompt-template T] [--max-new-tokens N] [--threads N] TEXT...\n"
-      "Runs every TEXT through the model in one batch on the CPU (greedy decoding) and prints\n"
-      "one output per line; newlines inside an output are printed as \\n. Special tokens such\n"
-      "as BOS are not added: write them into the template if the model expects them.\n";
+      "Runs every TEXT through the model in one batch on the CPU (greedy decoding, with the\n"
+      "config's spelling stage and copy bias, as the server) and prints one output per line;\n"
+      "newlines inside an output are printed as \\n. Special tokens such as BOS are not added:\n"
+      "write them into the template if the model expects them.\n";
   auto args = Args::Parse(argv, specs);
   if (args.ok() && args->Has("help")) {
     std::printf("%s%s", usage, FlagHelp(specs).c_str());

@@ -100,12 +100,14 @@ class EvalCommandTest : public ::testing::Test {
 TEST_F(EvalCommandTest, InProcessRunWritesAFullReport) {
   const RunResult r = RunGecd("eval --model " + model_ + " --jfleg " + jfleg_ + " --synthetic " +
                               synthetic_ + " --set model.max_output_tokens=12 --report " + report_ +
-                              " --report-outputs");
+                              " --report-outputs --set model.copy_bias=1.5");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("source copy"));
   EXPECT_THAT(r.output, HasSubstr("sentences/s"));
   const nlohmann::json j = ReadJson(report_);
   ASSERT_TRUE(j.is_object()) << "report is not JSON";
+  EXPECT_EQ(j["settings"]["copy_bias"], 1.5);
+  EXPECT_EQ(j["settings"]["spelling"]["dictionary"], "");
   EXPECT_EQ(j["jfleg"]["sentences"], 4);
   EXPECT_EQ(j["jfleg"]["references"], 2);
   EXPECT_EQ(j["jfleg"]["gleu_iterations"], 500);
