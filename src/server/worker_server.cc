@@ -1,5 +1,6 @@
 #include "server/worker_server.h"
 
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -72,7 +73,14 @@ void WorkerServer::Drain(std::chrono::milliseconds grace) {
   service_->StartDraining();
   spdlog::info("draining: {} requests in flight, grace {} ms", service_->in_flight(),
                grace.count());
-  server_->Shutdown(std::chrono::system_clock::now() + grace);
+  const auto deadline = std::chrono::system_clock::now() + grace;
+  // New sentences get UNAVAILABLE "shutting down", which clients retry elsewhere, for as long
+  // as admitted ones run: a call that reaches a gRPC server already in Shutdown is cancelled
+  // instead, and clients do not retry CANCELLED.
+  while (service_->in_flight() > 0 && std::chrono::system_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  server_->Shutdown(deadline);
   server_->Wait();
 }
 

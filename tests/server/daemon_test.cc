@@ -465,6 +465,9 @@ TEST(DaemonTest, SigtermUnderLoadLosesNoAdmittedRequestAndExitsZero) {
       if (o.start < term_at && o.end > term_at) ++finished_after_term;
       continue;
     }
+    // A call sent after the SIGTERM may also reach a worker whose gRPC server is in Shutdown
+    // (its admitted requests done), which cancels it: never admitted either.
+    if (o.start > term_at && o.code == grpc::StatusCode::CANCELLED) continue;
     EXPECT_TRUE(RefusedAtAdmission(o)) << "lost: code " << static_cast<int>(o.code) << " "
                                        << o.message;
   }

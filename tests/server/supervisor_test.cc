@@ -179,7 +179,8 @@ TEST(SupervisorTest, TakenMetricsPortFailsWithoutLeavingTheSegment) {
   close(fd);
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) != 0) << *status;
-  EXPECT_TRUE(absl::StrContains(daemon.log(), "cannot listen")) << daemon.log();
+  EXPECT_TRUE(absl::StrContains(daemon.log(), "server.metrics_listen 127.0.0.1:")) << daemon.log();
+  EXPECT_TRUE(absl::StrContains(daemon.log(), "already in use")) << daemon.log();
   const std::string prefix = absl::StrCat("gecd-", daemon.pid(), "-");
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
     EXPECT_FALSE(absl::StartsWith(entry.path().filename().string(), prefix)) << entry.path();
