@@ -2,9 +2,12 @@
 // scripts/install_deps.sh) and a small lexicon.
 #include "model/spell_corrector.h"
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -70,6 +73,27 @@ TEST_F(SpellCorrectorTest, NeverTouchesNamesNumbersUrlsOrNonAsciiWords) {
                            "freind@example.com", "co-freind", "caf\xc3\xa9 freindé"}) {
     EXPECT_EQ(corrector_->Correct(text), text) << text;
   }
+}
+
+// Workers call it from every gRPC thread at once.
+TEST_F(SpellCorrectorTest, ConcurrentCallsGiveTheSameAnswers) {
+  const std::string text = "My freind recieved the leter; the torquers turned.";
+  const std::string expected = corrector_->Correct(text);
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        // Distinct unknown words too, so that threads miss the cache and ask Hunspell.
+        std::string word = "zqx";
+        for (int n = t * 100 + i; n > 0; n /= 26) word.push_back(static_cast<char>('a' + n % 26));
+        const std::string mine = text + " " + word;
+        if (corrector_->Correct(mine).rfind(expected, 0) != 0) ++wrong;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 TEST_F(SpellCorrectorTest, BadFilesAreErrorsNamingThem) {
