@@ -134,8 +134,12 @@ class EngineProcessTest : public ::testing::Test {
     return future;
   }
 
+  // The reply, or a failure after kTimeout: never a hang (e.g. when the engine did not start).
   static EngineReply Get(std::future<EngineReply>& future) {
-    EXPECT_EQ(future.wait_for(kTimeout), std::future_status::ready);
+    if (future.wait_for(kTimeout) != std::future_status::ready) {
+      ADD_FAILURE() << "no engine reply within " << kTimeout.count() << " s";
+      return EngineReply{.status = absl::DeadlineExceededError("no reply"), .tokens = {}};
+    }
     return future.get();
   }
 
