@@ -185,34 +185,6 @@ absl::Status Invalid(std::string_view file, const YAML::Mark& mark, std::string_
       absl::StrCat(Where(file, mark), ": ", std::string(message)));
 }
 
-// Checks relations between fields that no single range can express.
-absl::Status Validate(const Config& c) {
-  if (c.model.prompt_template.find("{text}") == std::string::npos) {
-    return absl::InvalidArgumentError("model.prompt_template: must contain {text}");
-  }
-  if (c.engine.max_step_tokens < c.engine.max_batch_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "engine.max_step_tokens (", c.engine.max_step_tokens,
-        ") must be at least engine.max_batch_size (", c.engine.max_batch_size,
-        ") so every running sequence can decode in one step"));
-  }
-  if (c.spelling.dictionary.empty() != c.spelling.lexicon.empty()) {
-    return absl::InvalidArgumentError(
-        "spelling.dictionary and spelling.lexicon: set both (the spelling stage) or neither");
-  }
-  if (c.model.copy_bias > 0 && c.engine.backend == "cuda") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model.copy_bias (", c.model.copy_bias,
-        "): the cuda backend does not apply a copy bias yet; set it to 0 with "
-        "engine.backend: cuda"));
-  }
-  if ((c.server.ring_slots & (c.server.ring_slots - 1)) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("server.ring_slots: must be a power of two, got ",
-                                                   c.server.ring_slots));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status Walk(const YAML::Node& node, const std::string& prefix, std::string_view file,
                   Config& config) {
   for (const auto& kv : node) {
@@ -255,7 +227,7 @@ absl::StatusOr<Config> ParseConfig(std::string_view yaml, std::string_view path)
   } catch (const YAML::Exception& e) {
     return Invalid(path, e.mark, e.msg);
   }
-  if (absl::Status s = Validate(config); !s.ok()) {
+  if (absl::Status s = ValidateConfig(config); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(std::string(path), ": ", s.message()));
   }
   return config;
@@ -285,8 +257,33 @@ absl::Status ApplyOverride(Config& config, std::string_view key_path, std::strin
   return field->set(config, std::string(value));
 }
 
-absl::Status ValidateConfig(const Config& config) { return Validate(config); }
-
+// Checks relations between fields that no single range can express.
+absl::Status ValidateConfig(const Config& c) {
+  if (c.model.prompt_template.find("{text}") == std::string::npos) {
+    return absl::InvalidArgumentError("model.prompt_template: must contain {text}");
+  }
+  if (c.engine.max_step_tokens < c.engine.max_batch_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "engine.max_step_tokens (", c.engine.max_step_tokens,
+        ") must be at least engine.max_batch_size (", c.engine.max_batch_size,
+        ") so every running sequence can decode in one step"));
+  }
+  if (c.spelling.dictionary.empty() != c.spelling.lexicon.empty()) {
+    return absl::InvalidArgumentError(
+        "spelling.dictionary and spelling.lexicon: set both (the spelling stage) or neither");
+  }
+  if (c.model.copy_bias > 0 && c.engine.backend == "cuda") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.copy_bias (", c.model.copy_bias,
+        "): the cuda backend does not apply a copy bias yet; set it to 0 with "
+        "engine.backend: cuda"));
+  }
+  if ((c.server.ring_slots & (c.server.ring_slots - 1)) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("server.ring_slots: must be a power of two, got ",
+                                                   c.server.ring_slots));
+  }
+  return absl::OkStatus();
+}
 
 std::vector<int> GraphBatchSizes(const EngineSection& engine) {
   return ParseBatchSizes(engine.graph_batch_sizes).value_or(std::vector<int>{});
