@@ -77,8 +77,8 @@ absl::StatusOr<std::vector<std::string>> Generate(GenerateRequest r) {
   ASSIGN_OR_RETURN(const std::unique_ptr<model::SpellCorrector> spelling,
                    config::SpellCorrectorFrom(r.spelling));
   for (size_t i = 0; i < r.texts.size(); ++i) {
-    const std::string text = spelling != nullptr ? spelling->Correct(r.texts[i]) : r.texts[i];
-    ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer->Encode(prompt_template.Apply(text)));
+    const std::string prompt = config::PromptText(prompt_template, spelling.get(), r.texts[i]);
+    ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer->Encode(prompt));
     engine::GenerationParams params;
     params.max_new_tokens = r.max_new_tokens;
     copy_bias.Apply(ids, &params);

@@ -31,6 +31,11 @@ absl::StatusOr<std::unique_ptr<model::SpellCorrector>> SpellCorrectorFrom(
                                        spelling.min_count);
 }
 
+std::string PromptText(const model::PromptTemplate& prompt_template,
+                       const model::SpellCorrector* spelling, std::string_view text) {
+  return prompt_template.Apply(spelling != nullptr ? spelling->Correct(text) : std::string(text));
+}
+
 absl::StatusOr<CopyBiasSetting> CopyBiasSetting::Create(
     double bias, const model::PromptTemplate& prompt_template, const model::Tokenizer& tokenizer) {
   ASSIGN_OR_RETURN(model::TemplateTokens template_tokens,

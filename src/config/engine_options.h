@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "config/config.h"
@@ -29,6 +31,12 @@ engine::EngineOptions EngineOptionsFrom(const model::Checkpoint& checkpoint);
 // missing or malformed file.
 absl::StatusOr<std::unique_ptr<model::SpellCorrector>> SpellCorrectorFrom(
     const SpellingSection& spelling);
+
+// What the model reads for a user's `text`, as every command builds it: the text after the
+// spelling stage (null: none), in the prompt template; tokenized whole afterwards, as the
+// model saw its training prompts.
+std::string PromptText(const model::PromptTemplate& prompt_template,
+                       const model::SpellCorrector* spelling, std::string_view text);
 
 // model.copy_bias as every prompt gets it: over the prompt's tokens that hold the user's text
 // (model::TemplateTokens). Immutable.

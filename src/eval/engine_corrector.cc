@@ -70,8 +70,8 @@ absl::StatusOr<CorrectionRun> EngineCorrector::CorrectAll(const std::vector<std:
       fail(i, std::string(utf8.message()));
       continue;
     }
-    absl::StatusOr<std::vector<int32_t>> ids = tokenizer_->Encode(template_.Apply(
-        spelling_ != nullptr ? spelling_->Correct(texts[i]) : texts[i]));
+    absl::StatusOr<std::vector<int32_t>> ids =
+        tokenizer_->Encode(config::PromptText(template_, spelling_.get(), texts[i]));
     if (!ids.ok()) {
       fail(i, std::string(ids.status().message()));
       continue;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "config/engine_options.h"
 #include "model/utf8.h"
 
 namespace gecd::server {
@@ -45,8 +46,8 @@ absl::StatusOr<Prompt> RequestValidator::Validate(std::string_view text,
     }
   }
   // The whole prompt is tokenized at once, as the model saw its training prompts.
-  absl::StatusOr<std::vector<int32_t>> tokens = tokenizer_.Encode(
-      template_.Apply(spelling_ != nullptr ? spelling_->Correct(text) : std::string(text)));
+  absl::StatusOr<std::vector<int32_t>> tokens =
+      tokenizer_.Encode(config::PromptText(template_, spelling_, text));
   if (!tokens.ok()) return tokens.status();
   const size_t max_tokens = static_cast<size_t>(config_.model.max_input_tokens);
   if (tokens->size() > max_tokens) {
