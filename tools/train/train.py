@@ -119,10 +119,8 @@ def make_pairs(sentences, rng, lex):
     return pairs
 
 
-def epoch_rows(job):
+def epoch_rows(sentences, lex, sp, seed, epoch, tokens_per_batch):
     """The encoded, bucketed training rows of one epoch."""
-    sentences, lex, tokenizer_path, seed, epoch, tokens_per_batch = job
-    sp = spm.SentencePieceProcessor(model_file=tokenizer_path)
     rng = random.Random(seed * 1000 + epoch)
     rows = encode_pairs(sp, make_pairs(sentences, rng, lex))
     return rows, batches(rows, tokens_per_batch, rng)
@@ -260,8 +258,7 @@ def main():
     log(f"held-out synthetic set: {len(rows)} rows -> {args.heldout_out}")
 
     # Each epoch's pairs come from their own seed (a few seconds of work per epoch).
-    tokenizer_path = os.path.join(args.out, "tokenizer.model")
-    epoch_data = (epoch_rows((train, lex, tokenizer_path, args.seed, e, args.tokens_per_batch))
+    epoch_data = (epoch_rows(train, lex, sp, args.seed, e, args.tokens_per_batch)
                   for e in itertools.count())
 
     model = Llama(MODEL_CONFIG).to(device)
