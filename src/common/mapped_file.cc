@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -79,6 +80,23 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   ss << in.rdbuf();
   if (in.bad()) return ErrnoError("cannot read", path);
   return std::move(ss).str();
+}
+
+absl::StatusOr<std::vector<std::string>> ReadLines(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(std::move(line));
+  }
+  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
+  if (lines.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": empty file"));
+  return lines;
 }
 
 }  // namespace gecd

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -32,6 +33,10 @@ class MappedFile {
 
 // Reads a whole (small) file into a string: config and tokenizer files.
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+
+// The lines of a text file without their "\n" / "\r\n". NotFound for a missing file,
+// InvalidArgument for an empty one; both name the path.
+absl::StatusOr<std::vector<std::string>> ReadLines(const std::string& path);
 
 }  // namespace gecd
 

@@ -1,29 +1,12 @@
 #include "eval/jfleg.h"
 
 #include <filesystem>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/mapped_file.h"
 #include "common/status_macros.h"
 
 namespace gecd::eval {
-
-absl::StatusOr<std::vector<std::string>> ReadLines(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    lines.push_back(std::move(line));
-  }
-  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
-  if (lines.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": empty file"));
-  return lines;
-}
 
 absl::StatusOr<JflegSet> LoadJfleg(const std::string& dir, const std::string& split, int limit) {
   std::error_code ec;

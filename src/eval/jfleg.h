@@ -11,10 +11,6 @@
 // line, line i of every file about the same sentence).
 namespace gecd::eval {
 
-// The lines of a text file without their "\n" / "\r\n". NotFound for a missing file,
-// InvalidArgument for an empty one; both name the path.
-absl::StatusOr<std::vector<std::string>> ReadLines(const std::string& path);
-
 struct JflegSet {
   std::string dir;
   std::string split;                             // "dev" or "test"

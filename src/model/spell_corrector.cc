@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/mapped_file.h"
@@ -59,18 +60,11 @@ int EditDistance(std::string_view a, std::string_view b) {
   return d[a.size()][b.size()];
 }
 
-bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
-
 absl::StatusOr<Counts> ReadLexicon(const std::string& path) {
-  ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path));
+  ASSIGN_OR_RETURN(const std::vector<std::string> lines, ReadLines(path));
   Counts counts;
   int line_number = 0;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(start, end - start);
-    start = end + 1;
+  for (const std::string& line : lines) {
     ++line_number;
     if (line.empty()) continue;
     const size_t tab = line.find('\t');
@@ -179,12 +173,12 @@ std::string SpellCorrector::Correct(std::string_view text) const {
   out.reserve(text.size());
   size_t i = 0;
   while (i < text.size()) {
-    if (IsSpace(text[i])) {
+    if (absl::ascii_isspace(static_cast<unsigned char>(text[i]))) {
       out.push_back(text[i++]);
       continue;
     }
     size_t end = i;
-    while (end < text.size() && !IsSpace(text[end])) ++end;
+    while (end < text.size() && !absl::ascii_isspace(static_cast<unsigned char>(text[end]))) ++end;
     size_t begin = i;
     size_t stop = end;
     while (begin < stop && IsEdgePunctuation(text[begin])) ++begin;
@@ -194,7 +188,9 @@ std::string SpellCorrector::Correct(std::string_view text) const {
     if (replacement.empty()) {
       out.append(text.substr(i, end - i));
     } else {
-      out.append(text.substr(i, begin - i)).append(replacement).append(text.substr(stop, end - stop));
+      out.append(text.substr(i, begin - i))
+          .append(replacement)
+          .append(text.substr(stop, end - stop));
     }
     i = end;
   }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "absl/strings/ascii.h"
+
 namespace gecd::server {
 
 namespace {
@@ -10,8 +12,6 @@ namespace {
 // Above this many cells the middle of the diff is replaced wholesale: the texts are capped by
 // the configured limits, so this only bounds a pathological pair, and the result stays exact.
 constexpr size_t kMaxDiffCells = size_t{1} << 22;
-
-bool IsSpace(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
 // Non-ASCII bytes count as word bytes so that a UTF-8 sequence is never cut.
 bool IsWordByte(unsigned char c) {
@@ -24,8 +24,8 @@ std::vector<std::string_view> SplitPieces(std::string_view text) {
   while (i < text.size()) {
     const auto c = static_cast<unsigned char>(text[i]);
     size_t j = i + 1;
-    if (IsSpace(c)) {
-      while (j < text.size() && IsSpace(static_cast<unsigned char>(text[j]))) ++j;
+    if (absl::ascii_isspace(c)) {
+      while (j < text.size() && absl::ascii_isspace(static_cast<unsigned char>(text[j]))) ++j;
     } else if (IsWordByte(c)) {
       while (j < text.size() && IsWordByte(static_cast<unsigned char>(text[j]))) ++j;
     }
@@ -85,7 +85,7 @@ std::vector<Hunk> DiffPieces(const std::vector<std::string_view>& a,
 
 bool AllSpace(const std::vector<std::string_view>& pieces, size_t from, size_t to) {
   for (size_t k = from; k < to; ++k) {
-    if (!IsSpace(static_cast<unsigned char>(pieces[k][0]))) return false;
+    if (!absl::ascii_isspace(static_cast<unsigned char>(pieces[k][0]))) return false;
   }
   return true;
 }
