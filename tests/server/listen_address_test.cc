@@ -1,13 +1,10 @@
 #include "server/listen_address.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/daemon_process.h"
 
 namespace gecd::server {
 namespace {
@@ -30,34 +27,10 @@ TEST(ListenAddressTest, ParsesHostAndPort) {
   }
 }
 
-// A socket bound to 127.0.0.1 on some free port, with SO_REUSEPORT as gecd's workers bind.
-class HeldPort {
- public:
-  HeldPort() {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    const int yes = 1;
-    setsockopt(fd_, SOL_SOCKET, SO_REUSEPORT, &yes, sizeof(yes));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    listen(fd_, 1);
-    socklen_t len = sizeof(addr);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-  }
-  ~HeldPort() { close(fd_); }
-  int port() const { return port_; }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
-
 TEST(ListenAddressTest, APortAnotherSocketHoldsIsRefusedNamingTheKey) {
   int port = 0;
   {
-    HeldPort held;
+    const gecd::testing::HeldTcpPort held(/*reuse_port=*/true);
     port = held.port();
     ASSERT_GT(port, 0);
     const absl::Status taken =

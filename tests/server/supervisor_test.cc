@@ -165,18 +165,10 @@ TEST(SupervisorTest, NotifiesSystemdWhenReadyAndWhenStopping) {
 
 TEST(SupervisorTest, TakenMetricsPortFailsWithoutLeavingTheSegment) {
   // Hold the port the daemon is told to use.
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(fd, 1), 0);
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-
-  Daemon daemon({absl::StrCat("server.metrics_listen=127.0.0.1:", ntohs(addr.sin_port))});
+  std::optional<gecd::testing::HeldTcpPort> held(std::in_place);
+  Daemon daemon({absl::StrCat("server.metrics_listen=127.0.0.1:", held->port())});
   const std::optional<int> status = daemon.WaitExit(kStartTimeout);
-  close(fd);
+  held.reset();
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) != 0) << *status;
   EXPECT_TRUE(absl::StrContains(daemon.log(), "server.metrics_listen 127.0.0.1:")) << daemon.log();

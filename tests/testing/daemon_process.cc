@@ -92,6 +92,20 @@ int FreeTcpPort() {
   return ntohs(addr.sin_port);
 }
 
+HeldTcpPort::HeldTcpPort(bool reuse_port) {
+  fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int yes = 1;
+  if (reuse_port) setsockopt(fd_, SOL_SOCKET, SO_REUSEPORT, &yes, sizeof(yes));
+  sockaddr_in addr = Loopback(0);
+  EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  EXPECT_EQ(listen(fd_, 1), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  port_ = ntohs(addr.sin_port);
+}
+
+HeldTcpPort::~HeldTcpPort() { close(fd_); }
+
 bool Listening(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr = Loopback(port);

@@ -36,6 +36,21 @@ std::map<std::string, pid_t> ChildrenByTitle(pid_t parent);
 // A 127.0.0.1 TCP port free at the time of asking (the daemon binds it right after).
 int FreeTcpPort();
 
+// A loopback TCP port held (bound and listening) until destruction, optionally with
+// SO_REUSEPORT as gecd's workers bind theirs: for tests of what a taken port does.
+class HeldTcpPort {
+ public:
+  explicit HeldTcpPort(bool reuse_port = false);
+  ~HeldTcpPort();
+  HeldTcpPort(const HeldTcpPort&) = delete;
+  HeldTcpPort& operator=(const HeldTcpPort&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
 // Whether something accepts TCP connections on 127.0.0.1:`port`.
 bool Listening(int port);
 
