@@ -6,9 +6,9 @@
 //     --peak_tbps);
 //   - latency: Poisson arrivals at --rate for --poisson_seconds; p50 / p99 request latency;
 //   - device counters of the cuda backend: graph steps, idle time between steps.
-// Configurations (--rows, comma-separated): QUANT:gGaA with QUANT in bf16 | fp8 | fp8attnbf16
-// | fp8tensor, G = graphs on (1) / off (0), A = async pipelined Submit/Collect (1) or
-// synchronous Forward (0). Without a CUDA device (or in a CPU-only build) it runs --models tiny
+// Configurations (--rows, comma-separated): QUANT:gGaA[c1] with QUANT in bf16 | fp8 |
+// fp8attnbf16 | fp8tensor, G = graphs on (1) / off (0), A = async pipelined Submit/Collect (1)
+// or synchronous Forward (0), c1 = the default config's copy bias (2, over the whole prompt). Without a CUDA device (or in a CPU-only build) it runs --models tiny
 // on the cpu backend, so it is testable anywhere.
 //
 //   build/bench/engine_bench                                  # defaults, every row
@@ -52,7 +52,8 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 
 struct Flags {
   std::string models;  // default depends on the backend
-  std::string rows = "bf16:g1a1,fp8:g1a1,fp8attnbf16:g1a1,fp8:g0a1,fp8:g1a0,fp8:g0a0";
+  std::string rows =
+      "bf16:g1a1,fp8:g1a1,fp8attnbf16:g1a1,fp8:g0a1,fp8:g1a0,fp8:g0a0,fp8:g1a1c1";
   std::string backend;  // cuda | cpu; default: cuda when a device is visible
   int requests = -1;
   double rate = -1;
@@ -75,8 +76,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       std::printf(
           "engine_bench [--name=value]...\n"
           "  --models=llama1b,qwen05b | tiny     shapes (default: both on cuda, tiny on cpu)\n"
-          "  --rows=QUANT:gGaA,...                QUANT bf16|fp8|fp8attnbf16|fp8tensor, G graphs,\n"
-          "                                       A async (default %s)\n"
+          "  --rows=QUANT:gGaA[c1],...            QUANT bf16|fp8|fp8attnbf16|fp8tensor, G graphs,\n"
+          "                                       A async, c1 copy bias 2 (default %s)\n"
           "  --backend=cuda|cpu  --requests=N (saturation, default 2048)  --rate=R (Poisson\n"
           "  req/s, default 3000)  --poisson_seconds=S (2)  --prompt=50  --gen=50  --warmup=256\n"
           "  --layers=L (override)  --max_step_tokens=8192  --max_batch_size=512\n"
@@ -243,10 +244,17 @@ struct RunResult {
   std::vector<double> latency_ms;
 };
 
+struct Row {
+  std::string quant;
+  bool graphs = true, async = true;
+  bool copy = false;  // copy bias 2 over the prompt, as configs/gecd.yaml decodes
+};
+
 // Drives an Engine until every request finished. arrivals: seconds from the start (sorted);
-// pipelined: Submit(N+1) before Collect(N) + CommitStep(N), as the engine process does.
+// row.async: Submit(N+1) before Collect(N) + CommitStep(N), as the engine process does.
 RunResult Drive(engine::Backend& backend, const std::vector<double>& arrivals, int prompt_len,
-                int gen_len, bool pipelined, double attn_wb, double mlp_wb, uint64_t seed) {
+                int gen_len, const Row& row, double attn_wb, double mlp_wb, uint64_t seed) {
+  const bool pipelined = row.async;
   RunResult r;
   const model::ModelConfig& c = backend.config();
   engine::Engine eng(&backend, nullptr, {});
@@ -257,6 +265,10 @@ RunResult Drive(engine::Backend& backend, const std::vector<double>& arrivals, i
   engine::GenerationParams params;
   params.max_new_tokens = gen_len;
   params.ignore_eos = true;
+  if (row.copy) {
+    params.copy_bias = 2;
+    params.copy_end = prompt_len;
+  }
   const auto start = Clock::now();
   int next = 0;
   engine::StepResult result;
@@ -331,11 +343,6 @@ double Percentile(const std::vector<double>& sorted, double p) {
   return sorted[i];
 }
 
-struct Row {
-  std::string quant;
-  bool graphs = true, async = true;
-};
-
 }  // namespace
 }  // namespace gecd
 
@@ -359,7 +366,7 @@ int main(int argc, char** argv) {
   if (f.requests < 0) f.requests = cuda ? 2048 : 16;
   if (f.rate < 0) f.rate = cuda ? 3000 : 4;
   if (!cuda) {
-    f.rows = "cpu:g0a1";
+    f.rows = "cpu:g0a1,cpu:g0a1c1";
     f.warmup = std::min(f.warmup, 2);
     f.gen = std::min(f.gen, 20);
     f.poisson_seconds = std::min(f.poisson_seconds, 2.0);
@@ -372,6 +379,7 @@ int main(int argc, char** argv) {
     if (colon != std::string::npos) {
       row.graphs = r.find("g0") == std::string::npos;
       row.async = r.find("a0") == std::string::npos;
+      row.copy = r.find("c1") != std::string::npos;
     }
     rows.push_back(row);
   }
@@ -455,14 +463,14 @@ int main(int argc, char** argv) {
 #endif
       // Warm-up (captures graphs, plans GEMMs), then saturation, then Poisson arrivals.
       if (f.warmup > 0) {
-        Drive(*backend, std::vector<double>(f.warmup, 0.0), f.prompt, f.gen, row.async, attn_wb,
-              mlp_wb, 1);
+        Drive(*backend, std::vector<double>(f.warmup, 0.0), f.prompt, f.gen, row, attn_wb, mlp_wb,
+              1);
       }
 #ifdef GECD_HAVE_CUDA
       if (cb != nullptr) cb->ResetStats();
 #endif
       const RunResult sat = Drive(*backend, std::vector<double>(f.requests, 0.0), f.prompt, f.gen,
-                                  row.async, attn_wb, mlp_wb, 2);
+                                  row, attn_wb, mlp_wb, 2);
       double graph_pct = 0, idle_ms = 0;
       int64_t gaps = 0;
 #ifdef GECD_HAVE_CUDA
@@ -477,11 +485,11 @@ int main(int argc, char** argv) {
       std::exponential_distribution<double> gap(f.rate);
       std::vector<double> arrivals;
       for (double t = gap(rng); t < f.poisson_seconds; t += gap(rng)) arrivals.push_back(t);
-      const RunResult poi = Drive(*backend, arrivals, f.prompt, f.gen, row.async, attn_wb, mlp_wb,
-                                  4);
+      const RunResult poi = Drive(*backend, arrivals, f.prompt, f.gen, row, attn_wb, mlp_wb, 4);
       if (!sat.ok || !poi.ok) {
-        std::printf("%-8s %s:g%da%d FAILED (step error above)\n", shape.name.c_str(),
-                    row.quant.c_str(), row.graphs ? 1 : 0, row.async ? 1 : 0);
+        std::printf("%-8s %s:g%da%d%s FAILED (step error above)\n", shape.name.c_str(),
+                    row.quant.c_str(), row.graphs ? 1 : 0, row.async ? 1 : 0,
+                    row.copy ? "c1" : "");
         std::fflush(stdout);
         loaded_quant.clear();  // reload: the backend may be in an error state
         continue;
@@ -489,8 +497,8 @@ int main(int argc, char** argv) {
       const double tflops = sat.wall_s > 0 ? sat.cost.flops / sat.wall_s / 1e12 : 0;
       const double tbps = sat.wall_s > 0 ? sat.cost.bytes / sat.wall_s / 1e12 : 0;
       char config[64];
-      std::snprintf(config, sizeof(config), "%s g%d a%d", row.quant.c_str(), row.graphs ? 1 : 0,
-                    row.async ? 1 : 0);
+      std::snprintf(config, sizeof(config), "%s g%d a%d%s", row.quant.c_str(),
+                    row.graphs ? 1 : 0, row.async ? 1 : 0, row.copy ? " c1" : "");
       std::printf("%-8s %-16s %9.0f %10.0f %8.1f %5.1f%% %8.3f %5.1f%% %8.1f %8.1f %8.0f %6.1f%% "
                   "%9.1f %6lld\n",
                   shape.name.c_str(), config, sat.wall_s > 0 ? sat.completed / sat.wall_s : 0,

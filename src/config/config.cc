@@ -272,12 +272,6 @@ absl::Status ValidateConfig(const Config& c) {
     return absl::InvalidArgumentError(
         "spelling.dictionary and spelling.lexicon: set both (the spelling stage) or neither");
   }
-  if (c.model.copy_bias > 0 && c.engine.backend == "cuda") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model.copy_bias (", c.model.copy_bias,
-        "): the cuda backend does not apply a copy bias yet; set it to 0 with "
-        "engine.backend: cuda"));
-  }
   if ((c.server.ring_slots & (c.server.ring_slots - 1)) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("server.ring_slots: must be a power of two, got ",
                                                    c.server.ring_slots));

@@ -12,8 +12,9 @@ absl::Status CheckSequence(const StepBatch& batch, size_t i, int expected_offset
                            const KvCacheLayout& layout, int64_t max_context) {
   const BatchSequence& s = batch.sequences[i];
   const std::string where = absl::StrCat("step sequence ", i, ": ");
-  if (s.num_tokens <= 0 || s.token_offset != expected_offset) {
-    return absl::InvalidArgumentError(where + "token range is empty or not contiguous");
+  if (s.num_tokens <= 0 || s.token_offset != expected_offset ||
+      s.token_offset + s.num_tokens > batch.num_tokens()) {
+    return absl::InvalidArgumentError(where + "token range is empty, out of order or past the end");
   }
   if (s.block_offset < 0 || s.num_blocks < 0 ||
       s.block_offset + s.num_blocks > static_cast<int>(batch.block_ids.size())) {
@@ -47,6 +48,16 @@ absl::Status CheckSequence(const StepBatch& batch, size_t i, int expected_offset
         c.text_offset + c.text_length > static_cast<int>(batch.copy_tokens.size()) ||
         c.cursor.position < 0 || c.cursor.position > c.text_length) {
       return absl::InvalidArgumentError(where + "copy bias text or cursor outside copy_tokens");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTokenIds(std::span<const int32_t> ids, int vocab_size) {
+  for (int32_t token : ids) {
+    if (token < 0 || token >= vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", token, " out of range [0, ", vocab_size, ")"));
     }
   }
   return absl::OkStatus();

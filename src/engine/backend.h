@@ -72,12 +72,16 @@ struct StepResult {
 };
 
 // The checks every backend makes of sequence `i` of `batch`: its tokens start at
-// `expected_offset` (sequences cover the tokens in order), its block range lies inside
-// block_ids, its positions fit `max_context` and its block table, its block ids are in
-// [0, layout.num_blocks), and a copy bias is finite, samples, and has its text inside
-// copy_tokens and its cursor inside the text. An InvalidArgument error names the sequence.
+// `expected_offset` (sequences cover the tokens in order) and end inside the batch's, its
+// block range lies inside block_ids, its positions fit `max_context` and its block table, its
+// block ids are in [0, layout.num_blocks), and a copy bias is finite, samples, and has its
+// text inside copy_tokens and its cursor inside the text. An InvalidArgument error names the
+// sequence.
 absl::Status CheckSequence(const StepBatch& batch, size_t i, int expected_offset,
                            const KvCacheLayout& layout, int64_t max_context);
+
+// InvalidArgument naming the first id outside [0, vocab_size), if any.
+absl::Status CheckTokenIds(std::span<const int32_t> ids, int vocab_size);
 
 class Backend {
  public:

@@ -230,16 +230,8 @@ absl::Status CpuBackend::Validate(const StepBatch& batch) {
     }
     tokens_[s.token_offset] = previous_next_tokens_[s.previous_sample];
   }
-  for (std::span<const int32_t> ids : {std::span<const int32_t>(tokens_),
-                                       std::span<const int32_t>(batch.copy_tokens)}) {
-    for (int32_t token : ids) {
-      if (token < 0 || token >= config_.vocab_size) {
-        return absl::InvalidArgumentError(absl::StrCat("token id ", token, " out of range [0, ",
-                                                       config_.vocab_size, ")"));
-      }
-    }
-  }
-  return absl::OkStatus();
+  RETURN_IF_ERROR(CheckTokenIds(tokens_, config_.vocab_size));
+  return CheckTokenIds(batch.copy_tokens, config_.vocab_size);
 }
 
 void CpuBackend::ComputeRope(const StepBatch& batch) {

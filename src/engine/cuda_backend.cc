@@ -274,6 +274,9 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
   RETURN_IF_ERROR(last_.Allocate(bmax * hidden * 2));
   RETURN_IF_ERROR(logits_.Allocate(bmax * c.vocab_size * sizeof(float)));
   RETURN_IF_ERROR(out_tokens_.Allocate(bmax * sizeof(int32_t)));
+  RETURN_IF_ERROR(resolved_.Allocate(t * sizeof(int32_t)));
+  RETURN_IF_ERROR(candidate_.Allocate(bmax * sizeof(int32_t)));
+  RETURN_IF_ERROR(copy_bias_.Allocate(bmax * sizeof(float)));
 
   // KV cache: a fraction of what is free now, plus one scratch block for padded graph rows.
   layout_ = {.num_layers = c.num_hidden_layers,
@@ -303,12 +306,13 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
   }
   max_context_ = static_cast<int>(std::min<int64_t>(max_context, 1 << 30));
 
-  // Step inputs: 4 per-token arrays, sampled rows, block ids (+1 scratch entry).
+  // Step inputs: 4 per-token arrays, sampled rows and their copy rows, block ids (+1 scratch
+  // entry), then copy texts (room for 64 tokens per sampled row to start with: GEC texts are
+  // sentences).
   max_block_ids_ = layout_.num_blocks + max_step_tokens_ + 1;
-  input_ints_ = 4 * Align(t) + Align(bmax) + Align(max_block_ids_);
-  RETURN_IF_ERROR(inputs_.Allocate(input_ints_ * sizeof(int32_t)));
+  fixed_input_ints_ = 4 * Align(t) + Align(bmax) + Align(8 * bmax) + Align(max_block_ids_);
+  RETURN_IF_ERROR(ReserveInputs(64 * bmax));
   for (int s = 0; s < kSlots; ++s) {
-    RETURN_IF_ERROR(pinned_in_[s].Allocate(input_ints_ * sizeof(int32_t)));
     RETURN_IF_ERROR(pinned_tokens_[s].Allocate(bmax * sizeof(int32_t)));
   }
   for (int e = 0; e < kEventRing; ++e) {
@@ -373,37 +377,47 @@ absl::Status CudaBackend::Validate(const StepBatch& batch, int* sampled) const {
           where, "previous_sample ", s.previous_sample, " of a ", s.num_tokens,
           "-token entry; the previous step sampled ", last_sampled_));
     }
-    if (s.copy.bias != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, "the cuda backend does not apply a copy bias yet"));
-    }
     if (s.previous_sample < 0) {
-      for (int k = 0; k < s.num_tokens; ++k) {
-        const int32_t token = batch.tokens[s.token_offset + k];
-        if (token < 0 || token >= config_.vocab_size) {
-          return absl::InvalidArgumentError(absl::StrCat("token id ", token, " out of range [0, ",
-                                                         config_.vocab_size, ")"));
-        }
-      }
+      RETURN_IF_ERROR(CheckTokenIds(
+          std::span<const int32_t>(batch.tokens).subspan(s.token_offset, s.num_tokens),
+          config_.vocab_size));
     }
   }
   if (expected_offset != batch.num_tokens()) {
     return absl::InvalidArgumentError("step tokens not covered by its sequences");
   }
-  return absl::OkStatus();
+  return CheckTokenIds(batch.copy_tokens, config_.vocab_size);
 }
 
 CudaBackend::StepInputs CudaBackend::InputLayout(int rows, int sample_rows) const {
   const int32_t* base = inputs_.as<int32_t>();
   const size_t r = Align(rows);
   StepInputs in;
+  in.base = base;
   in.tokens = base;
   in.prev_index = base + r;
   in.positions = base + 2 * r;
   in.table_offsets = base + 3 * r;
   in.sample_rows = base + 4 * r;
-  in.block_ids = base + 4 * r + Align(sample_rows);
+  in.copy_rows = reinterpret_cast<const kernels::CopyRow*>(in.sample_rows + Align(sample_rows));
+  in.block_ids = in.sample_rows + Align(sample_rows) + Align(8 * sample_rows);
   return in;
+}
+
+absl::Status CudaBackend::ReserveInputs(size_t copy_ints) {
+  if (inputs_.get() != nullptr && copy_ints <= copy_ints_) return absl::OkStatus();
+  if (inputs_.get() != nullptr) {
+    // In-flight steps still read the old buffers.
+    RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_.get()), "grow step inputs"));
+    copy_ints = std::max(copy_ints, 2 * copy_ints_);
+    for (kernels::GraphExec& g : graphs_) g.Reset();
+    graph_failed_.assign(graph_failed_.size(), false);
+  }
+  const size_t bytes = (fixed_input_ints_ + copy_ints) * sizeof(int32_t);
+  RETURN_IF_ERROR(inputs_.Allocate(bytes));
+  for (kernels::PinnedBuffer& pinned : pinned_in_) RETURN_IF_ERROR(pinned.Allocate(bytes));
+  copy_ints_ = copy_ints;
+  return absl::OkStatus();
 }
 
 absl::Status CudaBackend::FinishAct(bool fp8, uint16_t* bf16, int rows, int cols, Act* act) {
@@ -449,7 +463,7 @@ absl::Status CudaBackend::EnqueueForward(int rows, int sampled, const StepInputs
 
   LAUNCH(kernels::LaunchEmbedding(embed_.as<uint16_t>(), config_.vocab_size, in.tokens,
                                   in.prev_index, out_tokens_.as<int32_t>(), rows, hidden, x,
-                                  nullptr, st));
+                                  resolved_.as<int32_t>(), st));
   const kernels::TokenMeta meta{in.positions, in.table_offsets, in.block_ids};
   const kernels::RopeParams rope{config_.num_attention_heads, config_.num_key_value_heads,
                                  config_.head_dim, layout_.block_size};
@@ -508,7 +522,11 @@ absl::Status CudaBackend::EnqueueForward(int rows, int sampled, const StepInputs
                                                    : embed_.as<uint16_t>();
   RETURN_IF_ERROR(gemm_.Bf16(last_.as<uint16_t>(), head, sampled, config_.vocab_size, hidden,
                              logits_.get(), kernels::GemmOut::kF32, st));
+  LAUNCH(kernels::LaunchCopyCandidates(in.copy_rows, in.base, in.sample_rows,
+                                       resolved_.as<int32_t>(), sampled, candidate_.as<int32_t>(),
+                                       copy_bias_.as<float>(), st));
   LAUNCH(kernels::LaunchArgmax(logits_.as<float>(), sampled, config_.vocab_size,
+                               candidate_.as<int32_t>(), copy_bias_.as<float>(),
                                out_tokens_.as<int32_t>(), st));
   return absl::OkStatus();
 }
@@ -546,6 +564,7 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
   }
   int sampled = 0;
   RETURN_IF_ERROR(Validate(batch, &sampled));
+  RETURN_IF_ERROR(ReserveInputs(batch.copy_tokens.size()));
   // The engine may call from another thread than Create's; the current device is per thread.
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options_.device), "cudaSetDevice"));
   InFlight f;
@@ -591,7 +610,8 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
                                                                kRowQuantum * kRowQuantum));
   const int sample_rows = bucket >= 0 ? rows : sampled;
 
-  // One host pass into the pinned slot: [tokens][prev][positions][offsets][samples][blocks].
+  // One host pass into the pinned slot, laid out as InputLayout says:
+  // [tokens][prev][positions][offsets][samples][copy rows][blocks][copy texts].
   int32_t* pin = pinned_in_[f.slot].as<int32_t>();
   const size_t r = Align(rows);
   int32_t* p_tokens = pin;
@@ -599,10 +619,17 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
   int32_t* p_pos = pin + 2 * r;
   int32_t* p_off = pin + 3 * r;
   int32_t* p_samples = pin + 4 * r;
-  int32_t* p_blocks = p_samples + Align(sample_rows);
+  int32_t* p_copy = p_samples + Align(sample_rows);
+  int32_t* p_blocks = p_copy + Align(8 * sample_rows);
   const int nblocks = static_cast<int>(batch.block_ids.size());
   std::memcpy(p_blocks, batch.block_ids.data(), nblocks * sizeof(int32_t));
   p_blocks[nblocks] = layout_.num_blocks;  // the scratch block, for padded rows
+  int32_t* p_texts = p_blocks + nblocks + 1;
+  std::memcpy(p_texts, batch.copy_tokens.data(), batch.copy_tokens.size() * sizeof(int32_t));
+  const auto texts_at = static_cast<int32_t>(p_texts - pin);
+  auto put_copy = [&](int q, const kernels::CopyRow& row) {
+    std::memcpy(p_copy + 8 * q, &row, sizeof(row));
+  };
   int sample = 0;
   for (const BatchSequence& s : batch.sequences) {
     for (int k = 0; k < s.num_tokens; ++k) {
@@ -612,7 +639,15 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
       p_pos[t] = s.start_position + k;
       p_off[t] = s.block_offset;
     }
-    if (s.sample) p_samples[sample++] = s.token_offset + s.num_tokens - 1;
+    if (!s.sample) continue;
+    put_copy(sample, {.bias = s.copy.bias,
+                      .text_offset = texts_at + s.copy.text_offset,
+                      .text_length = s.copy.text_length,
+                      .end_token = s.copy.end_token,
+                      .position = s.copy.cursor.position,
+                      .aligned = s.copy.cursor.aligned,
+                      .advance = s.copy.advance});
+    p_samples[sample++] = s.token_offset + s.num_tokens - 1;
   }
   for (int t = tokens; t < rows; ++t) {  // padding: position 0 of the scratch block
     p_tokens[t] = 0;
@@ -620,8 +655,11 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
     p_pos[t] = 0;
     p_off[t] = nblocks;
   }
-  for (int q = sample; q < sample_rows; ++q) p_samples[q] = q;
-  const size_t ints = (p_blocks + nblocks + 1) - pin;
+  for (int q = sample; q < sample_rows; ++q) {
+    p_samples[q] = q;
+    put_copy(q, {});
+  }
+  const size_t ints = (p_texts + batch.copy_tokens.size()) - pin;
 
   cudaStream_t st = stream_.get();
   const int ev = static_cast<int>(f.step % kEventRing);

@@ -10,6 +10,7 @@
 #include "engine/backend.h"
 #include "kernels/cuda_util.h"
 #include "kernels/gemm.h"
+#include "kernels/sampling.h"
 #include "model/checkpoint.h"
 
 // The GPU forward pass of the Llama / Qwen2 / Mistral family on one CUDA device, numerically
@@ -106,12 +107,15 @@ class CudaBackend final : public Backend {
     const float* scale = nullptr;
   };
   // Where one step's inputs are on the device (offsets depend on rows / sampled rows).
+  // Copy texts lie anywhere in the inputs; a CopyRow's text_offset counts from `base`.
   struct StepInputs {
+    const int32_t* base;
     const int32_t* tokens;
     const int32_t* prev_index;
     const int32_t* positions;
     const int32_t* table_offsets;
     const int32_t* sample_rows;
+    const kernels::CopyRow* copy_rows;
     const int32_t* block_ids;
   };
   struct InFlight {
@@ -137,6 +141,9 @@ class CudaBackend final : public Backend {
   // per-row FP8: for per-tensor FP8 it quantizes the bf16 output in a second pass.
   absl::Status FinishAct(bool fp8, uint16_t* bf16, int rows, int cols, Act* act);
   absl::StatusOr<kernels::GraphExec*> GraphFor(int bucket);
+  // Sizes the step inputs for `copy_ints` copy-text tokens. Growing waits for the device and
+  // drops the captured graphs (they hold the old buffer's address).
+  absl::Status ReserveInputs(size_t copy_ints);
 
   model::ModelConfig config_;
   KvCacheLayout layout_;
@@ -174,8 +181,12 @@ class CudaBackend final : public Backend {
   kernels::DeviceBuffer last_;       // bf16 [B, hidden]
   kernels::DeviceBuffer logits_;     // f32 [B, vocab]
   kernels::DeviceBuffer out_tokens_; // int32 [B]: the last step's samples (read by the next)
-  kernels::DeviceBuffer inputs_;     // int32: the step inputs (InputLayout)
-  size_t input_ints_ = 0;
+  kernels::DeviceBuffer resolved_;   // int32 [T]: each row's input token, resolved on the device
+  kernels::DeviceBuffer candidate_;  // int32 [B]: each sampled row's copy candidate
+  kernels::DeviceBuffer copy_bias_;  // f32 [B]: its bias
+  kernels::DeviceBuffer inputs_;     // int32: the step inputs (InputLayout), then copy texts
+  size_t fixed_input_ints_ = 0;      // InputLayout's part, for max_step_tokens / max_batch_size
+  size_t copy_ints_ = 0;             // room for copy texts after it
 
   kernels::PinnedBuffer pinned_in_[kSlots];
   kernels::PinnedBuffer pinned_tokens_[kSlots];

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine_test_util.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace gecd::engine {
@@ -159,6 +160,13 @@ TEST(CpuBackendTest, RejectsMalformedBatches) {
   chained.Clear();
   chained.Add(std::vector<int32_t>{0, 0}, 3, blocks, true, /*previous_sample=*/0);
   EXPECT_EQ(m.backend->Forward(chained, &result).code(), absl::StatusCode::kInvalidArgument);
+  // A sequence whose tokens run past the batch's.
+  StepBatch truncated;
+  truncated.Add(std::vector<int32_t>{5, 6, 7}, 0, blocks, true);
+  truncated.tokens.pop_back();
+  const absl::Status past = m.backend->Forward(truncated, &result);
+  EXPECT_EQ(past.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(past.message(), ::testing::HasSubstr("step sequence 0"));
 }
 
 TEST(CpuBackendTest, RejectsMalformedCopyBias) {

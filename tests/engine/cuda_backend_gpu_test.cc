@@ -10,6 +10,7 @@
 // checkpoint differs from the CPU's FP8 attention by the attention quantization error itself.
 #include "engine/cuda_backend.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cmath>
@@ -225,13 +226,19 @@ void Record(const std::vector<StepEvent>& events, Outputs& out) {
 }
 
 // mode 0: Engine::Step; 1: pipelined Submit(N+1) before Collect(N) as the engine process does.
+// `copy_bias` > 0: each sequence copies its prompt without the first and last token.
 Outputs Generate(Backend* backend, const std::vector<std::vector<int32_t>>& prompts, int mode,
-                 int max_new = 24) {
+                 int max_new = 24, float copy_bias = 0) {
   Engine engine(backend, nullptr, {});
   for (size_t i = 0; i < prompts.size(); ++i) {
     GenerationParams params;
     params.max_new_tokens = max_new;
     params.ignore_eos = true;
+    if (copy_bias > 0) {
+      params.copy_bias = copy_bias;
+      params.copy_begin = 1;
+      params.copy_end = static_cast<int>(prompts[i].size()) - 1;
+    }
     EXPECT_TRUE(engine.AddSequence(i, prompts[i], params).ok());
   }
   Outputs out;
@@ -336,6 +343,55 @@ TEST(CudaBackendTest, GreedyGenerationsThroughEngine) {
   EXPECT_GE(Agreement(gpu8, cpu8, "cuda fp8 pipelined vs cpu fp8"), 0.5);
 }
 
+// The copy bias on the device: a bias no logit can beat makes every generation the copied
+// text exactly (synchronous, pipelined where the cursor moves over a token only the device has
+// seen, graphs on), also once longer texts outgrow the step inputs and the graphs are captured
+// again; a moderate bias agrees with the CPU backend's as much as plain greedy decoding does.
+TEST(CudaBackendTest, CopyBiasThroughEngine) {
+  REQUIRE_GPU();
+  CudaBackendOptions o = SmallOptions();
+  o.quantization = CudaBackendOptions::Quantization::kNone;
+  o.num_kv_blocks = 1024;
+  Pair p = Load(gecd::testing::FixturePath("models/ref-llama-bf16"), o);
+  ASSERT_NE(p.cuda, nullptr);
+  ASSERT_NE(p.cpu, nullptr);
+  auto expect_copies = [&](const std::vector<std::vector<int32_t>>& prompts, int max_new,
+                           const char* what) {
+    for (int mode : {0, 1}) {
+      const Outputs out = Generate(p.cuda.get(), prompts, mode, max_new, 1e4f);
+      ASSERT_EQ(out.size(), prompts.size()) << what;
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        // Past the text's end there is no candidate (no EOS ids): the model's own tokens.
+        const std::vector<int32_t> text(prompts[i].begin() + 1, prompts[i].end() - 1);
+        const size_t copied = std::min<size_t>(max_new, text.size());
+        const std::vector<int32_t>& got = out.at(i);
+        ASSERT_EQ(got.size(), static_cast<size_t>(max_new)) << what;
+        EXPECT_EQ(std::vector<int32_t>(got.begin(), got.begin() + copied),
+                  std::vector<int32_t>(text.begin(), text.begin() + copied))
+            << what << " mode " << mode << " sequence " << i;
+      }
+    }
+  };
+  const int vocab = p.cuda->config().vocab_size;
+  expect_copies(Prompts(vocab, 40, 7), 24, "short texts");
+  const int64_t captured = p.cuda->stats().graphs_captured;
+  EXPECT_GT(p.cuda->stats().graph_steps, 0);
+  // 40 texts of 128 tokens: more than the 64 tokens per row the inputs start with (and within
+  // the fixture's 256 positions).
+  std::vector<std::vector<int32_t>> long_prompts = Prompts(vocab, 40, 8);
+  std::mt19937 rng(9);
+  for (auto& prompt : long_prompts) {
+    while (prompt.size() < 130) prompt.push_back(static_cast<int32_t>(rng() % vocab));
+  }
+  expect_copies(long_prompts, 120, "long texts");
+  EXPECT_GT(p.cuda->stats().graphs_captured, captured) << "graphs not captured again";
+
+  const auto prompts = Prompts(vocab, 40, 10);
+  const Outputs cpu = Generate(p.cpu.get(), prompts, 0, 24, 3.0f);
+  const Outputs gpu = Generate(p.cuda.get(), prompts, 1, 24, 3.0f);
+  EXPECT_GE(Agreement(gpu, cpu, "cuda vs cpu, copy bias 3"), 0.6);
+}
+
 TEST(CudaBackendTest, RejectsMalformedBatches) {
   REQUIRE_GPU();
   CudaBackendOptions o = SmallOptions();
@@ -380,6 +436,12 @@ TEST(CudaBackendTest, RejectsMalformedBatches) {
   batch.Clear();
   batch.Add(std::vector<int32_t>(b.max_step_tokens() + 1, 1), 0, blocks, true);
   expect_invalid(batch, "too many tokens");
+  // A copy text with an id outside the vocabulary.
+  batch.Clear();
+  batch.Add(std::vector<int32_t>{1, 2, 3}, 0, blocks, true);
+  const std::vector<int32_t> bad_text = {2, b.config().vocab_size};
+  batch.SetCopyBias(bad_text, 1.0f, -1, CopyCursor{}, /*advance=*/true);
+  expect_invalid(batch, "copy token out of range");
   // An empty step is fine and samples nothing.
   batch.Clear();
   ASSERT_TRUE(b.Forward(batch, &r).ok());
