@@ -362,6 +362,13 @@ absl::Status CudaBackend::Validate(const StepBatch& batch, int* sampled) const {
                                                    " sequences; the backend takes at most ",
                                                    max_batch_size_));
   }
+  // Each sampled row's text is at most a context long; more is not a batch the engine makes.
+  if (static_cast<int64_t>(batch.copy_tokens.size()) >
+      static_cast<int64_t>(*sampled) * max_context_) {
+    return absl::InvalidArgumentError(absl::StrCat("step carries ", batch.copy_tokens.size(),
+                                                   " copy tokens for ", *sampled,
+                                                   " sampled rows of at most ", max_context_));
+  }
   if (static_cast<int64_t>(batch.block_ids.size()) >= max_block_ids_) {
     return absl::InvalidArgumentError(absl::StrCat("step carries ", batch.block_ids.size(),
                                                    " block ids; at most ", max_block_ids_ - 1));

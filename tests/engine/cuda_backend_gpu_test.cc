@@ -442,6 +442,8 @@ TEST(CudaBackendTest, RejectsMalformedBatches) {
   const std::vector<int32_t> bad_text = {2, b.config().vocab_size};
   batch.SetCopyBias(bad_text, 1.0f, -1, CopyCursor{}, /*advance=*/true);
   expect_invalid(batch, "copy token out of range");
+  batch.copy_tokens.assign(100000, 2);  // far more text than one row's context
+  expect_invalid(batch, "copy tokens beyond the sampled rows' contexts");
   // An empty step is fine and samples nothing.
   batch.Clear();
   ASSERT_TRUE(b.Forward(batch, &r).ok());
