@@ -571,9 +571,9 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
   }
   int sampled = 0;
   RETURN_IF_ERROR(Validate(batch, &sampled));
-  RETURN_IF_ERROR(ReserveInputs(batch.copy_tokens.size()));
   // The engine may call from another thread than Create's; the current device is per thread.
   RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options_.device), "cudaSetDevice"));
+  RETURN_IF_ERROR(ReserveInputs(batch.copy_tokens.size()));
   InFlight f;
   f.step = next_step_;
   f.slot = static_cast<int>(next_step_ % kSlots);
