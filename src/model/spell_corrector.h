@@ -28,9 +28,10 @@ namespace gecd::model {
 // correction is a common word. Names, acronyms, numbers, URLs and non-ASCII words are never
 // changed.
 //
-// Cost: suggestions take ~7 ms per misspelled word (Hunspell's n-gram search scans its
-// words: ~23 ms over the whole en_US dictionary), so decisions are cached (up to kCacheSize
-// words): learners repeat their misspellings. Thread-safe: Hunspell is not, so its calls and
+// Cost: Hunspell's n-gram search scans its words for every suggestion (a few ms per misspelled
+// word over the lexicon's common words, ~23 ms over the whole en_US dictionary; measured in
+// bench/RESULTS.md), so decisions are cached (up to kCacheSize words): learners repeat their
+// misspellings. Thread-safe: Hunspell is not, so its calls and
 // the cache are serialized; they only run for words the lexicon does not know.
 class SpellCorrector {
  public:
