@@ -57,6 +57,13 @@ struct SpellingSection {
   std::string dictionary;  // Hunspell dictionary without extension, e.g. /usr/share/hunspell/en_US
   std::string lexicon;     // "word<TAB>count" lines: the words the model was trained on
   int min_count = 3;       // a correction must occur this often in the lexicon
+  // Per worker: Hunspell instances, i.e. requests whose words can be looked up at once.
+  int instances = 2;
+  // Per request, in the server: uncached look-ups at most, and the time they may take (a
+  // look-up costs a few ms); the words left are kept as written. eval and generate, which
+  // must not depend on load, apply max_lookups but no time budget.
+  int max_lookups = 8;
+  int budget_ms = 25;
 };
 
 struct LoggingSection {

@@ -1,10 +1,13 @@
 #include "config/engine_options.h"
 
-#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#ifdef GECD_HAVE_CUDA
+#include "engine/cuda_backend.h"
+#endif
 
 namespace gecd::config {
 
@@ -15,6 +18,41 @@ engine::CpuBackendOptions CpuBackendOptionsFrom(const EngineSection& engine) {
           .max_step_tokens = engine.max_step_tokens,
           .max_batch_size = engine.max_batch_size,
           .threads = engine.threads};
+}
+
+absl::StatusOr<std::unique_ptr<engine::Backend>> CreateBackend(const Config& config,
+                                                               const model::Checkpoint& checkpoint) {
+  const EngineSection& e = config.engine;
+  if (e.backend == "cuda") {
+#ifdef GECD_HAVE_CUDA
+    engine::CudaBackendOptions options;
+    options.device = e.device;
+    options.kv_cache_memory_fraction = e.kv_cache_memory_fraction;
+    options.kv_block_size = e.kv_block_size;
+    options.max_step_tokens = e.max_step_tokens;
+    options.max_batch_size = e.max_batch_size;
+    options.graph_batch_sizes = GraphBatchSizes(e);
+    options.quantization = e.quantization == "fp8" ? engine::CudaBackendOptions::Quantization::kFp8
+                                                   : engine::CudaBackendOptions::Quantization::kNone;
+    options.attention_fp8 = e.attention_fp8;
+    options.fp8_scaling = e.fp8_scaling == "per_tensor"
+                              ? engine::CudaBackendOptions::Fp8Scaling::kPerTensor
+                              : engine::CudaBackendOptions::Fp8Scaling::kPerChannel;
+    ASSIGN_OR_RETURN(std::unique_ptr<engine::CudaBackend> cuda,
+                     engine::CudaBackend::Create(checkpoint, options));
+    return cuda;
+#else
+    return absl::FailedPreconditionError(
+        "engine.backend: cuda, but this gecd was built without CUDA (no nvcc at build time)");
+#endif
+  }
+  if (e.backend != "cpu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("engine.backend '", e.backend, "' runs no model (use cpu or cuda)"));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<engine::CpuBackend> cpu,
+                   engine::CpuBackend::Create(checkpoint, CpuBackendOptionsFrom(e)));
+  return cpu;
 }
 
 engine::EngineOptions EngineOptionsFrom(const model::Checkpoint& checkpoint) {
@@ -28,26 +66,7 @@ absl::StatusOr<std::unique_ptr<model::SpellCorrector>> SpellCorrectorFrom(
     const SpellingSection& spelling) {
   if (spelling.dictionary.empty()) return nullptr;
   return model::SpellCorrector::Create(spelling.dictionary, spelling.lexicon,
-                                       spelling.min_count);
-}
-
-std::string PromptText(const model::PromptTemplate& prompt_template,
-                       const model::SpellCorrector* spelling, std::string_view text) {
-  return prompt_template.Apply(spelling != nullptr ? spelling->Correct(text) : std::string(text));
-}
-
-absl::StatusOr<CopyBiasSetting> CopyBiasSetting::Create(
-    double bias, const model::PromptTemplate& prompt_template, const model::Tokenizer& tokenizer) {
-  ASSIGN_OR_RETURN(model::TemplateTokens template_tokens,
-                   model::TemplateTokens::Create(prompt_template, tokenizer));
-  return CopyBiasSetting(static_cast<float>(bias), std::move(template_tokens));
-}
-
-void CopyBiasSetting::Apply(std::span<const int32_t> prompt,
-                            engine::GenerationParams* params) const {
-  if (bias_ <= 0) return;
-  params->copy_bias = bias_;
-  std::tie(params->copy_begin, params->copy_end) = template_tokens_.TextSpan(prompt);
+                                       spelling.min_count, spelling.instances);
 }
 
 }  // namespace gecd::config

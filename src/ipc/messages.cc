@@ -10,13 +10,14 @@ namespace {
 
 // Wire layout, all fields native-endian (both sides share one host):
 //   uint32 type, uint32 num_tokens, uint64 id, uint64 epoch, then per type:
-//   Submit: int64 arrival_us, int32 max_new_tokens, tokens
+//   Submit: int64 arrival_us, int32 max_new_tokens, float copy_bias, int32 copy_begin,
+//           int32 copy_end, tokens
 //   Cancel: nothing (num_tokens is 0)
 //   Done:   int32 status_code, int64 queue_us, int64 engine_us, tokens
 enum RecordType : uint32_t { kSubmit = 1, kCancel = 2, kDone = 3 };
 
 constexpr size_t kCommonBytes = 4 + 4 + 8 + 8;
-constexpr size_t kSubmitBytes = kCommonBytes + 8 + 4;
+constexpr size_t kSubmitBytes = kCommonBytes + 8 + 4 + 4 + 4 + 4;
 constexpr size_t kCancelBytes = kCommonBytes;
 constexpr size_t kDoneBytes = kCommonBytes + 4 + 8 + 8;
 constexpr int32_t kMaxStatusCode = 16;  // absl::StatusCode::kUnauthenticated
@@ -79,6 +80,9 @@ bool MessageWriter::Add(const Record& record) {
     out.Put(r->epoch);
     out.Put(r->arrival_us);
     out.Put(r->max_new_tokens);
+    out.Put(r->copy_bias);
+    out.Put(r->copy_begin);
+    out.Put(r->copy_end);
     out.PutTokens(r->tokens);
   } else if (const auto* c = std::get_if<CancelRecord>(&record)) {
     out.Put<uint32_t>(kCancel);
@@ -138,6 +142,9 @@ absl::StatusOr<bool> MessageReader::Next(Record* record) {
     r.epoch = epoch;
     r.arrival_us = in.Get<int64_t>();
     r.max_new_tokens = in.Get<int32_t>();
+    r.copy_bias = in.Get<float>();
+    r.copy_begin = in.Get<int32_t>();
+    r.copy_end = in.Get<int32_t>();
     r.tokens = in.GetTokens(num_tokens);
     *record = std::move(r);
   } else if (type == kCancel) {

@@ -22,6 +22,11 @@ struct SubmitRecord {
   uint64_t epoch = 0;
   int64_t arrival_us = 0;  // CLOCK_MONOTONIC (shared by all processes of the host)
   int32_t max_new_tokens = 0;
+  // The copy bias (engine::GenerationParams): its value and the prompt's tokens [copy_begin,
+  // copy_end) that hold the user's text, found by the worker that built the prompt.
+  float copy_bias = 0;
+  int32_t copy_begin = 0;
+  int32_t copy_end = 0;
   std::vector<int32_t> tokens;  // the prompt
 };
 

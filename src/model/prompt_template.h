@@ -9,9 +9,10 @@
 namespace gecd::model {
 
 // The prompt a sentence is wrapped in before tokenization (config `model.prompt_template`,
-// e.g. "<s>{text}<sep>"): the text around the first "{text}". The server's RequestValidator,
-// `gecd generate` and `gecd eval` all build prompts through it, so they send the model the
-// same bytes. Immutable, so thread-safe.
+// e.g. "<s>{text}<sep>"): the text around the first "{text}". pipeline::PromptBuilder, which
+// the server, `gecd generate` and `gecd eval` all build prompts with, tokenizes the prefix and
+// suffix (where special tokens may be written) apart from the user's text (where they may not).
+// Immutable, so thread-safe.
 class PromptTemplate {
  public:
   static constexpr std::string_view kPlaceholder = "{text}";

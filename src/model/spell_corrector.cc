@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -114,8 +115,48 @@ absl::StatusOr<std::unique_ptr<Hunspell>> LoadSuggester(const std::string& aff,
 
 }  // namespace
 
+struct SpellCorrector::Instance {
+  std::unique_ptr<Hunspell> checker;    // the whole dictionary
+  std::unique_ptr<Hunspell> suggester;  // its rules, the lexicon's common words
+};
+
+// Instances handed to one call at a time; a call that finds none free waits, up to its
+// deadline.
+class SpellCorrector::Pool {
+ public:
+  explicit Pool(std::vector<Instance> instances) : instances_(std::move(instances)) {
+    for (Instance& i : instances_) free_.push_back(&i);
+  }
+
+  // Null when none came free before `deadline`.
+  Instance* Acquire(std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_until(lock, deadline, [this] { return !free_.empty(); })) return nullptr;
+    Instance* instance = free_.back();
+    free_.pop_back();
+    return instance;
+  }
+  void Release(Instance* instance) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      free_.push_back(instance);
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  std::vector<Instance> instances_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Instance*> free_;  // guarded by mu_
+};
+
 absl::StatusOr<std::unique_ptr<SpellCorrector>> SpellCorrector::Create(
-    const std::string& dictionary, const std::string& lexicon, int min_count) {
+    const std::string& dictionary, const std::string& lexicon, int min_count, int instances) {
+  if (instances < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spelling: ", instances, " Hunspell instances; need at least 1"));
+  }
   for (const std::string& file : {dictionary + ".aff", dictionary + ".dic"}) {
     std::error_code error;
     if (!std::filesystem::is_regular_file(file, error)) {
@@ -125,40 +166,35 @@ absl::StatusOr<std::unique_ptr<SpellCorrector>> SpellCorrector::Create(
   }
   ASSIGN_OR_RETURN(Counts counts, ReadLexicon(lexicon));
   const std::string aff = dictionary + ".aff";
-  auto checker = std::make_unique<Hunspell>(aff.c_str(), (dictionary + ".dic").c_str());
-  // Hunspell reports no load errors; a dictionary that knows not even "the" did not load.
-  if (!checker->spell(std::string("the"))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Hunspell dictionary ", dictionary, ".{aff,dic} did not load (spelling.dictionary)"));
+  std::vector<Instance> pool;
+  for (int i = 0; i < instances; ++i) {
+    auto checker = std::make_unique<Hunspell>(aff.c_str(), (dictionary + ".dic").c_str());
+    // Hunspell reports no load errors; a dictionary that knows not even "the" did not load.
+    if (!checker->spell(std::string("the"))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Hunspell dictionary ", dictionary, ".{aff,dic} did not load (spelling.dictionary)"));
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<Hunspell> suggester, LoadSuggester(aff, counts, min_count));
+    pool.push_back(Instance{std::move(checker), std::move(suggester)});
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<Hunspell> suggester, LoadSuggester(aff, counts, min_count));
   return std::unique_ptr<SpellCorrector>(new SpellCorrector(
-      std::move(checker), std::move(suggester), std::move(counts), min_count));
+      std::make_unique<Pool>(std::move(pool)), std::move(counts), min_count));
 }
 
-SpellCorrector::SpellCorrector(std::unique_ptr<Hunspell> checker,
-                               std::unique_ptr<Hunspell> suggester, Counts counts, int min_count)
-    : checker_(std::move(checker)),
-      suggester_(std::move(suggester)),
-      counts_(std::move(counts)),
-      min_count_(min_count) {}
+SpellCorrector::SpellCorrector(std::unique_ptr<Pool> pool, Counts counts, int min_count)
+    : pool_(std::move(pool)), counts_(std::move(counts)), min_count_(min_count) {}
 
 SpellCorrector::~SpellCorrector() = default;
 
-std::string SpellCorrector::Replacement(const std::string& word) const {
-  if (counts_.contains(word)) return "";
-  std::lock_guard<std::mutex> lock(mu_);
+std::optional<std::string> SpellCorrector::CachedReplacement(const std::string& word) const {
+  std::lock_guard<std::mutex> lock(cache_mu_);
   if (const auto it = cache_.find(word); it != cache_.end()) return it->second;
-  // Unbounded growth would be a leak under adversarial input; starting over is cheap.
-  if (cache_.size() >= kCacheSize) cache_.clear();
-  std::string replacement = Suggest(word);
-  cache_.emplace(word, replacement);
-  return replacement;
+  return std::nullopt;
 }
 
-std::string SpellCorrector::Suggest(const std::string& word) const {
-  if (checker_->spell(word)) return "";
-  for (const std::string& s : suggester_->suggest(word)) {
+std::string SpellCorrector::Suggest(Instance& instance, const std::string& word) const {
+  if (instance.checker->spell(word)) return "";
+  for (const std::string& s : instance.suggester->suggest(word)) {
     // Capitalized forms are not a fix of a lower-case word; a far n-gram match, or one that
     // changes the first letter (which writers seldom get wrong), is a guess.
     if (!IsPlainWord(s) || s[0] != word[0] || EditDistance(word, s) > kMaxDistance) continue;
@@ -168,9 +204,11 @@ std::string SpellCorrector::Suggest(const std::string& word) const {
   return "";
 }
 
-std::string SpellCorrector::Correct(std::string_view text) const {
-  std::string out;
+SpellCorrector::Result SpellCorrector::Correct(std::string_view text, const Budget& budget) const {
+  Result result;
+  std::string& out = result.text;
   out.reserve(text.size());
+  Instance* instance = nullptr;  // acquired at the first look-up, held for the rest of the call
   size_t i = 0;
   while (i < text.size()) {
     if (absl::ascii_isspace(static_cast<unsigned char>(text[i]))) {
@@ -184,17 +222,36 @@ std::string SpellCorrector::Correct(std::string_view text) const {
     while (begin < stop && IsEdgePunctuation(text[begin])) ++begin;
     while (stop > begin && IsEdgePunctuation(text[stop - 1])) --stop;
     const std::string word(text.substr(begin, stop - begin));
-    std::string replacement = IsPlainWord(word) ? Replacement(word) : "";
+    std::string replacement;
+    if (word.size() <= kMaxWordBytes && IsPlainWord(word) && !counts_.contains(word)) {
+      if (std::optional<std::string> cached = CachedReplacement(word)) {
+        replacement = *std::move(cached);
+      } else if (result.lookups >= budget.max_lookups ||
+                 std::chrono::steady_clock::now() >= budget.deadline ||
+                 (instance == nullptr &&
+                  (instance = pool_->Acquire(budget.deadline)) == nullptr)) {
+        ++result.skipped;
+      } else {
+        ++result.lookups;
+        replacement = Suggest(*instance, word);
+        std::lock_guard<std::mutex> lock(cache_mu_);
+        // Unbounded growth would be a leak under adversarial input; starting over is cheap.
+        if (cache_.size() >= kCacheSize) cache_.clear();
+        cache_.emplace(word, replacement);
+      }
+    }
     if (replacement.empty()) {
       out.append(text.substr(i, end - i));
     } else {
+      ++result.corrected;
       out.append(text.substr(i, begin - i))
           .append(replacement)
           .append(text.substr(stop, end - stop));
     }
     i = end;
   }
-  return out;
+  if (instance != nullptr) pool_->Release(instance);
+  return result;
 }
 
 }  // namespace gecd::model

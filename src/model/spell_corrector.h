@@ -1,9 +1,12 @@
 #ifndef GECD_MODEL_SPELL_CORRECTOR_H_
 #define GECD_MODEL_SPELL_CORRECTOR_H_
 
+#include <chrono>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -31,37 +34,59 @@ namespace gecd::model {
 // Cost: Hunspell's n-gram search scans its words for every suggestion (a few ms per misspelled
 // word over the lexicon's common words, ~23 ms over the whole en_US dictionary; measured in
 // bench/RESULTS.md), so decisions are cached (up to kCacheSize words): learners repeat their
-// misspellings. Thread-safe: Hunspell is not, so its calls and
-// the cache are serialized; they only run for words the lexicon does not know.
+// misspellings. A request's cost is bounded by its Budget: at most `max_lookups` uncached
+// look-ups, none after its deadline, none for a word longer than kMaxWordBytes; the words left
+// are kept as written. Thread-safe without a global lock: Hunspell is not thread-safe, so the
+// corrector holds a pool of Hunspell pairs, each used by one call at a time, and a short lock
+// guards only the cache.
 class SpellCorrector {
  public:
   // `dictionary`: a Hunspell dictionary without its extension (`<dictionary>.aff` and
   // `.dic`, e.g. /usr/share/hunspell/en_US); `lexicon`: lines "word<TAB>count", the count
   // being how often the word was written in lower case (0 for a name). NotFound or
   // InvalidArgument naming the file (and line) when one is missing or malformed.
+  // `instances`: Hunspell pairs in the pool, the calls that can look words up at once.
   static absl::StatusOr<std::unique_ptr<SpellCorrector>> Create(const std::string& dictionary,
                                                                 const std::string& lexicon,
-                                                                int min_count);
+                                                                int min_count, int instances = 1);
   ~SpellCorrector();
 
-  // `text` with its misspelled words replaced; everything else byte for byte as it was.
-  std::string Correct(std::string_view text) const;
+  // What one call may spend on look-ups (cache hits and lexicon words are free).
+  struct Budget {
+    int max_lookups = std::numeric_limits<int>::max();
+    // No look-up starts after it, and none waits for a pool instance past it.
+    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  };
+  // What one call did.
+  struct Result {
+    std::string text;   // misspelled words replaced; everything else byte for byte as it was
+    int lookups = 0;    // words sent to Hunspell (not cached)
+    int corrected = 0;  // words replaced
+    int skipped = 0;    // candidate words left as written because the budget ran out
+  };
+  Result Correct(std::string_view text, const Budget& budget) const;
+  // Without limits: the same text whatever the load (eval, generate, tests).
+  std::string Correct(std::string_view text) const { return Correct(text, Budget()).text; }
+
+  static constexpr size_t kMaxWordBytes = 32;  // longer "words" are not language; kept
 
  private:
-  SpellCorrector(std::unique_ptr<Hunspell> checker, std::unique_ptr<Hunspell> suggester,
-                 absl::flat_hash_map<std::string, int64_t> counts, int min_count);
+  struct Instance;  // a checker and a suggester Hunspell
+  class Pool;
+
+  SpellCorrector(std::unique_ptr<Pool> pool, absl::flat_hash_map<std::string, int64_t> counts,
+                 int min_count);
 
   static constexpr size_t kCacheSize = 100000;
   static constexpr int kMaxDistance = 2;
 
-  // The replacement for one candidate word, or "" to keep it.
-  std::string Replacement(const std::string& word) const;
-  std::string Suggest(const std::string& word) const;  // with mu_ held
+  std::optional<std::string> CachedReplacement(const std::string& word) const;
+  std::string Suggest(Instance& instance, const std::string& word) const;
 
-  mutable std::mutex mu_;
-  std::unique_ptr<Hunspell> checker_;    // the whole dictionary; guarded by mu_
-  std::unique_ptr<Hunspell> suggester_;  // its rules, the lexicon's common words; guarded by mu_
-  mutable absl::flat_hash_map<std::string, std::string> cache_;  // guarded by mu_
+  std::unique_ptr<Pool> pool_;
+  mutable std::mutex cache_mu_;
+  // word -> replacement ("" keeps it); guarded by cache_mu_
+  mutable absl::flat_hash_map<std::string, std::string> cache_;
   absl::flat_hash_map<std::string, int64_t> counts_;
   int min_count_;
 };

@@ -17,8 +17,19 @@
 // valid UTF-8 s, up to the tokenizer's own normalization (Qwen's NFC gives back NFC(s)).
 namespace gecd::model {
 
+// TEMPORARY (replaced by the tokenizer branch's real API at merge).
+struct TextPiece {
+  std::string_view text;
+  bool special_tokens_allowed;
+};
+
 class Tokenizer {
  public:
+  virtual absl::StatusOr<std::vector<int32_t>> EncodePieces(std::span<const TextPiece> pieces) const {
+    std::string all;
+    for (const TextPiece& p : pieces) all.append(p.text);
+    return Encode(all);
+  }
   virtual ~Tokenizer() = default;
 
   // Loads tokenizer.json from `dir` if present, else tokenizer.model; a tokenizer.json of a

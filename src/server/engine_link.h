@@ -16,6 +16,10 @@ struct EngineRequest {
   uint64_t id = 0;  // unique within this worker while in flight
   std::vector<int32_t> prompt;
   int max_new_tokens = 0;
+  // The copy bias over prompt[copy_begin, copy_end), the user's text (0: off).
+  float copy_bias = 0;
+  int copy_begin = 0;
+  int copy_end = 0;
   int64_t arrival_us = 0;  // CLOCK_MONOTONIC, when the RPC arrived
 };
 

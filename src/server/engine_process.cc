@@ -6,24 +6,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <utility>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "config/engine_options.h"
-#include "engine/cpu_backend.h"
-#ifdef GECD_HAVE_CUDA
-#include "engine/cuda_backend.h"
-#endif
 #include "ipc/messages.h"
-#include "model/checkpoint.h"
-#include "model/prompt_template.h"
-#include "model/tokenizer.h"
+#include "server/generator.h"
 #include "server/roles.h"
 #include "spdlog/spdlog.h"
 
@@ -49,304 +39,6 @@ void OnStopSignal(int signal) {
 
 }  // namespace
 
-class Generator {
- public:
-  // One step's outcome.
-  struct StepOutcome {
-    std::vector<engine::SequenceId> ran;
-    std::vector<engine::StepEvent> events;
-  };
-
-  virtual ~Generator() = default;
-  virtual absl::Status Add(engine::SequenceId id, std::vector<int32_t> prompt,
-                           int max_new_tokens) = 0;
-  // False when `id` is not live.
-  virtual bool Free(engine::SequenceId id) = 0;
-  virtual bool HasWork() const = 0;
-  virtual absl::Status Step(StepOutcome* out) = 0;
-  virtual void PublishGauges(ProcessMetrics& metrics) const = 0;
-};
-
-namespace {
-
-// Runs Backend::Forward on its own thread, one step at a time, so the loop thread can commit
-// step N and serve the rings while step N+1 computes. Counts the time the backend spends
-// computing and the time it waits between back-to-back steps (the loop thread's share of the
-// critical path), logged when it stops.
-class ComputeThread {
- public:
-  explicit ComputeThread(engine::Backend* backend)
-      : backend_(backend), thread_([this] { Run(); }) {}
-  ComputeThread(const ComputeThread&) = delete;
-  ComputeThread& operator=(const ComputeThread&) = delete;
-
-  // Finishes the step in flight, if any.
-  ~ComputeThread() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-    spdlog::info(
-        "engine compute thread: {} steps, {:.3f} s computing, {:.3f} s idle between "
-        "back-to-back steps ({:.1f} us a step)",
-        steps_, busy_ns_ * 1e-9, gap_ns_ * 1e-9,
-        back_to_back_ == 0 ? 0.0 : gap_ns_ * 1e-3 / back_to_back_);
-  }
-
-  // Starts Forward(*batch, result); both must stay untouched until Wait() returns. At most one
-  // step is in flight. `back_to_back`: the previous step has just finished and this one was
-  // ready for it, so the time in between counts as the backend waiting for the CPU.
-  void Dispatch(const engine::StepBatch* batch, engine::StepResult* result, bool back_to_back) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      batch_ = batch;
-      result_ = result;
-      if (back_to_back) {
-        gap_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                       std::chrono::steady_clock::now() - finished_at_)
-                       .count();
-        ++back_to_back_;
-      }
-    }
-    cv_.notify_all();
-  }
-
-  // Blocks until the dispatched step is done; its status.
-  absl::Status Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return batch_ == nullptr; });
-    return status_;
-  }
-
- private:
-  void Run() {
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      cv_.wait(lock, [this] { return stop_ || batch_ != nullptr; });
-      if (batch_ == nullptr) return;  // stopping, nothing in flight
-      const engine::StepBatch* batch = batch_;
-      engine::StepResult* result = result_;
-      lock.unlock();
-      const auto start = std::chrono::steady_clock::now();
-      absl::Status status = backend_->Forward(*batch, result);
-      const auto end = std::chrono::steady_clock::now();
-      lock.lock();
-      status_ = std::move(status);
-      busy_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count();
-      ++steps_;
-      finished_at_ = end;
-      batch_ = nullptr;
-      cv_.notify_all();
-    }
-  }
-
-  engine::Backend* const backend_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  const engine::StepBatch* batch_ = nullptr;  // the step to run or running; null when idle
-  engine::StepResult* result_ = nullptr;
-  absl::Status status_;
-  bool stop_ = false;
-  std::chrono::steady_clock::time_point finished_at_;
-  int64_t steps_ = 0;
-  int64_t back_to_back_ = 0;
-  int64_t busy_ns_ = 0;
-  int64_t gap_ns_ = 0;
-  std::thread thread_;  // last: starts once everything above is initialised
-};
-
-// engine.backend's model backend, sized and configured from the engine section.
-absl::StatusOr<std::unique_ptr<engine::Backend>> CreateBackend(const config::Config& config,
-                                                               const model::Checkpoint& checkpoint) {
-  const config::EngineSection& e = config.engine;
-  if (e.backend == "cuda") {
-#ifdef GECD_HAVE_CUDA
-    engine::CudaBackendOptions options;
-    options.device = e.device;
-    options.kv_cache_memory_fraction = e.kv_cache_memory_fraction;
-    options.kv_block_size = e.kv_block_size;
-    options.max_step_tokens = e.max_step_tokens;
-    options.max_batch_size = e.max_batch_size;
-    options.graph_batch_sizes = config::GraphBatchSizes(e);
-    options.quantization = e.quantization == "fp8" ? engine::CudaBackendOptions::Quantization::kFp8
-                                                   : engine::CudaBackendOptions::Quantization::kNone;
-    options.attention_fp8 = e.attention_fp8;
-    options.fp8_scaling = e.fp8_scaling == "per_tensor"
-                              ? engine::CudaBackendOptions::Fp8Scaling::kPerTensor
-                              : engine::CudaBackendOptions::Fp8Scaling::kPerChannel;
-    ASSIGN_OR_RETURN(std::unique_ptr<engine::CudaBackend> cuda,
-                     engine::CudaBackend::Create(checkpoint, options));
-    return cuda;
-#else
-    return absl::FailedPreconditionError(
-        "engine.backend: cuda, but this gecd was built without CUDA (no nvcc at build time)");
-#endif
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<engine::CpuBackend> cpu,
-                   engine::CpuBackend::Create(checkpoint, config::CpuBackendOptionsFrom(e)));
-  return cpu;
-}
-
-// The Engine over a model backend, pipelined: each Step() plans step N+1 while step N
-// computes, dispatches N+1 as soon as N is done, and only then commits N, so committing and
-// the loop's ring I/O overlap with the backend.
-class ModelGenerator final : public Generator {
- public:
-  static absl::StatusOr<std::unique_ptr<ModelGenerator>> Create(const config::Config& config) {
-    ASSIGN_OR_RETURN(std::unique_ptr<model::Checkpoint> checkpoint,
-                     model::Checkpoint::Open(config.model.dir));
-    ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend, CreateBackend(config, *checkpoint));
-    config::CopyBiasSetting copy_bias = config::CopyBiasSetting::Off();
-    if (config.model.copy_bias > 0) {
-      // Workers tokenize the prompts; the engine only needs the template's tokens, to find
-      // where in a prompt the user's text lies.
-      ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tokenizer,
-                       model::Tokenizer::LoadFromModelDir(config.model.dir));
-      ASSIGN_OR_RETURN(const model::PromptTemplate prompt_template,
-                       model::PromptTemplate::Parse(config.model.prompt_template));
-      ASSIGN_OR_RETURN(copy_bias, config::CopyBiasSetting::Create(config.model.copy_bias,
-                                                                  prompt_template, *tokenizer));
-    }
-    return std::unique_ptr<ModelGenerator>(new ModelGenerator(
-        std::move(backend), config::EngineOptionsFrom(*checkpoint), std::move(copy_bias)));
-  }
-
-  absl::Status Add(engine::SequenceId id, std::vector<int32_t> prompt,
-                   int max_new_tokens) override {
-    engine::GenerationParams params;
-    params.max_new_tokens = max_new_tokens;
-    copy_bias_.Apply(prompt, &params);
-    return engine_.AddSequence(id, std::move(prompt), std::move(params));
-  }
-  bool Free(engine::SequenceId id) override { return engine_.Free(id).ok(); }
-  bool HasWork() const override { return engine_.HasWork() || in_flight_ != nullptr; }
-
-  // `ran` is the step dispatched now, `events` those of the step committed now.
-  absl::Status Step(StepOutcome* out) override {
-    out->ran.clear();
-    out->events.clear();
-    if (backend_->asynchronous()) return StepOnDeviceQueue(out);
-    const engine::StepPlan& next = engine_.PlanStep();
-    const engine::StepPlan* previous = in_flight_;
-    if (previous != nullptr) RETURN_IF_ERROR(compute_.Wait());
-    in_flight_ = nullptr;
-    if (!next.empty()) {
-      // The in-flight step's result is results_[slot_]; the next one goes to the other.
-      compute_.Dispatch(&next.batch, &results_[slot_ ^ 1], /*back_to_back=*/previous != nullptr);
-      in_flight_ = &next;
-      out->ran = next.ids;
-    }
-    if (previous != nullptr) out->events = engine_.CommitStep(*previous, results_[slot_]);
-    if (in_flight_ != nullptr) slot_ ^= 1;
-    return absl::OkStatus();
-  }
-
-  // A device backend queues steps itself: step N+1 is submitted before step N is collected
-  // and committed, so the device runs N+1 while the host commits N (no compute thread).
-  absl::Status StepOnDeviceQueue(StepOutcome* out) {
-    const engine::StepPlan& next = engine_.PlanStep();
-    const engine::StepPlan* previous = in_flight_;
-    in_flight_ = nullptr;
-    if (!next.empty()) {
-      RETURN_IF_ERROR(backend_->Submit(next.batch));
-      in_flight_ = &next;
-      out->ran = next.ids;
-    }
-    if (previous != nullptr) {
-      RETURN_IF_ERROR(backend_->Collect(&results_[0]));
-      out->events = engine_.CommitStep(*previous, results_[0]);
-    }
-    return absl::OkStatus();
-  }
-
-  void PublishGauges(ProcessMetrics& metrics) const override {
-    const int total = engine_.num_blocks();
-    metrics.SetKvCacheUsage(
-        total == 0 ? 0.0 : static_cast<double>(total - engine_.num_free_blocks()) / total);
-    metrics.SetQueueDepth(engine_.num_waiting());
-  }
-
- private:
-  ModelGenerator(std::unique_ptr<engine::Backend> backend, engine::EngineOptions options,
-                 config::CopyBiasSetting copy_bias)
-      : backend_(std::move(backend)),
-        engine_(backend_.get(), nullptr, std::move(options)),
-        copy_bias_(std::move(copy_bias)),
-        compute_(backend_.get()) {}
-
-  std::unique_ptr<engine::Backend> backend_;
-  engine::Engine engine_;
-  engine::StepResult results_[2];
-  int slot_ = 0;
-  const engine::StepPlan* in_flight_ = nullptr;  // dispatched, not committed
-  config::CopyBiasSetting copy_bias_;
-  ComputeThread compute_;  // last: joined first, before what its step uses goes
-};
-
-// The `echo` backend: every sequence's output is its prompt, all of it in the step after it
-// arrived, so that the daemon's front-end path can be measured without a model.
-class EchoGenerator final : public Generator {
- public:
-  absl::Status Add(engine::SequenceId id, std::vector<int32_t> prompt, int) override {
-    if (prompt.empty()) return absl::InvalidArgumentError("empty prompt");
-    if (!prompts_.emplace(id, std::move(prompt)).second) {
-      return absl::AlreadyExistsError(absl::StrCat("sequence ", id, " is live"));
-    }
-    return absl::OkStatus();
-  }
-  bool Free(engine::SequenceId id) override { return prompts_.erase(id) > 0; }
-  bool HasWork() const override { return !prompts_.empty(); }
-
-  absl::Status Step(StepOutcome* out) override {
-    out->ran.clear();
-    out->events.clear();
-    for (auto& [id, prompt] : prompts_) {
-      out->ran.push_back(id);
-      for (size_t i = 0; i < prompt.size(); ++i) {
-        const bool last = i + 1 == prompt.size();
-        out->events.push_back(
-            {.id = id,
-             .token = prompt[i],
-             .finished = last,
-             .reason = last ? engine::FinishReason::kLength : engine::FinishReason::kNone});
-      }
-    }
-    prompts_.clear();
-    return absl::OkStatus();
-  }
-
-  void PublishGauges(ProcessMetrics& metrics) const override {
-    metrics.SetQueueDepth(static_cast<int64_t>(prompts_.size()));
-  }
-
- private:
-  absl::flat_hash_map<engine::SequenceId, std::vector<int32_t>> prompts_;
-};
-
-absl::StatusOr<std::unique_ptr<Generator>> MakeGenerator(const config::Config& config) {
-  if (config.engine.backend == "echo") return std::make_unique<EchoGenerator>();
-  if (config.engine.backend == "cpu" || config.engine.backend == "cuda") {
-    ASSIGN_OR_RETURN(std::unique_ptr<ModelGenerator> model, ModelGenerator::Create(config));
-    return model;
-  }
-  return absl::UnimplementedError(
-      absl::StrCat("engine.backend '", config.engine.backend, "' is not available"));
-}
-
-// One tiny generation, so the first request does not pay for first-touch page faults and
-// lazily built BLAS state.
-absl::Status WarmUp(Generator& generator) {
-  constexpr engine::SequenceId kWarmUpId = 0;  // real sequences start at 1
-  RETURN_IF_ERROR(generator.Add(kWarmUpId, {0}, 1));
-  Generator::StepOutcome outcome;
-  while (generator.HasWork()) RETURN_IF_ERROR(generator.Step(&outcome));
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::Create(const config::Config& config,
                                                                const ipc::SharedSegment& segment,
                                                                ipc::WaitOptions wait) {
@@ -357,7 +49,6 @@ absl::StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::Create(const config::Con
         absl::StrCat("segment ", segment.name(), " has no metrics block for the engine"));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Generator> generator, MakeGenerator(config));
-  RETURN_IF_ERROR(WarmUp(*generator));
   return std::unique_ptr<EngineLoop>(new EngineLoop(segment, *metrics, std::move(generator), wait));
 }
 
@@ -443,6 +134,7 @@ void EngineLoop::ResetDeadChannels() {
     for (const auto& [request_id, id] : e.live) {
       generator_->Free(id);
       sequences_.erase(id);
+      outputs_.Take(id);  // nobody is left to answer
       metrics_.SequenceCancelled();
     }
     spdlog::info("worker {} restarted: dropped its {} requests, reset its rings", w, e.live.size());
@@ -493,10 +185,14 @@ void EngineLoop::Admit(int worker, ipc::SubmitRecord record) {
   sequences_[id] = Sequence{.worker = worker,
                             .request_id = record.id,
                             .arrival_us = record.arrival_us,
-                            .first_step_us = 0,
-                            .tokens = {}};
+                            .first_step_us = 0};
   e.live.emplace(record.id, id);
-  const absl::Status added = generator_->Add(id, std::move(record.tokens), record.max_new_tokens);
+  engine::GenerationParams params;
+  params.max_new_tokens = record.max_new_tokens;
+  params.copy_bias = record.copy_bias;
+  params.copy_begin = record.copy_begin;
+  params.copy_end = record.copy_end;
+  const absl::Status added = generator_->Add(id, std::move(record.tokens), std::move(params));
   if (!added.ok()) {
     spdlog::debug("worker {} request {}: {}", worker, record.id, added.ToString());
     Reply(id, added.code());
@@ -527,8 +223,7 @@ absl::Status EngineLoop::RunStep() {
   for (const engine::StepEvent& event : outcome.events) {
     auto it = sequences_.find(event.id);
     if (it == sequences_.end()) continue;
-    if (event.reason != engine::FinishReason::kStopToken) it->second.tokens.push_back(event.token);
-    if (event.finished) Reply(event.id, absl::StatusCode::kOk);
+    if (outputs_.Add(event)) Reply(event.id, absl::StatusCode::kOk);
   }
   if (!outcome.ran.empty()) metrics_.ObserveBatch(static_cast<int>(outcome.ran.size()));
   return absl::OkStatus();
@@ -546,7 +241,7 @@ void EngineLoop::Reply(engine::SequenceId id, absl::StatusCode code) {
     record.queue_us = std::max<int64_t>(0, seq.first_step_us - seq.arrival_us);
     record.engine_us = now_us - seq.first_step_us;
   }
-  record.tokens = std::move(seq.tokens);
+  record.tokens = outputs_.Take(id);
   endpoints_[seq.worker].live.erase(seq.request_id);
   QueueReply(seq.worker, std::move(record));
   sequences_.erase(it);

@@ -12,6 +12,7 @@
 #include "ipc/messages.h"
 #include "ipc/ring.h"
 #include "ipc/shared_segment.h"
+#include "pipeline/output_collector.h"
 #include "server/metrics.h"
 
 // The engine process's work (server::RunEngineProcess runs it on the segment the supervisor
@@ -51,7 +52,6 @@ class EngineLoop {
     uint64_t request_id = 0;
     int64_t arrival_us = 0;
     int64_t first_step_us = 0;
-    std::vector<int32_t> tokens;  // generated
   };
   struct Endpoint {
     ipc::WorkerChannel channel;
@@ -84,6 +84,7 @@ class EngineLoop {
   std::unique_ptr<Generator> generator_;
   std::vector<Endpoint> endpoints_;
   absl::flat_hash_map<engine::SequenceId, Sequence> sequences_;
+  pipeline::OutputCollector outputs_;  // the generated tokens of sequences_
   engine::SequenceId next_id_ = 1;
 };
 

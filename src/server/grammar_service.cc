@@ -1,12 +1,13 @@
 #include "server/grammar_service.h"
 
+#include <algorithm>
 #include <deque>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "model/utf8.h"
+#include "pipeline/output_collector.h"
 #include "server/edits.h"
 #include "spdlog/spdlog.h"
 
@@ -178,12 +179,14 @@ class GrammarService::StreamCall final
 };
 
 GrammarService::GrammarService(const config::Config& config, const model::Tokenizer& tokenizer,
-                               EngineLink& engine, ProcessMetrics& metrics, Options options)
+                               pipeline::PromptBuilder prompts, EngineLink& engine,
+                               ProcessMetrics& metrics, Options options)
     : tokenizer_(tokenizer),
       engine_(engine),
       metrics_(metrics),
       options_(options),
-      validator_(config, tokenizer, options.spelling),
+      prompts_(std::move(prompts)),
+      spelling_budget_(config.spelling.budget_ms),
       max_in_flight_(config.server.max_in_flight) {}
 
 grpc::ServerUnaryReactor* GrammarService::Correct(grpc::CallbackServerContext* context,
@@ -234,9 +237,16 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
     reply(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"), {});
     return;
   }
-  absl::StatusOr<Prompt> prompt = validator_.Validate(request.text(), request.max_output_tokens());
-  if (!prompt.ok()) {
-    reply(ToGrpc(prompt.status()), {});
+  absl::StatusOr<pipeline::CheckedText> checked =
+      prompts_.Check(request.text(), request.max_output_tokens());
+  if (!checked.ok()) {
+    reply(ToGrpc(checked.status()), {});
+    return;
+  }
+  if (checked->unchanged) {
+    CorrectResponse response;
+    response.set_corrected_text(request.text());
+    reply(grpc::Status::OK, std::move(response));
     return;
   }
   if (!TryAdmit()) {
@@ -246,8 +256,35 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
           {});
     return;
   }
+  const auto spelling_start = std::chrono::steady_clock::now();
+  // No longer than the RPC has left: a look-up past its deadline is wasted.
+  const auto left = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::max(deadline - std::chrono::system_clock::now(),
+               std::chrono::system_clock::duration::zero()));
+  model::SpellCorrector::Budget budget;
+  budget.deadline =
+      spelling_start + std::min<std::chrono::steady_clock::duration>(spelling_budget_, left);
+  absl::StatusOr<pipeline::Prompt> prompt = prompts_.Build(*checked, budget);
+  if (options_.spelling != nullptr) {
+    const int lookups = prompt.ok() ? prompt->spelling.lookups : 0;
+    const int skipped = prompt.ok() ? prompt->spelling.skipped : 0;
+    metrics_.ObserveSpelling(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - spelling_start).count(),
+        lookups, skipped);
+  }
+  if (!prompt.ok()) {
+    Release();
+    reply(ToGrpc(prompt.status()), {});
+    return;
+  }
   const auto prompt_tokens = static_cast<uint32_t>(prompt->tokens.size());
-  EngineRequest engine_request{id, std::move(prompt->tokens), prompt->max_new_tokens, arrival_us};
+  EngineRequest engine_request{.id = id,
+                               .prompt = std::move(prompt->tokens),
+                               .max_new_tokens = prompt->params.max_new_tokens,
+                               .copy_bias = prompt->params.copy_bias,
+                               .copy_begin = prompt->params.copy_begin,
+                               .copy_end = prompt->params.copy_end,
+                               .arrival_us = arrival_us};
   // The engine thread does the reply's CPU work (detokenize, diff), off gRPC's threads.
   absl::Status submitted = engine_.Submit(
       std::move(engine_request),
@@ -266,7 +303,7 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
           return;
         }
         CorrectResponse response;
-        std::string corrected = model::ToValidUtf8(tokenizer_.Decode(engine_reply.tokens));
+        std::string corrected = pipeline::OutputCollector::Text(tokenizer_, engine_reply.tokens);
         FillEdits(text, corrected, response);
         response.set_corrected_text(std::move(corrected));
         response.set_prompt_tokens(prompt_tokens);

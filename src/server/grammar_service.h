@@ -12,12 +12,15 @@
 #include "model/tokenizer.h"
 #include "server/engine_link.h"
 #include "server/metrics.h"
-#include "server/request_validator.h"
+#include "pipeline/prompt_builder.h"
 
-// gecd.v1.GrammarCorrection on gRPC's callback API: each sentence is validated, admitted under
-// the worker's in-flight limit, handed to the engine, and answered with the detokenized
-// correction and its edits. Nothing queues in the worker: beyond server.max_in_flight a sentence
-// is refused with RESOURCE_EXHAUSTED at once.
+// gecd.v1.GrammarCorrection on gRPC's callback API. Each sentence goes through the cheap checks
+// (pipeline::PromptBuilder::Check), then admission under the worker's in-flight limit, and
+// only then the work that costs (the spelling stage, within spelling.budget_ms), so a flood of
+// bad or expensive input is refused before it can slow anyone down. Admitted sentences go to
+// the engine and are answered with the detokenized correction and its edits; a text of only
+// whitespace is answered unchanged at once. Nothing queues in the worker: beyond
+// server.max_in_flight a sentence is refused with RESOURCE_EXHAUSTED.
 namespace gecd::server {
 
 class GrammarService final : public gecd::v1::GrammarCorrection::CallbackService {
@@ -32,7 +35,8 @@ class GrammarService final : public gecd::v1::GrammarCorrection::CallbackService
 
   // Everything passed must outlive the service (and the grpc::Server it is registered with).
   GrammarService(const config::Config& config, const model::Tokenizer& tokenizer,
-                 EngineLink& engine, ProcessMetrics& metrics, Options options);
+                 pipeline::PromptBuilder prompts, EngineLink& engine, ProcessMetrics& metrics,
+                 Options options);
 
   grpc::ServerUnaryReactor* Correct(grpc::CallbackServerContext* context,
                                     const gecd::v1::CorrectRequest* request,
@@ -66,7 +70,8 @@ class GrammarService final : public gecd::v1::GrammarCorrection::CallbackService
   EngineLink& engine_;
   ProcessMetrics& metrics_;
   const Options options_;
-  const RequestValidator validator_;
+  const pipeline::PromptBuilder prompts_;
+  const std::chrono::milliseconds spelling_budget_;  // spelling.budget_ms
   const int max_in_flight_;
   std::atomic<int> in_flight_{0};
   std::atomic<uint64_t> next_id_{1};

@@ -31,6 +31,9 @@ constexpr HistogramSpec kRequestDuration = {
 constexpr HistogramSpec kTimeToFirstToken = {
     "gecd_time_to_first_token_seconds", "Time from RPC arrival to the first generated token.",
     kLatencyBounds, 1e6};
+constexpr HistogramSpec kSpellingDuration = {
+    "gecd_spelling_seconds", "Time the spelling stage took for one request.", kLatencyBounds,
+    1e6};
 constexpr HistogramSpec kBatchSize = {"gecd_batch_size", "Sequences per engine step.",
                                       kBatchBounds, 1};
 
@@ -98,6 +101,12 @@ void ProcessMetrics::ObserveTimeToFirstToken(double seconds) {
   Observe(time_to_first_token_, kTimeToFirstToken, seconds);
 }
 
+void ProcessMetrics::ObserveSpelling(double seconds, int lookups, int skipped) {
+  Observe(spelling_duration_, kSpellingDuration, seconds);
+  spelling_lookups_.fetch_add(static_cast<uint64_t>(lookups), std::memory_order_relaxed);
+  spelling_skipped_.fetch_add(static_cast<uint64_t>(skipped), std::memory_order_relaxed);
+}
+
 void ProcessMetrics::ObserveBatch(int sequences) { Observe(batch_size_, kBatchSize, sequences); }
 
 void ProcessMetrics::SetKvCacheUsage(double ratio) {
@@ -145,6 +154,9 @@ MetricsSnapshot MetricsRegion::Sum() const {
     AddTo(s.request_duration, m.request_duration_);
     AddTo(s.time_to_first_token, m.time_to_first_token_);
     AddTo(s.batch_size, m.batch_size_);
+    AddTo(s.spelling_duration, m.spelling_duration_);
+    s.spelling_lookups += m.spelling_lookups_.load(std::memory_order_relaxed);
+    s.spelling_skipped += m.spelling_skipped_.load(std::memory_order_relaxed);
   }
   return s;
 }
@@ -175,6 +187,12 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
                absl::StrFormat("%g", s.kv_cache_usage));
   AppendScalar(out, "gecd_queue_depth", "Sequences waiting for the engine to admit them.",
                "gauge", absl::StrCat(s.queue_depth));
+  AppendHistogram(out, kSpellingDuration, s.spelling_duration);
+  AppendScalar(out, "gecd_spelling_lookups_total", "Words the spelling stage looked up.",
+               "counter", absl::StrCat(s.spelling_lookups));
+  AppendScalar(out, "gecd_spelling_skipped_words_total",
+               "Words the spelling stage left unchecked: its per-request budget ran out.",
+               "counter", absl::StrCat(s.spelling_skipped));
   AppendHeader(out, "gecd_process_restarts_total", "Child processes restarted after dying.",
                "counter");
   for (const auto& [process, count] : restarts) {

@@ -38,6 +38,9 @@ class ProcessMetrics {
   void RequestFinished(int grpc_code, double seconds);
   // Workers: time from the RPC's arrival to its first generated token.
   void ObserveTimeToFirstToken(double seconds);
+  // Workers: the spelling stage of one request took `seconds`, looked `lookups` words up in
+  // Hunspell, and left `skipped` candidate words unchecked because its budget ran out.
+  void ObserveSpelling(double seconds, int lookups, int skipped);
   // Engine: one step ran `sequences` sequences.
   void ObserveBatch(int sequences);
   // Engine: tokens prefilled (prompt) and generated.
@@ -67,6 +70,9 @@ class ProcessMetrics {
   HistogramBlock request_duration_;
   HistogramBlock time_to_first_token_;
   HistogramBlock batch_size_;
+  HistogramBlock spelling_duration_;
+  std::atomic<uint64_t> spelling_lookups_;
+  std::atomic<uint64_t> spelling_skipped_;
 };
 
 // The sum of all blocks at one moment (each counter read once, relaxed).
@@ -85,6 +91,9 @@ struct MetricsSnapshot {
   Histogram request_duration;
   Histogram time_to_first_token;
   Histogram batch_size;
+  Histogram spelling_duration;
+  uint64_t spelling_lookups = 0;
+  uint64_t spelling_skipped = 0;
 };
 
 // A view of the metrics region: placement and lookup of the per-process blocks.

@@ -65,6 +65,9 @@ absl::Status RingEngineLink::Submit(EngineRequest request, Done done) {
   record.id = request.id;
   record.arrival_us = request.arrival_us;
   record.max_new_tokens = request.max_new_tokens;
+  record.copy_bias = request.copy_bias;
+  record.copy_begin = request.copy_begin;
+  record.copy_end = request.copy_end;
   record.tokens = std::move(request.prompt);
   std::lock_guard lock(mu_);
   // Read under the lock that FailStale holds, so a request is either refused here or seen by

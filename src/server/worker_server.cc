@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -21,9 +22,13 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const config::
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
-  std::unique_ptr<WorkerServer> server(new WorkerServer(
-      engine, std::make_unique<GrammarService>(config, tokenizer, engine, metrics, options.service),
-      options.health_poll));
+  ASSIGN_OR_RETURN(pipeline::PromptBuilder prompts,
+                   pipeline::PromptBuilder::Create(config, tokenizer, options.service.spelling));
+  std::unique_ptr<WorkerServer> server(
+      new WorkerServer(engine,
+                       std::make_unique<GrammarService>(config, tokenizer, std::move(prompts),
+                                                        engine, metrics, options.service),
+                       options.health_poll));
   grpc::ServerBuilder builder;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 1);
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->port_);

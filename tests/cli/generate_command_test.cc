@@ -74,6 +74,19 @@ TEST_F(GenerateCommandTest, ConfigFileSuppliesModelAndTemplate) {
   EXPECT_EQ(from_config.output, from_flags.output);
 }
 
+TEST_F(GenerateCommandTest, ARefusedTextFailsAloneAndBlankTextComesBackAsItIs) {
+  const RunResult good = RunGecd("generate --model " + model_ + " --max-new-tokens 6 'The cat sat.'");
+  ASSERT_EQ(good.exit_code, 0) << good.output;
+  const RunResult mixed = RunGecd("generate --model " + model_ +
+                                  " --max-new-tokens 6 'The cat sat.' \"$(printf 'bad\\001text')\" '   '");
+  EXPECT_EQ(mixed.exit_code, 1) << mixed.output;
+  EXPECT_THAT(mixed.output, HasSubstr("TEXT 2: text has the control character U+0001"));
+  const std::vector<std::string> lines = Lines(mixed.output);
+  // The good line as alone, an empty line for the refused TEXT, the blank TEXT unchanged.
+  EXPECT_THAT(lines, ::testing::Contains(Lines(good.output)[0]));
+  EXPECT_THAT(lines, ::testing::Contains("   "));
+}
+
 TEST_F(GenerateCommandTest, BadArgumentsAreUsageErrors) {
   RunResult r = RunGecd("generate --model " + model_ + " --set engine.thread=2 'Hi'");
   EXPECT_EQ(r.exit_code, 2);

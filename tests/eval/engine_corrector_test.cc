@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "eval/engine_corrector.h"
+#include "engine/cpu_backend.h"
 #include "model/checkpoint.h"
 #include "model/utf8.h"
 #include "gmock/gmock.h"

@@ -28,6 +28,9 @@ SubmitRecord Submit() {
   r.epoch = 3;
   r.arrival_us = 123456789;
   r.max_new_tokens = 64;
+  r.copy_bias = 2.5f;
+  r.copy_begin = 1;
+  r.copy_end = 3;
   r.tokens = {1, 2, 3, 1999};
   return r;
 }
@@ -61,6 +64,9 @@ TEST(MessagesTest, RecordsRoundTripPackedInOneMessage) {
   EXPECT_EQ(s.epoch, 3u);
   EXPECT_EQ(s.arrival_us, 123456789);
   EXPECT_EQ(s.max_new_tokens, 64);
+  EXPECT_EQ(s.copy_bias, 2.5f);
+  EXPECT_EQ(s.copy_begin, 1);
+  EXPECT_EQ(s.copy_end, 3);
   EXPECT_EQ(s.tokens, Submit().tokens);
   const auto& c = std::get<CancelRecord>(records[1]);
   EXPECT_EQ(c.id, 7u);

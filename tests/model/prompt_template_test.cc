@@ -17,7 +17,7 @@ TEST(PromptTemplateTest, WrapsTheTextInPrefixAndSuffix) {
 }
 
 TEST(PromptTemplateTest, OnlyTheFirstPlaceholderIsReplaced) {
-  // As RequestValidator always did: a later "{text}" is literal text of the suffix.
+  // As the server always did: a later "{text}" is literal text of the suffix.
   EXPECT_EQ(PromptTemplate::Parse("A {text} B {text}")->Apply("x"), "A x B {text}");
   // Placeholder-like text inside the user's sentence is not expanded either.
   EXPECT_EQ(PromptTemplate::Parse("[{text}]")->Apply("{text}"), "[{text}]");

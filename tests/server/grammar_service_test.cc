@@ -7,6 +7,8 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <map>
 #include <memory>
@@ -102,9 +104,9 @@ class FakeEngine final : public EngineLink {
     hold_ = hold;
   }
   // Waits until `n` requests are held; false on timeout.
-  bool WaitForHeld(size_t n) {
+  bool WaitForHeld(size_t n, std::chrono::milliseconds timeout = kWait) {
     std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, kWait, [&] { return held_.size() >= n; });
+    return cv_.wait_for(lock, timeout, [&] { return held_.size() >= n; });
   }
   bool WaitForCancelled(size_t n) {
     std::unique_lock lock(mu_);
@@ -307,6 +309,83 @@ TEST_F(GrammarServiceTest, InvalidTextsAreRefusedNamingTheLimit) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr("server.max_input_chars"));
   EXPECT_EQ(metrics_.Requests(grpc::StatusCode::INVALID_ARGUMENT), 2u);
+}
+
+TEST_F(GrammarServiceTest, ControlCharactersAreRefusedAndWhitespaceComesBackUnchanged) {
+  StartServer();
+  engine_->set_hold(true);  // an answer that needed the engine would never come
+  CorrectResponse response;
+  grpc::Status status = Correct(std::string("She go\0 home.", 14), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("U+0000 at byte 6"));
+  status = Correct(std::string(3, '\0'), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  for (const std::string& text : {std::string(100, ' '), std::string(" \n\t ")}) {
+    response.Clear();
+    status = Correct(text, &response, std::chrono::seconds(5));
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(response.corrected_text(), text);
+    EXPECT_EQ(response.edits_size(), 0);
+    EXPECT_EQ(response.output_tokens(), 0u);
+  }
+  EXPECT_FALSE(engine_->WaitForHeld(1, std::chrono::milliseconds(100)));
+}
+
+// A text of random non-words, which the spelling stage would look up word by word.
+std::string NonWords(size_t bytes) {
+  std::string text;
+  uint32_t state = 12345;
+  while (text.size() + 8 < bytes) {
+    for (int i = 0; i < 7; ++i) {
+      state = state * 1103515245 + 12345;
+      text.push_back(static_cast<char>('a' + (state >> 16) % 26));
+    }
+    text.push_back(' ');
+  }
+  return text;
+}
+
+TEST_F(GrammarServiceTest, SpellingRunsAfterTheCheapChecksAndAdmissionWithinItsCaps) {
+  if (!std::filesystem::exists("/usr/share/hunspell/en_US.dic")) {
+    GTEST_SKIP() << "Debian package hunspell-en-us not installed";
+  }
+  const std::string lexicon = model_dir_.path() + "/lexicon.tsv";
+  std::ofstream(lexicon) << "friend\t10\n";
+  auto spelling = model::SpellCorrector::Create("/usr/share/hunspell/en_US", lexicon, 3);
+  ASSERT_TRUE(spelling.ok()) << spelling.status();
+  config_.server.max_input_chars = 2000;
+  config_.model.max_input_tokens = 100;
+  config_.spelling.max_lookups = 3;
+  StartServer({.spelling = spelling->get()});
+  const auto spelled = [&] { return metrics_.region.Sum().spelling_lookups; };
+  CorrectResponse response;
+
+  // Over the token limit as written: refused before a single look-up.
+  grpc::Status status = Correct(NonWords(2000), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("model.max_input_tokens"));
+  EXPECT_EQ(spelled(), 0u);
+  EXPECT_EQ(metrics_.region.Sum().spelling_duration.counts[0], 0u);
+
+  // Not admitted: no spelling work either.
+  engine_->set_hold(true);
+  std::vector<std::unique_ptr<PendingCall>> admitted;
+  for (int i = 0; i < config_.server.max_in_flight; ++i) admitted.push_back(StartCorrect("friend"));
+  ASSERT_TRUE(engine_->WaitForHeld(admitted.size()));
+  status = Correct(NonWords(80), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(spelled(), 0u);
+  engine_->ReleaseNewestFirst();
+  for (auto& call : admitted) EXPECT_TRUE(call->status.get_future().get().ok());
+  engine_->set_hold(false);
+
+  // Admitted: at most spelling.max_lookups look-ups, the rest kept and counted.
+  ASSERT_TRUE(Correct(NonWords(80), &response).ok());
+  EXPECT_EQ(spelled(), 3u);
+  EXPECT_GT(metrics_.region.Sum().spelling_skipped, 0u);
+  EXPECT_THAT(FormatPrometheus(metrics_.region.Sum(), {}),
+              HasSubstr("gecd_spelling_lookups_total 3"));
 }
 
 TEST_F(GrammarServiceTest, StreamAnswersAsSentencesFinishWithTheirIds) {

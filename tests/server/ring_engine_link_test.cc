@@ -21,7 +21,7 @@ class RingEngineLinkTest : public ::testing::Test {
   void SetUp() override {
     absl::StatusOr<ipc::SharedSegment> segment =
         ipc::SharedSegment::Create(ipc::SharedSegment::UniqueName(),
-                                   {.num_workers = 1, .ring_slots = 4, .ring_slot_bytes = 256});
+                                   {.num_workers = 1, .ring_slots = 4, .ring_slot_bytes = 320});
     ASSERT_TRUE(segment.ok()) << segment.status();
     segment_ = *std::move(segment);
     segment_.header()->engine_epoch.store(1);
@@ -168,7 +168,7 @@ TEST_F(RingEngineLinkTest, CancelReachesTheEngineAndItsAnswerIsCancelled) {
 }
 
 TEST_F(RingEngineLinkTest, FullRingIsResourceExhaustedAndCancelStillAnswers) {
-  // 4 slots of 256 bytes; prompts of 50 tokens take a slot each.
+  // 4 slots of 320 bytes; prompts of 50 tokens take a slot each.
   std::vector<std::future<EngineReply>> futures;
   for (uint64_t id = 0; id < 4; ++id) futures.push_back(Submit(id, std::vector<int32_t>(50, 3)));
   EngineRequest request;

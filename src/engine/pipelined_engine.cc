@@ -1,0 +1,50 @@
+#include "engine/pipelined_engine.h"
+
+#include <utility>
+
+#include "common/status_macros.h"
+
+namespace gecd::engine {
+
+PipelinedEngine::PipelinedEngine(std::unique_ptr<Backend> backend,
+                                 const model::Tokenizer* tokenizer, EngineOptions options)
+    : backend_(std::move(backend)),
+      engine_(backend_.get(), tokenizer, std::move(options)),
+      compute_(backend_.get()) {}
+
+absl::Status PipelinedEngine::Step(StepOutcome* out) {
+  out->ran.clear();
+  out->events.clear();
+  if (backend_->asynchronous()) return StepOnDeviceQueue(out);
+  const StepPlan& next = engine_.PlanStep();
+  const StepPlan* previous = in_flight_;
+  if (previous != nullptr) RETURN_IF_ERROR(compute_.Wait());
+  in_flight_ = nullptr;
+  if (!next.empty()) {
+    // The in-flight step's result is results_[slot_]; the next one goes to the other.
+    compute_.Dispatch(&next.batch, &results_[slot_ ^ 1], /*back_to_back=*/previous != nullptr);
+    in_flight_ = &next;
+    out->ran = next.ids;
+  }
+  if (previous != nullptr) out->events = engine_.CommitStep(*previous, results_[slot_]);
+  if (in_flight_ != nullptr) slot_ ^= 1;
+  return absl::OkStatus();
+}
+
+absl::Status PipelinedEngine::StepOnDeviceQueue(StepOutcome* out) {
+  const StepPlan& next = engine_.PlanStep();
+  const StepPlan* previous = in_flight_;
+  in_flight_ = nullptr;
+  if (!next.empty()) {
+    RETURN_IF_ERROR(backend_->Submit(next.batch));
+    in_flight_ = &next;
+    out->ran = next.ids;
+  }
+  if (previous != nullptr) {
+    RETURN_IF_ERROR(backend_->Collect(&results_[0]));
+    out->events = engine_.CommitStep(*previous, results_[0]);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gecd::engine

@@ -1,0 +1,65 @@
+#ifndef GECD_ENGINE_PIPELINED_ENGINE_H_
+#define GECD_ENGINE_PIPELINED_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/backend.h"
+#include "engine/compute_thread.h"
+#include "engine/engine.h"
+#include "model/tokenizer.h"
+
+namespace gecd::engine {
+
+// The Engine over a model backend with its phases overlapped: each Step() plans step N+1
+// while step N computes, starts N+1 as soon as N is done, and only then commits N, so the
+// caller's work between steps (committing, ring I/O, detokenizing) runs while the backend
+// computes. A synchronous backend computes on a ComputeThread; an asynchronous one (a device
+// queue) gets N+1 submitted before N is collected. The outputs are token for token those of
+// Engine::Step(). Owns the backend, the engine and the compute thread. Not thread-safe.
+class PipelinedEngine {
+ public:
+  struct StepOutcome {
+    std::vector<SequenceId> ran;    // the sequences of the step started now
+    std::vector<StepEvent> events;  // those of the step committed now
+  };
+
+  // `tokenizer` may be null (then stop strings are rejected); it must outlive the engine.
+  PipelinedEngine(std::unique_ptr<Backend> backend, const model::Tokenizer* tokenizer,
+                  EngineOptions options);
+  PipelinedEngine(const PipelinedEngine&) = delete;
+  PipelinedEngine& operator=(const PipelinedEngine&) = delete;
+
+  // As Engine::AddSequence and Engine::Free.
+  absl::Status Add(SequenceId id, std::vector<int32_t> prompt, GenerationParams params) {
+    return engine_.AddSequence(id, std::move(prompt), std::move(params));
+  }
+  absl::Status Free(SequenceId id) { return engine_.Free(id); }
+
+  // Sequences left to run, or a step still to commit.
+  bool HasWork() const { return engine_.HasWork() || in_flight_ != nullptr; }
+  // One pipeline turn (see the class comment). A backend error is returned as is; the engine
+  // is then unusable.
+  absl::Status Step(StepOutcome* out);
+
+  const Engine& engine() const { return engine_; }
+  // How the backend's time went (ComputeThread::Summary); a device queue keeps its own.
+  std::string ComputeSummary() { return compute_.Summary(); }
+
+ private:
+  absl::Status StepOnDeviceQueue(StepOutcome* out);
+
+  std::unique_ptr<Backend> backend_;
+  Engine engine_;
+  StepResult results_[2];
+  int slot_ = 0;
+  const StepPlan* in_flight_ = nullptr;  // started, not committed
+  ComputeThread compute_;                // last: joined first, before what its step uses goes
+};
+
+}  // namespace gecd::engine
+
+#endif  // GECD_ENGINE_PIPELINED_ENGINE_H_
