@@ -40,14 +40,25 @@ Answer Route(const StatusHttpServer::Handlers& handlers, std::string_view path) 
   return {MHD_HTTP_NOT_FOUND, "not found\n"};
 }
 
-// libmicrohttpd's request callback, on its thread. None of the paths takes a body, so the
-// answer goes out on the first call (headers complete); MHD discards any body that follows.
+// libmicrohttpd's request callback, on its thread: first with the headers, then with each
+// piece of a body, and a last time once the request is complete. A GET is answered on the
+// last call: answered earlier, MHD closes the connection (no keep-alive) or, with a body still
+// unread, sends nothing. A body, which none of the paths takes, is read and dropped. Another
+// method is refused at once (MHD then closes the connection).
 MHD_Result OnRequest(void* cls, MHD_Connection* connection, const char* url, const char* method,
                      const char* /*version*/, const char* /*upload_data*/,
-                     size_t* /*upload_data_size*/, void** /*con_cls*/) {
+                     size_t* upload_data_size, void** request_state) {
   const auto& handlers = *static_cast<const StatusHttpServer::Handlers*>(cls);
   const std::string_view m(method);
   const bool known_method = m == MHD_HTTP_METHOD_GET || m == MHD_HTTP_METHOD_HEAD;
+  if (known_method && *request_state == nullptr) {
+    *request_state = connection;  // any non-null marker: headers seen
+    return MHD_YES;
+  }
+  if (known_method && *upload_data_size != 0) {
+    *upload_data_size = 0;
+    return MHD_YES;
+  }
   const Answer answer = known_method
                             ? Route(handlers, url)
                             : Answer{MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n"};

@@ -104,28 +104,73 @@ TEST(StatusHttpServerTest, AnswersHealthReadinessAndMetrics) {
   EXPECT_EQ(HttpGet(server->port(), "/healthz", &body), 200);  // alive while not ready
 }
 
+// Sends `requests` on one connection and reads what comes back until the server closes it.
+std::string Exchange(int port, const std::string& requests) {
+  const int fd = StartConnect(port);
+  if (!AllConnected({fd}, milliseconds(5'000))) return "";
+  std::string response;
+  if (send(fd, requests.data(), requests.size(), MSG_NOSIGNAL) ==
+      static_cast<ssize_t>(requests.size())) {
+    char buf[4096];
+    for (;;) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 5'000) != 1) break;
+      const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      response.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  return response;
+}
+
 TEST(StatusHttpServerTest, MetricsCarryThePrometheusContentType) {
   std::atomic<bool> ready{true};
   std::unique_ptr<StatusHttpServer> server = StartOrDie(&ready);
   ASSERT_NE(server, nullptr);
-  const int fd = StartConnect(server->port());
-  ASSERT_TRUE(AllConnected({fd}, milliseconds(5'000)));
-  const std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-  ASSERT_EQ(send(fd, request.data(), request.size(), MSG_NOSIGNAL),
-            static_cast<ssize_t>(request.size()));
-  std::string response;
-  char buf[4096];
-  for (;;) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 5'000) != 1) break;
-    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    response.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
+  const std::string response =
+      Exchange(server->port(), "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   EXPECT_TRUE(absl::StrContains(absl::AsciiStrToLower(response),
                                 "content-type: text/plain; version=0.0.4; charset=utf-8\r\n"))
       << response;
+}
+
+// A scraper's keep-alive connection serves its next request too.
+TEST(StatusHttpServerTest, KeepsTheConnectionForTheNextRequest) {
+  std::atomic<bool> ready{false};
+  std::unique_ptr<StatusHttpServer> server = StartOrDie(&ready);
+  ASSERT_NE(server, nullptr);
+  const std::string response =
+      Exchange(server->port(),
+               "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+               "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_TRUE(absl::StartsWith(response, "HTTP/1.1 200 ")) << response;
+  EXPECT_TRUE(absl::StrContains(response, "\r\n\r\nok\nHTTP/1.1 503 ")) << response;
+  EXPECT_TRUE(absl::EndsWith(response, "not ready\n")) << response;
+}
+
+// A body no path takes is dropped, and the request still answered.
+TEST(StatusHttpServerTest, AnswersAGetWithABody) {
+  std::atomic<bool> ready{true};
+  std::unique_ptr<StatusHttpServer> server = StartOrDie(&ready);
+  ASSERT_NE(server, nullptr);
+  const std::string response =
+      Exchange(server->port(),
+               "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+               "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_TRUE(absl::StartsWith(response, "HTTP/1.1 200 ")) << response;
+  EXPECT_TRUE(absl::StrContains(response, "\r\n\r\nok\nHTTP/1.1 200 ")) << response;
+  EXPECT_TRUE(absl::EndsWith(response, "\r\n\r\nready\n")) << response;
+}
+
+TEST(StatusHttpServerTest, OtherMethodsGet405) {
+  std::atomic<bool> ready{true};
+  std::unique_ptr<StatusHttpServer> server = StartOrDie(&ready);
+  ASSERT_NE(server, nullptr);
+  const std::string response = Exchange(
+      server->port(), "POST /readyz HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello");
+  EXPECT_TRUE(absl::StartsWith(response, "HTTP/1.1 405 ")) << response;
+  EXPECT_TRUE(absl::StrContains(response, "Allow: GET, HEAD\r\n")) << response;
 }
 
 TEST(StatusHttpServerTest, ServesIpv6Loopback) {
