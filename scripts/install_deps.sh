@@ -9,7 +9,7 @@ packages=(
   libopenblas-dev libpcre2-dev libsentencepiece-dev libutf8proc-dev
   libhunspell-dev hunspell-en-us
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcpp-httplib-dev python3-grpcio python3-protobuf
+  libmicrohttpd-dev python3-grpcio python3-protobuf
 )
 
 missing=()

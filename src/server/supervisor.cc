@@ -29,6 +29,7 @@
 #include "model/tokenizer.h"
 #include "server/metrics.h"
 #include "server/listen_address.h"
+#include "server/open_file_limit.h"
 #include "server/process_title.h"
 #include "server/roles.h"
 #include "server/sd_notify.h"
@@ -410,6 +411,13 @@ absl::Status CheckDevice(const config::Config& config) {
 int RunSupervisor(const config::Config& config, const std::string& config_path,
                   const std::string& overrides) {
   SetProcessTitle("gecd: supervisor");
+  // Each connection is a descriptor: let the metrics endpoint (and the workers, who inherit
+  // it) hold thousands rather than stop accepting at the usual soft limit of 1024.
+  if (absl::StatusOr<OpenFileLimit> files = RaiseOpenFileLimit(); files.ok()) {
+    spdlog::info("open files limit {} (was {})", files->after, files->before);
+  } else {
+    spdlog::warn("open files limit unchanged: {}", files.status().ToString());
+  }
   if (absl::Status model = CheckModelDirectory(config); !model.ok()) {
     spdlog::critical("model.dir {}: {}", config.model.dir, model.ToString());
     return 2;
