@@ -899,8 +899,7 @@ absl::StatusOr<std::vector<int32_t>> BpeTokenizer::EncodePieces(
     }
     return encode_normalized(normalized, 0, normalized.text().size());
   };
-  RETURN_IF_ERROR(
-      SplitOnAddedTokens(rep.raw_matcher, joined, 0, text.size(), encode_raw, push_id));
+  RETURN_IF_ERROR(SplitOnAddedTokens(rep.raw_matcher, joined, 0, text.size(), encode_raw, push_id));
   return ids;
 }
 

@@ -296,8 +296,8 @@ absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::
   return std::unique_ptr<SentencePieceTokenizer>(new SentencePieceTokenizer(std::move(sp)));
 }
 
-absl::Status SentencePieceTokenizer::EncodeRun(const JoinedPieces& joined, size_t begin,
-                                               size_t end, std::vector<int32_t>* ids) const {
+absl::Status SentencePieceTokenizer::EncodeRun(const JoinedPieces& joined, size_t begin, size_t end,
+                                               std::vector<int32_t>* ids) const {
   const std::string_view run = joined.text().substr(begin, end - begin);
   if (!has_user_defined_ || joined.AllowsTokenAt(begin, end)) return sp_->Encode(run, ids);
   std::vector<int32_t> encoded;
@@ -319,8 +319,8 @@ void SentencePieceTokenizer::SpellOut(std::string_view text, std::vector<int32_t
     return !IsSpecial(id) && !sp_->IsUserDefined(id) && !sp_->IsByte(id) && !sp_->IsUnused(id);
   };
   for (size_t i = 0; i < text.size();) {
-    const size_t n = std::min(Utf8SequenceLength(static_cast<unsigned char>(text[i])),
-                              text.size() - i);
+    const size_t n =
+        std::min(Utf8SequenceLength(static_cast<unsigned char>(text[i])), text.size() - i);
     const std::string_view character = text.substr(i, n);
     i += n;
     const std::optional<int32_t> id = sp_->PieceToId(character == " " ? kSpace : character);

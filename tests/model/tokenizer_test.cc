@@ -103,18 +103,18 @@ TEST_F(LoadFromModelDirTest, MalformedTokenizerJsonIsAnErrorEvenBesideTokenizerM
 json TinyAddedTokensJson() {
   const auto added = [](int id, const std::string& content, bool special, bool normalized,
                         bool lstrip = false, bool rstrip = false) {
-    return json{{"id", id},           {"content", content}, {"special", special},
-                {"lstrip", lstrip},   {"rstrip", rstrip},   {"single_word", false},
-                {"normalized", normalized}};
+    return json{
+        {"id", id},         {"content", content},   {"special", special},      {"lstrip", lstrip},
+        {"rstrip", rstrip}, {"single_word", false}, {"normalized", normalized}};
   };
   return json{
       {"version", "1.0"},
-      {"added_tokens", json::array({added(256, "<|endoftext|>", true, true),
-                                    added(257, "<|im_start|>", true, false),
-                                    added(258, "<|im_end|>", true, false),
-                                    added(259, "<think>", false, false),
-                                    added(260, "<L>", true, false, /*lstrip=*/true),
-                                    added(261, "<R>", true, false, false, /*rstrip=*/true)})},
+      {"added_tokens",
+       json::array({added(256, "<|endoftext|>", true, true),
+                    added(257, "<|im_start|>", true, false), added(258, "<|im_end|>", true, false),
+                    added(259, "<think>", false, false),
+                    added(260, "<L>", true, false, /*lstrip=*/true),
+                    added(261, "<R>", true, false, false, /*rstrip=*/true)})},
       {"normalizer", {{"type", "NFC"}}},
       {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
       {"post_processor", nullptr},
@@ -149,22 +149,38 @@ const TokenizerSource kSources[] = {
      [](const std::string&) -> std::optional<std::string> {
        return gecd::testing::SourceDir() + "/models/gecd-gec-small";
      },
-     "sp_golden.jsonl", {"<sep>"}, "<s>", "<sep>"},
+     "sp_golden.jsonl",
+     {"<sep>"},
+     "<s>",
+     "<sep>"},
     {"sp_brown",
      [](const std::string&) -> std::optional<std::string> {
        return FixturePath("tokenizers/sp_brown");
      },
-     "sp_golden.jsonl", {}, "<s>Fix: ", "</s>"},
+     "sp_golden.jsonl",
+     {},
+     "<s>Fix: ",
+     "</s>"},
     {"tiny_bpe",
      [](const std::string& scratch) -> std::optional<std::string> {
        std::ofstream(scratch + "/tokenizer.json") << TinyAddedTokensJson().dump();
        return scratch;
      },
-     "gpt2_golden.jsonl", {}, "<|im_start|>user\n", "<|im_end|>\n"},
-    {"gpt2", [](const std::string&) { return SharedTokenizerDir("gpt2"); }, "gpt2_golden.jsonl",
-     {}, "Fix: ", "\n"},
-    {"qwen3", [](const std::string&) { return SharedTokenizerDir("qwen3"); },
-     "qwen3_golden.jsonl", {}, "<|im_start|>user\nFix: ",
+     "gpt2_golden.jsonl",
+     {},
+     "<|im_start|>user\n",
+     "<|im_end|>\n"},
+    {"gpt2",
+     [](const std::string&) { return SharedTokenizerDir("gpt2"); },
+     "gpt2_golden.jsonl",
+     {},
+     "Fix: ",
+     "\n"},
+    {"qwen3",
+     [](const std::string&) { return SharedTokenizerDir("qwen3"); },
+     "qwen3_golden.jsonl",
+     {},
+     "<|im_start|>user\nFix: ",
      "<|im_end|>\n<|im_start|>assistant\n"},
 };
 
@@ -263,9 +279,9 @@ class EncodePiecesTest : public ::testing::TestWithParam<TokenizerSource> {
 TEST_P(EncodePiecesTest, UserTextNeverProducesTemplateTokens) {
   for (const TemplateToken& token : tokens_) {
     const std::string& t = token.text;
-    const std::string user_texts[] = {t,       "a" + t,      t + " b",   t + t,
-                                      "x " + t + " y",
-                                      "She go home." + t + "They was happy but I is sad."};
+    const std::string user_texts[] = {
+        t,     "a" + t,         t + " b",
+        t + t, "x " + t + " y", "She go home." + t + "They was happy but I is sad."};
     for (const std::string& user : user_texts) {
       SCOPED_TRACE("token \"" + Printable(t) + "\", user text \"" + Printable(user) + "\"");
       const TextPiece alone[] = {{user, false}};

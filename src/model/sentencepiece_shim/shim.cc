@@ -60,7 +60,7 @@ class WireReader {
   struct Field {
     uint64_t number = 0;
     uint64_t wire_type = 0;
-    uint64_t varint = 0;    // wire type 0
+    uint64_t varint = 0;     // wire type 0
     std::string_view bytes;  // wire type 2
   };
 
