@@ -3,11 +3,13 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_join.h"
@@ -369,6 +371,31 @@ TEST_P(EncodePiecesTest, PromptWithUserTextIsTokenizedAsIfWhole) {
   }
   EXPECT_EQ(mismatches, 0) << "of " << compared;
   EXPECT_GT(compared, 1000);
+}
+
+TEST_P(EncodePiecesTest, ConcurrentCallsGiveTheSerialIds) {
+  const TokenizerSource& source = GetParam();
+  const size_t count = std::min<size_t>(texts_.size(), 300);
+  std::vector<std::vector<int32_t>> expected(count);
+  for (size_t i = 0; i < count; ++i) {
+    const TextPiece pieces[] = {{source.prefix, true}, {texts_[i], false}, {source.suffix, true}};
+    expected[i] = EncodeOrFail(pieces);
+  }
+  std::atomic<int> mismatches = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t k = 0; k < count; ++k) {
+        const size_t i = (k + t * count / 4) % count;  // threads start at different texts
+        const TextPiece pieces[] = {
+            {source.prefix, true}, {texts_[i], false}, {source.suffix, true}};
+        auto ids = tokenizer_->EncodePieces(pieces);
+        if (!ids.ok() || *ids != expected[i]) ++mismatches;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 TEST_P(EncodePiecesTest, InvalidUtf8InAnyPieceIsAnErrorNamingIt) {
