@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/mapped_file.h"
 #include "common/status_macros.h"
+#include "model/joined_pieces.h"
 #include "model/json_fields.h"
 #include "model/utf8.h"
 #include "nlohmann/json.hpp"
@@ -281,6 +282,7 @@ class AddedTokenMatcher {
     empty_ = false;
   }
 
+  // The leftmost-longest match starting in [from, text.size()).
   std::optional<Match> Find(std::string_view text, size_t from) const {
     if (empty_) return std::nullopt;
     for (size_t pos = from; pos < text.size(); ++pos) {
@@ -298,26 +300,42 @@ class AddedTokenMatcher {
   bool empty_ = true;
 };
 
-// Cuts `text` at the added tokens `matcher` finds, like AddedVocabulary::find_matches: calls
-// on_text(piece) -> absl::Status for the text between them and on_token(id) for each token.
+// Cuts joined.text()'s [begin, end) at the added tokens `matcher` finds, like
+// AddedVocabulary::find_matches on that window alone, except that a token is only taken inside
+// one piece that allows it, and lstrip/rstrip strip only whitespace of that piece: calls
+// on_text(from, to) -> absl::Status for the text between tokens and on_token(id) for each.
 template <typename OnText, typename OnToken>
-absl::Status SplitOnAddedTokens(const AddedTokenMatcher& matcher, std::string_view text,
-                                OnText&& on_text, OnToken&& on_token) {
-  size_t done = 0;  // end of the last token taken, including stripped whitespace
-  size_t search = 0;
-  while (auto match = matcher.Find(text, search)) {
+absl::Status SplitOnAddedTokens(const AddedTokenMatcher& matcher, const JoinedPieces& joined,
+                                size_t begin, size_t end, OnText&& on_text, OnToken&& on_token) {
+  const std::string_view text = joined.text().substr(0, end);
+  const std::vector<JoinedPieces::Piece>& pieces = joined.pieces();
+  size_t done = begin;  // end of the last token taken, including stripped whitespace
+  size_t search = begin;
+  size_t piece = 0;
+  while (piece < pieces.size() && pieces[piece].begin < end) {
+    const JoinedPieces::Piece& p = pieces[piece];
+    const size_t zone_begin = std::max(p.begin, begin);
+    const size_t zone_end = std::min(p.end, end);
+    const std::optional<AddedTokenMatcher::Match> match =
+        p.special_tokens_allowed && std::max(search, zone_begin) < zone_end
+            ? matcher.Find(text.substr(0, zone_end), std::max(search, zone_begin))
+            : std::nullopt;
+    if (!match.has_value()) {
+      ++piece;
+      continue;
+    }
     size_t start = match->pos;
     size_t stop = match->pos + match->len;
     search = stop;
     const AddedToken& token = *match->token;
     if (token.single_word) {
       bool word_before = false;
-      if (start > 0) {
+      if (start > begin) {
         size_t i = LastCodepointStart(text.substr(0, start));
         word_before = IsWordChar(NextCodepoint(text, &i));
       }
       bool word_after = false;
-      if (stop < text.size()) {
+      if (stop < end) {
         size_t i = stop;
         word_after = IsWordChar(NextCodepoint(text, &i));
       }
@@ -326,7 +344,7 @@ absl::Status SplitOnAddedTokens(const AddedTokenMatcher& matcher, std::string_vi
     // Only whitespace-led tokens can start inside whitespace an rstrip already took.
     if (start < done) continue;
     if (token.lstrip) {
-      while (start > done) {
+      while (start > std::max(done, zone_begin)) {
         size_t i = LastCodepointStart(text.substr(0, start));
         const size_t prev = i;
         if (!IsWhiteSpace(NextCodepoint(text, &i))) break;
@@ -334,17 +352,17 @@ absl::Status SplitOnAddedTokens(const AddedTokenMatcher& matcher, std::string_vi
       }
     }
     if (token.rstrip) {
-      while (stop < text.size()) {
+      while (stop < zone_end) {
         size_t i = stop;
         if (!IsWhiteSpace(NextCodepoint(text, &i))) break;
         stop = i;
       }
     }
-    if (done < start) RETURN_IF_ERROR(on_text(text.substr(done, start - done)));
+    if (done < start) RETURN_IF_ERROR(on_text(done, start));
     on_token(token.id);
     done = stop;
   }
-  if (done < text.size()) RETURN_IF_ERROR(on_text(text.substr(done)));
+  if (done < end) RETURN_IF_ERROR(on_text(done, end));
   return absl::OkStatus();
 }
 
@@ -848,25 +866,40 @@ absl::StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::LoadFromJson(
   return std::unique_ptr<BpeTokenizer>(new BpeTokenizer(std::move(rep)));
 }
 
-absl::StatusOr<std::vector<int32_t>> BpeTokenizer::Encode(std::string_view text) const {
-  RETURN_IF_ERROR(ValidateUtf8(text));
+absl::StatusOr<std::vector<int32_t>> BpeTokenizer::EncodePieces(
+    std::span<const TextPiece> pieces) const {
+  ASSIGN_OR_RETURN(const JoinedPieces joined, JoinedPieces::Join(pieces));
   const Rep& rep = *rep_;
+  const std::string_view text = joined.text();
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 1);
   const auto push_id = [&](int32_t id) { ids.push_back(id); };
   const auto encode_word = [&](std::string_view word) { rep.EncodeWord(word, &ids); };
-  const auto encode_normalized = [&](std::string_view piece) {
-    return rep.PreTokenize(0, piece, encode_word);
+  // Added tokens cut the text into runs; each run is pre-tokenized whole, across pieces.
+  const auto encode_normalized = [&](const JoinedPieces& normalized, size_t from, size_t to) {
+    const auto pre_tokenize = [&](size_t b, size_t e) {
+      return rep.PreTokenize(0, normalized.text().substr(b, e - b), encode_word);
+    };
+    return SplitOnAddedTokens(rep.normalized_matcher, normalized, from, to, pre_tokenize, push_id);
   };
-  const auto encode_raw = [&](std::string_view piece) -> absl::Status {
-    std::string normalized;
-    if (rep.nfc && !IsAscii(piece)) {
-      ASSIGN_OR_RETURN(normalized, Nfc(piece));
-      piece = normalized;
+  const auto encode_raw = [&](size_t from, size_t to) -> absl::Status {
+    if (!rep.nfc || IsAscii(text.substr(from, to - from))) {
+      return encode_normalized(joined, from, to);
     }
-    return SplitOnAddedTokens(rep.normalized_matcher, piece, encode_normalized, push_id);
+    // Each piece is normalized on its own, so a boundary still separates template text from
+    // the user's (NFC differs from the whole string's only where a piece starts with a
+    // character that composes with, or reorders against, the one before it).
+    JoinedPieces normalized;
+    for (const JoinedPieces::Piece& piece : joined.pieces()) {
+      const size_t b = std::max(piece.begin, from);
+      const size_t e = std::min(piece.end, to);
+      if (b >= e) continue;
+      ASSIGN_OR_RETURN(const std::string part, Nfc(text.substr(b, e - b)));
+      normalized.Append(part, piece.special_tokens_allowed);
+    }
+    return encode_normalized(normalized, 0, normalized.text().size());
   };
-  RETURN_IF_ERROR(SplitOnAddedTokens(rep.raw_matcher, text, encode_raw, push_id));
+  RETURN_IF_ERROR(SplitOnAddedTokens(rep.raw_matcher, joined, 0, text.size(), encode_raw, push_id));
   return ids;
 }
 

@@ -25,6 +25,16 @@ namespace gecd::model {
 // normalized. The post_processor is ignored: Encode never adds tokens. Anything else is refused
 // at load time with an error naming the file and field, rather than silently mis-tokenized.
 //
+// EncodePieces: the template tokens are all of added_tokens, special or not. In a piece that
+// does not allow them their text is normalized, pre-tokenized and merged as ordinary text,
+// which is what `tokenizers` does for special tokens under split_special_tokens=True
+// (encode_special_tokens); unlike it, non-special added tokens are not matched there either,
+// since in the shipped tokenizers they are markup (Qwen3's <think>, <tool_call>,
+// <|fim_prefix|>) like SentencePiece's user-defined symbols. Where a piece boundary differs from
+// the whole string: an NFC normalizer normalizes each piece on its own, and lstrip/rstrip strip
+// only whitespace of the token's own piece (a user's text is never stripped); single_word looks
+// at the characters on either side whichever piece they are in.
+//
 // Owns the vocabulary, merge ranks, compiled (JIT) regexes, the added-token matcher and a
 // bounded word -> ids cache. Immutable after loading apart from that cache, which is internally
 // locked: all methods may be called concurrently.
@@ -36,7 +46,8 @@ class BpeTokenizer final : public Tokenizer {
                                                                     const std::string& source);
   ~BpeTokenizer() override;
 
-  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text) const override;
+  absl::StatusOr<std::vector<int32_t>> EncodePieces(
+      std::span<const TextPiece> pieces) const override;
   // Added tokens decode to their literal content; ids outside the vocabulary are skipped.
   std::string Decode(std::span<const int32_t> ids, bool skip_special = true) const override;
   std::string TokenBytes(int32_t id) const override;

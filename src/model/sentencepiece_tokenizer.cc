@@ -10,8 +10,10 @@
 #include "absl/memory/memory.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "model/joined_pieces.h"
 #include "model/sentencepiece_shim/shim.h"
 #include "model/utf8.h"
 
@@ -96,6 +98,8 @@ class SentencePieceShim {
   decltype(&gecd_sp_is_control) is_control = nullptr;
   decltype(&gecd_sp_is_unknown) is_unknown = nullptr;
   decltype(&gecd_sp_is_byte) is_byte = nullptr;
+  decltype(&gecd_sp_is_unused) is_unused = nullptr;
+  decltype(&gecd_sp_is_user_defined) is_user_defined = nullptr;
   decltype(&gecd_sp_free) free = nullptr;
 
  private:
@@ -150,6 +154,8 @@ class SentencePieceShim {
     RETURN_IF_ERROR(Resolve(handle, path, "gecd_sp_is_control", &is_control));
     RETURN_IF_ERROR(Resolve(handle, path, "gecd_sp_is_unknown", &is_unknown));
     RETURN_IF_ERROR(Resolve(handle, path, "gecd_sp_is_byte", &is_byte));
+    RETURN_IF_ERROR(Resolve(handle, path, "gecd_sp_is_unused", &is_unused));
+    RETURN_IF_ERROR(Resolve(handle, path, "gecd_sp_is_user_defined", &is_user_defined));
     return Resolve(handle, path, "gecd_sp_free", &free);
   }
 
@@ -177,15 +183,23 @@ class SentencePieceModel {
   SentencePieceModel& operator=(const SentencePieceModel&) = delete;
   ~SentencePieceModel() { shim_->destroy(processor_); }
 
-  // Appends the ids of text.
-  absl::Status Encode(std::string_view text, std::vector<int32_t>* ids) const {
+  // Appends the ids of text and, when `spans` is not null, the [begin, end) byte offsets in
+  // `text` each was read from.
+  absl::Status Encode(std::string_view text, std::vector<int32_t>* ids,
+                      std::vector<std::pair<uint32_t, uint32_t>>* spans = nullptr) const {
     int32_t* encoded = nullptr;
+    uint32_t* offsets = nullptr;
     size_t count = 0;
     char* error = nullptr;
-    const int code = shim_->encode(processor_, text.data(), text.size(), &encoded, &count, &error);
+    const int code = shim_->encode(processor_, text.data(), text.size(), &encoded,
+                                   spans != nullptr ? &offsets : nullptr, &count, &error);
     RETURN_IF_ERROR(Check(shim_, code, error, "SentencePiece encode"));
-    const ShimBuffer owned(encoded, {shim_});
+    const ShimBuffer owned_ids(encoded, {shim_});
+    const ShimBuffer owned_offsets(offsets, {shim_});
     ids->insert(ids->end(), encoded, encoded + count);
+    if (spans != nullptr) {
+      for (size_t i = 0; i < count; ++i) spans->emplace_back(offsets[2 * i], offsets[2 * i + 1]);
+    }
     return absl::OkStatus();
   }
 
@@ -213,6 +227,8 @@ class SentencePieceModel {
   bool IsControl(int32_t id) const { return shim_->is_control(processor_, id) != 0; }
   bool IsUnknown(int32_t id) const { return shim_->is_unknown(processor_, id) != 0; }
   bool IsByte(int32_t id) const { return shim_->is_byte(processor_, id) != 0; }
+  bool IsUnused(int32_t id) const { return shim_->is_unused(processor_, id) != 0; }
+  bool IsUserDefined(int32_t id) const { return shim_->is_user_defined(processor_, id) != 0; }
 
  private:
   // A buffer the shim malloc'ed, which only the shim may free.
@@ -240,6 +256,8 @@ class SentencePieceModel {
 
 namespace {
 
+constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's space
+
 // Parses a byte-fallback piece "<0xNN>".
 std::optional<char> BytePieceValue(std::string_view piece) {
   if (piece.size() != 6 || piece.compare(0, 3, "<0x") != 0 || piece[5] != '>') return std::nullopt;
@@ -263,6 +281,8 @@ SentencePieceTokenizer::SentencePieceTokenizer(std::unique_ptr<const SentencePie
     if (sp_->IsControl(id) || sp_->IsUnknown(id)) {
       specials_.emplace_back(std::string(sp_->IdToPiece(id)), id);
     }
+    if (sp_->IsUnknown(id)) unk_id_ = id;
+    has_user_defined_ = has_user_defined_ || sp_->IsUserDefined(id);
   }
   std::stable_sort(specials_.begin(), specials_.end(),
                    [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
@@ -276,30 +296,76 @@ absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::
   return std::unique_ptr<SentencePieceTokenizer>(new SentencePieceTokenizer(std::move(sp)));
 }
 
-absl::Status SentencePieceTokenizer::EncodePiece(std::string_view text,
-                                                 std::vector<int32_t>* ids) const {
-  return sp_->Encode(text, ids);
+absl::Status SentencePieceTokenizer::EncodeRun(const JoinedPieces& joined, size_t begin, size_t end,
+                                               std::vector<int32_t>* ids) const {
+  const std::string_view run = joined.text().substr(begin, end - begin);
+  if (!has_user_defined_ || joined.AllowsTokenAt(begin, end)) return sp_->Encode(run, ids);
+  std::vector<int32_t> encoded;
+  std::vector<std::pair<uint32_t, uint32_t>> spans;
+  RETURN_IF_ERROR(sp_->Encode(run, &encoded, &spans));
+  for (size_t i = 0; i < encoded.size(); ++i) {
+    const auto [b, e] = spans[i];
+    if (sp_->IsUserDefined(encoded[i]) && !joined.AllowsTokenAt(begin + b, begin + e)) {
+      SpellOut(run.substr(b, e - b), ids);
+    } else {
+      ids->push_back(encoded[i]);
+    }
+  }
+  return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<int32_t>> SentencePieceTokenizer::Encode(std::string_view text) const {
-  RETURN_IF_ERROR(ValidateUtf8(text));
-  std::vector<int32_t> ids;
-  size_t gap = 0;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    const auto special = std::find_if(specials_.begin(), specials_.end(), [&](const auto& s) {
-      return text.compare(pos, s.first.size(), s.first) == 0;
-    });
-    if (special == specials_.end()) {
-      ++pos;
+void SentencePieceTokenizer::SpellOut(std::string_view text, std::vector<int32_t>* ids) const {
+  const auto is_plain = [&](int32_t id) {
+    return !IsSpecial(id) && !sp_->IsUserDefined(id) && !sp_->IsByte(id) && !sp_->IsUnused(id);
+  };
+  for (size_t i = 0; i < text.size();) {
+    const size_t n =
+        std::min(Utf8SequenceLength(static_cast<unsigned char>(text[i])), text.size() - i);
+    const std::string_view character = text.substr(i, n);
+    i += n;
+    const std::optional<int32_t> id = sp_->PieceToId(character == " " ? kSpace : character);
+    if (id.has_value() && is_plain(*id)) {
+      ids->push_back(*id);
       continue;
     }
-    if (gap < pos) RETURN_IF_ERROR(EncodePiece(text.substr(gap, pos - gap), &ids));
-    ids.push_back(special->second);
-    pos += special->first.size();
-    gap = pos;
+    for (unsigned char byte : character) {
+      const std::optional<int32_t> byte_id = sp_->PieceToId(absl::StrFormat("<0x%02X>", byte));
+      if (byte_id.has_value() && sp_->IsByte(*byte_id)) {
+        ids->push_back(*byte_id);
+      } else if (unk_id_.has_value()) {
+        // As SentencePiece itself encodes a character it cannot spell.
+        ids->push_back(*unk_id_);
+        break;
+      }
+    }
   }
-  if (gap < text.size()) RETURN_IF_ERROR(EncodePiece(text.substr(gap), &ids));
+}
+
+absl::StatusOr<std::vector<int32_t>> SentencePieceTokenizer::EncodePieces(
+    std::span<const TextPiece> pieces) const {
+  ASSIGN_OR_RETURN(const JoinedPieces joined, JoinedPieces::Join(pieces));
+  const std::string_view text = joined.text();
+  std::vector<int32_t> ids;
+  size_t gap = 0;  // start of the text not yet encoded
+  for (const JoinedPieces::Piece& piece : joined.pieces()) {
+    if (!piece.special_tokens_allowed) continue;
+    const std::string_view within = text.substr(0, piece.end);
+    size_t pos = piece.begin;
+    while (pos < piece.end) {
+      const auto special = std::find_if(specials_.begin(), specials_.end(), [&](const auto& s) {
+        return within.compare(pos, s.first.size(), s.first) == 0;
+      });
+      if (special == specials_.end()) {
+        ++pos;
+        continue;
+      }
+      if (gap < pos) RETURN_IF_ERROR(EncodeRun(joined, gap, pos, &ids));
+      ids.push_back(special->second);
+      pos += special->first.size();
+      gap = pos;
+    }
+  }
+  if (gap < text.size()) RETURN_IF_ERROR(EncodeRun(joined, gap, text.size(), &ids));
   return ids;
 }
 
@@ -331,7 +397,6 @@ std::string SentencePieceTokenizer::TokenBytes(int32_t id) const {
   if (sp_->IsByte(id)) {
     if (std::optional<char> byte = BytePieceValue(piece)) return std::string(1, *byte);
   }
-  static constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's space
   std::string out;
   for (size_t i = 0; i < piece.size();) {
     if (piece.substr(i, kSpace.size()) == kSpace) {

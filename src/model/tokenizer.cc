@@ -10,6 +10,11 @@
 
 namespace gecd::model {
 
+absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text) const {
+  const TextPiece whole{text, /*special_tokens_allowed=*/true};
+  return EncodePieces(std::span<const TextPiece>(&whole, 1));
+}
+
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromModelDir(const std::string& dir) {
   const std::filesystem::path root(dir);
   std::error_code ec;

@@ -14,10 +14,12 @@
 // Text <-> token ids. Implementations: byte-level BPE from a Hugging Face tokenizer.json
 // (GPT-2, Llama-3, Qwen2 style) and SentencePiece from a tokenizer.model. Encodings equal the
 // reference libraries' ids exactly; Decode(Encode(s), /*skip_special=*/false) == s for every
-// valid UTF-8 s, up to the tokenizer's own normalization (Qwen's NFC gives back NFC(s)).
+// valid UTF-8 s, up to the tokenizer's own normalization (Qwen's NFC gives back NFC(s); a
+// SentencePiece model with remove_extra_whitespaces collapses runs of spaces).
 namespace gecd::model {
 
-// TEMPORARY (replaced by the tokenizer branch's real API at merge).
+// One part of a prompt: template text, where special and added tokens written literally map to
+// their ids, or user text, which never produces a special or added token (see EncodePieces).
 struct TextPiece {
   std::string_view text;
   bool special_tokens_allowed;
@@ -25,11 +27,6 @@ struct TextPiece {
 
 class Tokenizer {
  public:
-  virtual absl::StatusOr<std::vector<int32_t>> EncodePieces(std::span<const TextPiece> pieces) const {
-    std::string all;
-    for (const TextPiece& p : pieces) all.append(p.text);
-    return Encode(all);
-  }
   virtual ~Tokenizer() = default;
 
   // Loads tokenizer.json from `dir` if present, else tokenizer.model; a tokenizer.json of a
@@ -38,9 +35,25 @@ class Tokenizer {
   // file and field for malformed or unsupported ones.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFromModelDir(const std::string& dir);
 
-  // Special and added tokens written literally in `text` (e.g. "<|im_start|>") map to their
-  // ids; no BOS/EOS is added. Invalid UTF-8 is an InvalidArgument error.
-  virtual absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text) const = 0;
+  // Encodes the concatenation of `pieces` as Encode would encode it whole, except that special
+  // and added tokens (the template tokens: for BPE every entry of added_tokens, special or not;
+  // for SentencePiece its control, unknown and user-defined symbols) are matched only inside
+  // pieces that allow them, never across a piece boundary; elsewhere their literal text is
+  // encoded as ordinary text, and Decode gives it back. Text between two template-token
+  // matches is one run of ordinary text even where it spans pieces, so a prompt whose user text
+  // holds no template-token text gets exactly the ids Encode gives the whole string (the ids the
+  // model was trained on). The implementations state where a piece boundary can still differ
+  // from the whole string (normalization, whitespace stripping). No BOS/EOS is added. Invalid
+  // UTF-8 in any piece is an InvalidArgument error naming the piece.
+  //
+  // Thread-safe: Encode, EncodePieces and every other method may be called concurrently on
+  // one tokenizer (implementations are immutable after loading, caches internally locked).
+  virtual absl::StatusOr<std::vector<int32_t>> EncodePieces(
+      std::span<const TextPiece> pieces) const = 0;
+  // EncodePieces({{text, /*special_tokens_allowed=*/true}}): template tokens written literally
+  // anywhere in `text` (e.g. "<|im_start|>") map to their ids. Never use it on a user's text;
+  // give that to EncodePieces as a piece that does not allow them.
+  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text) const;
   // Concatenated bytes of the pieces; special tokens are left out when `skip_special`.
   virtual std::string Decode(std::span<const int32_t> ids, bool skip_special = true) const = 0;
   // Raw bytes of one token (for incremental detokenization); empty for special tokens.
@@ -48,6 +61,10 @@ class Tokenizer {
 
   virtual int32_t vocab_size() const = 0;
   virtual std::optional<int32_t> TokenToId(std::string_view token) const = 0;
+  // Special tokens are left out by Decode(skip_special) and have no TokenBytes: BPE's added
+  // tokens marked "special", SentencePiece's control and unknown symbols. The other template
+  // tokens (BPE's non-special added tokens, SentencePiece's user-defined symbols such as the
+  // default model's "<sep>") decode as their text.
   virtual bool IsSpecial(int32_t id) const = 0;
 };
 

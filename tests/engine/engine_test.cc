@@ -23,7 +23,8 @@ using testing::LoadReference;
 // Token id i reads "<i>", so a stop string can start inside one token and end in the next.
 class AngleTokenizer : public model::Tokenizer {
  public:
-  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view) const override {
+  absl::StatusOr<std::vector<int32_t>> EncodePieces(
+      std::span<const model::TextPiece>) const override {
     return absl::UnimplementedError("test tokenizer");
   }
   std::string Decode(std::span<const int32_t> ids, bool) const override {

@@ -4,6 +4,9 @@
 //   2. encoded by a second one with the full feature set (NFC, a Qwen-style Split regex, added
 //      tokens with lstrip/rstrip/single_word/normalized), which only must not crash;
 //   3. parsed as a tokenizer.json, and, when that loads, used to encode a few strings.
+//   4. cut, after its first byte (which picks the cuts and which pieces are template text),
+//      into three pieces for EncodePieces: the plain tokenizer must round-trip them and give no
+//      added token when no piece allows one; the featured one only must not crash.
 // Errors are fine everywhere; crashes, sanitizer reports and round-trip failures are not.
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +24,7 @@
 namespace {
 
 using gecd::model::BpeTokenizer;
+using gecd::model::TextPiece;
 using gecd::testing::ByteLevelVocab;
 using gecd::testing::ByteSpelling;
 using nlohmann::json;
@@ -112,6 +116,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   (void)Featured().Encode(text);
+
+  if (size > 0) {
+    const uint8_t control = data[0];
+    const std::string_view rest = text.substr(1);
+    const size_t a = rest.size() * (control & 0x7) / 7;
+    const size_t b = a + (rest.size() - a) * ((control >> 3) & 0x7) / 7;
+    const bool templated = (control & 0xC0) != 0;
+    const TextPiece pieces[] = {{rest.substr(0, a), (control & 0x40) != 0},
+                                {rest.substr(a, b - a), false},
+                                {rest.substr(b), (control & 0x80) != 0}};
+    const auto piece_ids = Plain().EncodePieces(pieces);
+    if (piece_ids.ok()) {
+      if (Plain().Decode(*piece_ids, /*skip_special=*/false) != rest) std::abort();
+      for (int32_t id : *piece_ids) {
+        if (!templated && Plain().IsSpecial(id)) std::abort();
+      }
+    }
+    (void)Featured().EncodePieces(pieces);
+  }
 
   auto loaded = BpeTokenizer::LoadFromJson(text, "fuzz-input");
   if (loaded.ok()) {

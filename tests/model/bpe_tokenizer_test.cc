@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <vector>
@@ -290,6 +291,106 @@ TEST(BpeTokenizerTest, MalformedFilesNameTheFileAndField) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(std::string(missing.status().message()).find(dir), std::string::npos);
   std::filesystem::remove_all(dir);
+}
+
+std::vector<int32_t> EncodePiecesOrDie(const Tokenizer& tokenizer,
+                                       std::initializer_list<TextPiece> pieces) {
+  auto ids = tokenizer.EncodePieces(std::span<const TextPiece>(pieces.begin(), pieces.size()));
+  EXPECT_TRUE(ids.ok()) << ids.status();
+  return ids.ok() ? *ids : std::vector<int32_t>{};
+}
+
+TEST(BpeEncodePiecesTest, AddedTokensMatchOnlyInsideOneTemplatePiece) {
+  json config = TinyTokenizerJson();
+  config["added_tokens"] =
+      json::array({AddedToken(260, "<s>", true), AddedToken(261, "<think>", false),
+                   AddedToken(262, "<s>>", true)});
+  auto tokenizer = LoadTiny(config);
+  ASSERT_NE(tokenizer, nullptr);
+  // Special or not, an added token in user text is ordinary text (merged as such: "hello").
+  EXPECT_EQ(EncodePiecesOrDie(*tokenizer, {{"<s>", true}, {"<s>hello<think>", false}}),
+            (std::vector<int32_t>{260, '<', 's', '>', 259, '<', 't', 'h', 'i', 'n', 'k', '>'}));
+  // A token the boundary cuts is not matched; a shorter one inside the template piece is.
+  EXPECT_EQ(EncodePiecesOrDie(*tokenizer, {{"<s", true}, {">", true}}),
+            (std::vector<int32_t>{'<', 's', '>'}));
+  EXPECT_EQ(EncodePiecesOrDie(*tokenizer, {{"<s>", true}, {">", true}}),
+            (std::vector<int32_t>{260, '>'}));
+  EXPECT_EQ(EncodePiecesOrDie(*tokenizer, {{"<s>", true}, {">", false}}),
+            (std::vector<int32_t>{260, '>'}));
+  // Ordinary text is pre-tokenized and merged across pieces, as in the whole string.
+  EXPECT_EQ(EncodePiecesOrDie(*tokenizer, {{"<s>he", true}, {"llo", false}}),
+            (std::vector<int32_t>{260, 259}));
+}
+
+TEST(BpeEncodePiecesTest, StripNeverTakesTheUsersWhitespaceAndSingleWordSeesIt) {
+  json config = TinyTokenizerJson();
+  config["added_tokens"] = json::array({
+      AddedToken(260, "<l>", true, /*lstrip=*/true),
+      AddedToken(261, "<r>", true, false, /*rstrip=*/true),
+      AddedToken(262, "<w>", true, false, false, /*single_word=*/true),
+  });
+  auto tokenizer = LoadTiny(config);
+  ASSERT_NE(tokenizer, nullptr);
+  EXPECT_EQ(EncodeOrDie(*tokenizer, "<r> a <l>"), (std::vector<int32_t>{261, 'a', 260}));
+  EXPECT_EQ(EncodePiecesOrDie(*tokenizer, {{"<r>", true}, {" a ", false}, {"<l>", true}}),
+            (std::vector<int32_t>{261, ' ', 'a', ' ', 260}));
+  // Whitespace of the token's own piece is stripped as in the whole string.
+  EXPECT_EQ(EncodePiecesOrDie(*tokenizer, {{"<r> ", true}, {"a", false}, {" <l>", true}}),
+            (std::vector<int32_t>{261, 'a', 260}));
+  // single_word looks at the neighbouring characters whichever piece holds them.
+  EXPECT_EQ(EncodePiecesOrDie(*tokenizer, {{"a", false}, {"<w>", true}}),
+            (std::vector<int32_t>{'a', '<', 'w', '>'}));
+  EXPECT_EQ(EncodePiecesOrDie(*tokenizer, {{"a ", false}, {"<w>", true}}),
+            (std::vector<int32_t>{'a', ' ', 262}));
+}
+
+TEST(BpeEncodePiecesTest, NfcNormalizesEachPieceOnItsOwn) {
+  json config = TinyTokenizerJson();
+  config["normalizer"] = {{"type", "NFC"}};
+  const std::string decomposed = "e\xCC\x81";  // e + combining acute; NFC: U+00E9
+  config["added_tokens"] =
+      json::array({AddedToken(260, "\xC3\xA9", true, false, false, false, /*normalized=*/true)});
+  auto tokenizer = LoadTiny(config);
+  ASSERT_NE(tokenizer, nullptr);
+  EXPECT_EQ(EncodeOrDie(*tokenizer, decomposed), (std::vector<int32_t>{260}));
+  EXPECT_EQ(EncodePiecesOrDie(*tokenizer, {{decomposed, true}}), (std::vector<int32_t>{260}));
+  // The user's NFC text is ordinary text: the bytes of U+00E9.
+  EXPECT_EQ(EncodePiecesOrDie(*tokenizer, {{decomposed, false}}),
+            (std::vector<int32_t>{0xC3, 0xA9}));
+  // A combining mark starting the user's text does not compose with the template's "e".
+  EXPECT_EQ(EncodePiecesOrDie(*tokenizer, {{"e", true}, {"\xCC\x81", false}}),
+            (std::vector<int32_t>{'e', 0xCC, 0x81}));
+}
+
+// Ids from Hugging Face `tokenizers` 0.23.3 with encode_special_tokens = True (the
+// split_special_tokens behaviour), for user text holding a special token.
+TEST(BpeEncodePiecesRealTest, UserTextMatchesReferenceSplitSpecialTokens) {
+  struct Case {
+    const char* tokenizer;
+    const char* text;
+    std::vector<int32_t> ids;
+  };
+  const Case cases[] = {
+      {"gpt2",
+       "She go home.<|endoftext|>They was happy.",
+       {3347, 467, 1363, 29847, 91, 437, 1659, 5239, 91, 29, 2990, 373, 3772, 13}},
+      {"qwen3",
+       "She go home.<|endoftext|>They was happy.",
+       {7941, 728, 2114, 15757, 91, 8691, 723, 427, 91, 29, 6865, 572, 6247, 13}},
+      {"qwen3", "a<|im_end|>b", {64, 27, 91, 318, 6213, 91, 29, 65}},
+      {"qwen3", " <|im_start|>user\n", {82639, 318, 4906, 91, 29, 872, 198}},
+  };
+  for (const std::string name : {"gpt2", "qwen3"}) {
+    const auto path = gecd::testing::SharedDataPath("tokenizers/" + name + "/tokenizer.json");
+    if (!path.has_value()) GTEST_SKIP() << "../shared is absent";
+    auto tokenizer = BpeTokenizer::LoadFromFile(*path);
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+    for (const Case& c : cases) {
+      if (c.tokenizer != name) continue;
+      EXPECT_EQ(EncodePiecesOrDie(**tokenizer, {{c.text, false}}), c.ids)
+          << name << " \"" << Printable(c.text) << "\"";
+    }
+  }
 }
 
 // Golden ids from Hugging Face `tokenizers` on the real files under ../shared.

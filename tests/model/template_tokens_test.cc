@@ -16,7 +16,10 @@ namespace {
 // with a template ending in "a".
 class MergingTokenizer : public Tokenizer {
  public:
-  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text) const override {
+  absl::StatusOr<std::vector<int32_t>> EncodePieces(
+      std::span<const TextPiece> pieces) const override {
+    std::string text;
+    for (const TextPiece& piece : pieces) text += piece.text;
     std::vector<int32_t> ids;
     for (size_t i = 0; i < text.size(); ++i) {
       if (text.substr(i, 2) == "ab") {

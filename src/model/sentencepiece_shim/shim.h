@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 // Bumped on any change to these declarations, so a stale installed shim is refused.
-#define GECD_SP_ABI_VERSION 1
+#define GECD_SP_ABI_VERSION 2
 
 // Only these symbols leave the module (it is built with hidden visibility).
 #define GECD_SP_EXPORT __attribute__((visibility("default")))
@@ -33,9 +33,11 @@ GECD_SP_EXPORT int gecd_sp_abi_version(void);
 GECD_SP_EXPORT int gecd_sp_load(const char* path, GecdSpProcessor** processor, char** error);
 GECD_SP_EXPORT void gecd_sp_destroy(GecdSpProcessor* processor);
 
-// Encodes UTF-8 text. On success sets *ids (null when *count is 0); otherwise sets *error.
+// Encodes UTF-8 text. On success sets *ids (null when *count is 0) and, when `spans` is not
+// null, *spans: 2 * *count byte offsets into `text`, the [begin, end) each id was read from;
+// otherwise sets *error.
 GECD_SP_EXPORT int gecd_sp_encode(const GecdSpProcessor* processor, const char* text, size_t size,
-                                  int32_t** ids, size_t* count, char** error);
+                                  int32_t** ids, uint32_t** spans, size_t* count, char** error);
 // Decodes ids into UTF-8 text, not NUL-terminated. On success sets *text; otherwise *error.
 GECD_SP_EXPORT int gecd_sp_decode(const GecdSpProcessor* processor, const int32_t* ids,
                                   size_t count, char** text, size_t* size, char** error);
@@ -50,6 +52,9 @@ GECD_SP_EXPORT int32_t gecd_sp_piece_to_id(const GecdSpProcessor* processor, con
 GECD_SP_EXPORT int gecd_sp_is_control(const GecdSpProcessor* processor, int32_t id);
 GECD_SP_EXPORT int gecd_sp_is_unknown(const GecdSpProcessor* processor, int32_t id);
 GECD_SP_EXPORT int gecd_sp_is_byte(const GecdSpProcessor* processor, int32_t id);
+GECD_SP_EXPORT int gecd_sp_is_unused(const GecdSpProcessor* processor, int32_t id);
+// User-defined symbols are pieces SentencePiece matches wherever their text occurs.
+GECD_SP_EXPORT int gecd_sp_is_user_defined(const GecdSpProcessor* processor, int32_t id);
 
 GECD_SP_EXPORT void gecd_sp_free(void* buffer);
 
