@@ -56,6 +56,8 @@ class CpuBackend final : public Backend {
   };
 
   CpuBackend() = default;
+  // The per-step activations, logits and GEMM scratch for options' step and batch sizes.
+  absl::Status AllocateStepBuffers(const CpuBackendOptions& options);
   // Checks the batch and fills tokens_ with its tokens, previous_sample entries filled in.
   absl::Status Validate(const StepBatch& batch);
   void ComputeRope(const StepBatch& batch);
