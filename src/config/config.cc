@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/mapped_file.h"
+#include "common/memory_limit.h"
 #include "common/status_macros.h"
 #include "yaml-cpp/yaml.h"
 
@@ -274,6 +275,16 @@ absl::Status ValidateConfig(const Config& c) {
   if (c.spelling.dictionary.empty() != c.spelling.lexicon.empty()) {
     return absl::InvalidArgumentError(
         "spelling.dictionary and spelling.lexicon: set both (the spelling stage) or neither");
+  }
+  // The KV cache alone larger than the memory this process may use can only end in a failed
+  // allocation or the OOM killer, at every engine start. (engine.kv_cache_blocks needs the
+  // model's block size: the backend checks it when it is created.)
+  const MemoryLimit& memory = ProcessMemoryLimit();
+  if (static_cast<uint64_t>(c.engine.kv_cache_mb) << 20 > memory.bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("engine.kv_cache_mb: ", c.engine.kv_cache_mb,
+                                                   " MB exceeds the memory this process may use (",
+                                                   Megabytes(memory.bytes), ", ", memory.source,
+                                                   ")"));
   }
   if ((c.server.ring_slots & (c.server.ring_slots - 1)) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("server.ring_slots: must be a power of two, got ",

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <new>
 #include <numbers>
 #include <span>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/memory_limit.h"
 #include "common/status_macros.h"
 
 namespace gecd::engine {
@@ -132,6 +134,18 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("CpuBackend: a KV cache of ", options.kv_cache_mb, " MB holds no block"));
   }
+  // The key the cache's size came from names it in errors. Checked before the weights load: a
+  // cache larger than the memory this process may use would fail to allocate or, touched,
+  // bring the OOM killer.
+  const char* kv_key = options.num_kv_blocks > 0 ? "engine.kv_cache_blocks" : "engine.kv_cache_mb";
+  const uint64_t block_bytes = static_cast<uint64_t>(b->layout_.ElementsPerBlock()) * sizeof(float);
+  const uint64_t kv_bytes = block_bytes * static_cast<uint64_t>(b->layout_.num_blocks);
+  if (const MemoryLimit& memory = ProcessMemoryLimit(); kv_bytes > memory.bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(kv_key, ": a KV cache of ", b->layout_.num_blocks, " blocks x ", block_bytes,
+                     " bytes (", kv_bytes, " bytes) exceeds the memory this process may use (",
+                     memory.bytes, " bytes, ", memory.source, ")"));
+  }
   b->max_step_tokens_ = options.max_step_tokens;
   b->max_batch_size_ = std::min(options.max_batch_size, options.max_step_tokens);
   int64_t max_context = b->layout_.capacity_tokens();
@@ -174,30 +188,46 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
 
   const size_t cache = static_cast<size_t>(b->layout_.num_layers) * b->layout_.num_blocks *
                        b->layout_.block_size * b->kv_width_;
-  b->k_cache_.assign(cache, 0.0f);
-  b->v_cache_.assign(cache, 0.0f);
-
-  const size_t t = options.max_step_tokens;
-  b->x_.resize(t * hidden);
-  b->h_.resize(t * hidden);
-  b->qkv_.resize(t * (b->q_width_ + 2 * b->kv_width_));
-  b->attn_.resize(t * b->q_width_);
-  b->gate_up_.resize(t * 2 * inter);
-  b->act_.resize(t * inter);
-  b->rope_cos_.resize(t * c.head_dim / 2);
-  b->rope_sin_.resize(t * c.head_dim / 2);
-  b->scores_.resize(static_cast<size_t>(c.num_attention_heads / c.num_key_value_heads) *
-                    b->max_context_);
-  b->last_.resize(static_cast<size_t>(b->max_batch_size_) * hidden);
-  b->logits_.resize(static_cast<size_t>(b->max_batch_size_) * c.vocab_size);
-  b->tokens_.reserve(options.max_step_tokens);
-  b->previous_next_tokens_.reserve(b->max_batch_size_);
-  const int max_in = std::max({c.hidden_size, c.intermediate_size, b->q_width_});
-  const int max_out = std::max(b->q_width_ + 2 * b->kv_width_, 2 * c.intermediate_size);
-  b->scratch_.Reserve(options.max_step_tokens, max_in, std::max(max_out, c.hidden_size));
-  b->scratch_.Reserve(b->max_batch_size_, max_in, c.vocab_size);
+  try {
+    b->k_cache_.assign(cache, 0.0f);
+    b->v_cache_.assign(cache, 0.0f);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(kv_key, ": cannot allocate the KV cache (", kv_bytes, " bytes)"));
+  }
+  if (absl::Status s = b->AllocateStepBuffers(options); !s.ok()) return s;
   if (options.threads > 0) openblas_set_num_threads(options.threads);
   return b;
+}
+
+// Catches at the allocations, so a size the machine cannot hold is an error, not an exception.
+absl::Status CpuBackend::AllocateStepBuffers(const CpuBackendOptions& options) try {
+  const model::ModelConfig& c = config_;
+  const int64_t hidden = c.hidden_size;
+  const int64_t inter = c.intermediate_size;
+  const size_t t = options.max_step_tokens;
+  x_.resize(t * hidden);
+  h_.resize(t * hidden);
+  qkv_.resize(t * (q_width_ + 2 * kv_width_));
+  attn_.resize(t * q_width_);
+  gate_up_.resize(t * 2 * inter);
+  act_.resize(t * inter);
+  rope_cos_.resize(t * c.head_dim / 2);
+  rope_sin_.resize(t * c.head_dim / 2);
+  scores_.resize(static_cast<size_t>(c.num_attention_heads / c.num_key_value_heads) * max_context_);
+  last_.resize(static_cast<size_t>(max_batch_size_) * hidden);
+  logits_.resize(static_cast<size_t>(max_batch_size_) * c.vocab_size);
+  tokens_.reserve(options.max_step_tokens);
+  previous_next_tokens_.reserve(max_batch_size_);
+  const int max_in = std::max({c.hidden_size, c.intermediate_size, q_width_});
+  const int max_out = std::max(q_width_ + 2 * kv_width_, 2 * c.intermediate_size);
+  scratch_.Reserve(options.max_step_tokens, max_in, std::max(max_out, c.hidden_size));
+  scratch_.Reserve(max_batch_size_, max_in, c.vocab_size);
+  return absl::OkStatus();
+} catch (const std::bad_alloc&) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat("engine.max_step_tokens ", options.max_step_tokens, ", engine.max_batch_size ",
+                   options.max_batch_size, ": cannot allocate the step buffers for this model"));
 }
 
 absl::Status CpuBackend::Validate(const StepBatch& batch) {

@@ -35,7 +35,9 @@ struct CpuBackendOptions {
 
 class CpuBackend final : public Backend {
  public:
-  // Reads every weight it needs; `checkpoint` may be closed afterwards.
+  // Reads every weight it needs; `checkpoint` may be closed afterwards. A KV cache larger than
+  // the memory this process may use (common/memory_limit.h), or one that cannot be allocated,
+  // is ResourceExhausted naming engine.kv_cache_mb or engine.kv_cache_blocks and the bytes.
   static absl::StatusOr<std::unique_ptr<CpuBackend>> Create(const model::Checkpoint& checkpoint,
                                                             const CpuBackendOptions& options);
 
@@ -56,6 +58,8 @@ class CpuBackend final : public Backend {
   };
 
   CpuBackend() = default;
+  // The per-step activations, logits and GEMM scratch for options' step and batch sizes.
+  absl::Status AllocateStepBuffers(const CpuBackendOptions& options);
   // Checks the batch and fills tokens_ with its tokens, previous_sample entries filled in.
   absl::Status Validate(const StepBatch& batch);
   void ComputeRope(const StepBatch& batch);

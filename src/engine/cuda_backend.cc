@@ -292,14 +292,27 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
                        : static_cast<int64_t>(free_bytes * options.kv_cache_memory_fraction /
                                               block_bytes) - 1;
   blocks = std::min<int64_t>(blocks, 1 << 30);
+  // The key the cache's size came from names it in errors.
+  const char* kv_key =
+      options.num_kv_blocks > 0 ? "engine.kv_cache_blocks" : "engine.kv_cache_memory_fraction";
   if (blocks <= 0) {
-    return absl::ResourceExhaustedError(absl::StrCat("CudaBackend: ", free_bytes,
-                                                     " bytes free hold no KV block"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(kv_key, ": ", free_bytes, " bytes free on the device hold no KV block"));
   }
   layout_.num_blocks = static_cast<int>(blocks);
   const size_t per_cache = static_cast<size_t>(blocks + 1) * block_bytes / 2;
-  RETURN_IF_ERROR(k_cache_.Allocate(per_cache));
-  RETURN_IF_ERROR(v_cache_.Allocate(per_cache));
+  if (2 * per_cache > free_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(kv_key, ": a KV cache of ", blocks, " blocks (", 2 * per_cache,
+                     " bytes) exceeds the ", free_bytes, " bytes free on device ", options.device));
+  }
+  for (DeviceBuffer* cache : {&k_cache_, &v_cache_}) {
+    if (absl::Status s = cache->Allocate(per_cache); !s.ok()) {
+      return absl::ResourceExhaustedError(absl::StrCat(kv_key, ": cannot allocate the KV cache (",
+                                                       2 * per_cache, " bytes) on device ",
+                                                       options.device, ": ", s.message()));
+    }
+  }
   int64_t max_context = layout_.capacity_tokens();
   if (c.max_position_embeddings > 0) {
     max_context = std::min<int64_t>(max_context, c.max_position_embeddings);

@@ -60,7 +60,8 @@ struct CudaBackendStats {
 class CudaBackend final : public Backend {
  public:
   // Uploads every weight (quantizing / fusing as the options say); `checkpoint` may be closed
-  // afterwards. Errors: no device, an unsupported shape, out of memory.
+  // afterwards. Errors: no device, an unsupported shape, out of memory (for the KV cache:
+  // ResourceExhausted naming engine.kv_cache_memory_fraction or engine.kv_cache_blocks).
   static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const model::Checkpoint& checkpoint,
                                                              const CudaBackendOptions& options);
   ~CudaBackend() override;

@@ -13,14 +13,24 @@ namespace {
 //   Submit: int64 arrival_us, int32 max_new_tokens, float copy_bias, int32 copy_begin,
 //           int32 copy_end, tokens
 //   Cancel: nothing (num_tokens is 0)
-//   Done:   int32 status_code, int64 queue_us, int64 engine_us, tokens
+//   Done:   int32 status_code, int64 queue_us, int64 engine_us, int64 first_token_us,
+//           uint32 message_bytes, tokens, message
 enum RecordType : uint32_t { kSubmit = 1, kCancel = 2, kDone = 3 };
 
 constexpr size_t kCommonBytes = 4 + 4 + 8 + 8;
 constexpr size_t kSubmitBytes = kCommonBytes + 8 + 4 + 4 + 4 + 4;
 constexpr size_t kCancelBytes = kCommonBytes;
-constexpr size_t kDoneBytes = kCommonBytes + 4 + 8 + 8;
+constexpr size_t kDoneBytes = kCommonBytes + 4 + 8 + 8 + 8 + 4;
 constexpr int32_t kMaxStatusCode = 16;  // absl::StatusCode::kUnauthenticated
+
+// How much of a DONE record's message is sent: at most kMaxDoneMessageBytes, not splitting a
+// UTF-8 sequence.
+size_t SentMessageBytes(const std::string& message) {
+  if (message.size() <= kMaxDoneMessageBytes) return message.size();
+  size_t n = kMaxDoneMessageBytes;
+  while (n > 0 && (static_cast<uint8_t>(message[n]) & 0xC0) == 0x80) --n;
+  return n;
+}
 
 class Encoder {
  public:
@@ -32,6 +42,11 @@ class Encoder {
   }
   void PutTokens(const std::vector<int32_t>& tokens) {
     std::memcpy(out_, tokens.data(), tokens.size() * sizeof(int32_t));
+    out_ += tokens.size() * sizeof(int32_t);
+  }
+  void PutBytes(const char* data, size_t n) {
+    std::memcpy(out_, data, n);
+    out_ += n;
   }
 
  private:
@@ -51,7 +66,13 @@ class Decoder {
   std::vector<int32_t> GetTokens(uint32_t n) {
     std::vector<int32_t> tokens(n);
     std::memcpy(tokens.data(), in_, n * sizeof(int32_t));
+    in_ += n * sizeof(int32_t);
     return tokens;
+  }
+  std::string GetBytes(size_t n) {
+    std::string bytes(reinterpret_cast<const char*>(in_), n);
+    in_ += n;
+    return bytes;
   }
 
  private:
@@ -64,7 +85,9 @@ size_t RecordBytes(const Record& record) {
   struct Size {
     size_t operator()(const SubmitRecord& r) const { return kSubmitBytes + 4 * r.tokens.size(); }
     size_t operator()(const CancelRecord&) const { return kCancelBytes; }
-    size_t operator()(const DoneRecord& r) const { return kDoneBytes + 4 * r.tokens.size(); }
+    size_t operator()(const DoneRecord& r) const {
+      return kDoneBytes + 4 * r.tokens.size() + SentMessageBytes(r.message);
+    }
   };
   return std::visit(Size{}, record);
 }
@@ -98,7 +121,11 @@ bool MessageWriter::Add(const Record& record) {
     out.Put(d.status_code);
     out.Put(d.queue_us);
     out.Put(d.engine_us);
+    out.Put(d.first_token_us);
+    const size_t message_bytes = SentMessageBytes(d.message);
+    out.Put<uint32_t>(message_bytes);
     out.PutTokens(d.tokens);
+    out.PutBytes(d.message.data(), message_bytes);
   }
   size_ += bytes;
   return true;
@@ -136,6 +163,7 @@ absl::StatusOr<bool> MessageReader::Next(Record* record) {
     return fail("record longer than the message");
   }
   if (type == kCancel && num_tokens != 0) return fail("cancel record with tokens");
+  size_t extra = 0;  // bytes after the tokens: a DONE record's message
   if (type == kSubmit) {
     SubmitRecord r;
     r.id = id;
@@ -159,10 +187,21 @@ absl::StatusOr<bool> MessageReader::Next(Record* record) {
     }
     r.queue_us = in.Get<int64_t>();
     r.engine_us = in.Get<int64_t>();
+    r.first_token_us = in.Get<int64_t>();
+    const uint32_t message_bytes = in.Get<uint32_t>();
+    if (message_bytes > kMaxDoneMessageBytes) {
+      return fail(absl::StrCat("done message of ", message_bytes, " bytes (at most ",
+                               kMaxDoneMessageBytes, ")"));
+    }
+    if (message_bytes > left - fixed - num_tokens * sizeof(int32_t)) {
+      return fail("record longer than the message");
+    }
     r.tokens = in.GetTokens(num_tokens);
+    r.message = in.GetBytes(message_bytes);
+    extra = message_bytes;
     *record = std::move(r);
   }
-  offset_ += fixed + num_tokens * sizeof(int32_t);
+  offset_ += fixed + num_tokens * sizeof(int32_t) + extra;
   return true;
 }
 

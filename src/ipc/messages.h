@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -35,13 +36,18 @@ struct CancelRecord {
   uint64_t epoch = 0;
 };
 
+// The longest DoneRecord::message that travels; a longer one is cut (at a UTF-8 boundary).
+inline constexpr size_t kMaxDoneMessageBytes = 512;
+
 struct DoneRecord {
   uint64_t id = 0;
   uint64_t epoch = 0;
   int32_t status_code = 0;  // absl::StatusCode
-  int64_t queue_us = 0;
-  int64_t engine_us = 0;
+  int64_t queue_us = 0;     // arrival → first engine step that ran it
+  int64_t engine_us = 0;    // first step → last token
+  int64_t first_token_us = 0;   // arrival → the step that produced its first token; 0: none
   std::vector<int32_t> tokens;  // generated, stop token excluded
+  std::string message;          // why, when status_code is not OK (the engine's Status message)
 };
 
 using Record = std::variant<SubmitRecord, CancelRecord, DoneRecord>;
@@ -65,8 +71,9 @@ class MessageWriter {
   size_t size_ = 0;
 };
 
-// Decodes a message record by record. A truncated or unknown record is an error, after which
-// the reader stays at the end; it never reads outside the message.
+// Decodes a message record by record. A truncated or unknown record, or a length beyond the
+// message or a field's bound, is an error, after which
+// the reader stays at the end; it never reads outside the message (written by another process).
 class MessageReader {
  public:
   explicit MessageReader(std::span<const uint8_t> message) : message_(message) {}

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -19,7 +20,7 @@ namespace gecd::ipc {
 namespace {
 
 constexpr uint64_t kMagic = 0x31474553'44434547;  // "GECDSEG1"
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 constexpr int kMaxWorkers = 1024;
 
 size_t RoundUp64(size_t n) { return (n + 63) / 64 * 64; }
@@ -186,6 +187,22 @@ std::span<uint8_t> SharedSegment::channel_region(int index) const {
 WorkerChannel SharedSegment::channel(int index) const { return channels_[index]; }
 
 int SharedSegment::num_workers() const { return static_cast<int>(header()->num_workers); }
+
+void SharedSegment::SetEngineFailure(std::string_view message) {
+  SegmentHeader* h = header();
+  const size_t n = std::min(message.size(), kEngineFailureCapacity);
+  std::memcpy(h->engine_failure, message.data(), n);
+  h->engine_failure_bytes = static_cast<uint32_t>(n);
+}
+
+std::string SharedSegment::EngineFailure() const {
+  const SegmentHeader* h = header();
+  // Bounded here too: the length was written by another process.
+  return std::string(h->engine_failure,
+                     std::min<size_t>(h->engine_failure_bytes, kEngineFailureCapacity));
+}
+
+void SharedSegment::ClearEngineFailure() { header()->engine_failure_bytes = 0; }
 
 void SharedSegment::ResetWorkerChannel(int index) {
   channels_[index].RequestReset();

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -25,6 +26,9 @@ struct SegmentOptions {
   uint32_t ring_slot_bytes = 4096;
   size_t metrics_bytes = 0;  // for server::MetricsRegion
 };
+
+// The longest engine start-up failure message the segment keeps; longer ones are cut.
+inline constexpr size_t kEngineFailureCapacity = 1024;
 
 // Shared state every process reads. Written only as noted.
 struct SegmentHeader {
@@ -51,6 +55,11 @@ struct SegmentHeader {
   // ring a worker bumps and futex-wakes it, but only when engine_sleeping is set.
   alignas(64) std::atomic<uint32_t> engine_doorbell;
   std::atomic<uint32_t> engine_sleeping;
+  // Why the engine could not start (loading the model or sizing its cache failed): written by
+  // that engine just before it exits, read by the supervisor once it has reaped it, cleared by
+  // the supervisor before it starts an engine. See SharedSegment::SetEngineFailure.
+  alignas(64) uint32_t engine_failure_bytes;
+  char engine_failure[kEngineFailureCapacity];
 };
 
 // Owns the mapping (and, for the creator, the name until Unlink). Move-only.
@@ -83,6 +92,14 @@ class SharedSegment {
   Doorbell engine_doorbell() const {
     return {&header()->engine_doorbell, &header()->engine_sleeping};
   }
+
+  // Engine, when it cannot start: records `message` (cut to kEngineFailureCapacity bytes) for
+  // the supervisor, which reads it with EngineFailure() after the engine exited and clears it
+  // with ClearEngineFailure() before starting the next. Not for concurrent use: the engine's
+  // exit and the supervisor's waitpid order the two.
+  void SetEngineFailure(std::string_view message);
+  std::string EngineFailure() const;
+  void ClearEngineFailure();
 
   // Supervisor, after worker `index` died and before starting its replacement: has the engine
   // free its sequences and reset its rings (see worker_channel.h).

@@ -185,7 +185,8 @@ void EngineLoop::Admit(int worker, ipc::SubmitRecord record) {
   sequences_[id] = Sequence{.worker = worker,
                             .request_id = record.id,
                             .arrival_us = record.arrival_us,
-                            .first_step_us = 0};
+                            .first_step_us = 0,
+                            .first_token_us = 0};
   e.live.emplace(record.id, id);
   engine::GenerationParams params;
   params.max_new_tokens = record.max_new_tokens;
@@ -195,7 +196,7 @@ void EngineLoop::Admit(int worker, ipc::SubmitRecord record) {
   const absl::Status added = generator_->Add(id, std::move(record.tokens), std::move(params));
   if (!added.ok()) {
     spdlog::debug("worker {} request {}: {}", worker, record.id, added.ToString());
-    Reply(id, added.code());
+    Reply(id, added.code(), std::string(added.message()));
     return;
   }
   metrics_.AddPromptTokens(prompt_tokens);
@@ -220,16 +221,18 @@ absl::Status EngineLoop::RunStep() {
     if (it != sequences_.end() && it->second.first_step_us == 0)
       it->second.first_step_us = start_us;
   }
+  const int64_t committed_us = NowUs();
   for (const engine::StepEvent& event : outcome.events) {
     auto it = sequences_.find(event.id);
     if (it == sequences_.end()) continue;
+    if (it->second.first_token_us == 0) it->second.first_token_us = committed_us;
     if (outputs_.Add(event)) Reply(event.id, absl::StatusCode::kOk);
   }
   if (!outcome.ran.empty()) metrics_.ObserveBatch(static_cast<int>(outcome.ran.size()));
   return absl::OkStatus();
 }
 
-void EngineLoop::Reply(engine::SequenceId id, absl::StatusCode code) {
+void EngineLoop::Reply(engine::SequenceId id, absl::StatusCode code, std::string message) {
   auto it = sequences_.find(id);
   Sequence& seq = it->second;
   const int64_t now_us = NowUs();
@@ -241,7 +244,11 @@ void EngineLoop::Reply(engine::SequenceId id, absl::StatusCode code) {
     record.queue_us = std::max<int64_t>(0, seq.first_step_us - seq.arrival_us);
     record.engine_us = now_us - seq.first_step_us;
   }
+  if (seq.first_token_us != 0) {
+    record.first_token_us = std::max<int64_t>(1, seq.first_token_us - seq.arrival_us);
+  }
   record.tokens = outputs_.Take(id);
+  record.message = std::move(message);
   endpoints_[seq.worker].live.erase(seq.request_id);
   QueueReply(seq.worker, std::move(record));
   sequences_.erase(it);
@@ -253,8 +260,15 @@ void EngineLoop::QueueReply(int worker, ipc::DoneRecord record) {
     spdlog::error("worker {} request {}: {} tokens do not fit one ring message", worker, record.id,
                   record.tokens.size());
     record.status_code = static_cast<int32_t>(absl::StatusCode::kResourceExhausted);
+    record.message = absl::StrCat(record.tokens.size(),
+                                  " output tokens do not fit one response ring message "
+                                  "(server.ring_slot_bytes)");
     record.tokens.clear();
   }
+  // The smallest slots (server.ring_slot_bytes 256) hold less than kMaxDoneMessageBytes.
+  const size_t room =
+      e.channel.responses().max_message_bytes() - ipc::RecordBytes(ipc::DoneRecord{});
+  if (record.message.size() > room) record.message.resize(room);
   metrics_.AddGeneratedTokens(record.tokens.size());
   e.outbox.push_back(std::move(record));
 }
@@ -295,6 +309,7 @@ int RunEngineProcess(const config::Config& config, const std::string& shm_name) 
   absl::StatusOr<std::unique_ptr<EngineLoop>> loop = EngineLoop::Create(config, *segment);
   if (!loop.ok()) {
     spdlog::critical("engine: {}", loop.status().ToString());
+    segment->SetEngineFailure(loop.status().ToString());  // the supervisor's reason to stop
     return 1;
   }
   g_loop.store(loop->get());

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -52,6 +53,7 @@ class EngineLoop {
     uint64_t request_id = 0;
     int64_t arrival_us = 0;
     int64_t first_step_us = 0;
+    int64_t first_token_us = 0;  // when the step that produced its first token was committed
   };
   struct Endpoint {
     ipc::WorkerChannel channel;
@@ -69,7 +71,7 @@ class EngineLoop {
   void Admit(int worker, ipc::SubmitRecord record);
   void CancelRequest(int worker, const ipc::CancelRecord& record);
   absl::Status RunStep();
-  void Reply(engine::SequenceId id, absl::StatusCode code);
+  void Reply(engine::SequenceId id, absl::StatusCode code, std::string message = {});
   void QueueReply(int worker, ipc::DoneRecord record);
   void SendReplies();
   bool HasRequests() const;

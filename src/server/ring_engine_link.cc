@@ -195,11 +195,13 @@ void RingEngineLink::DrainResponses() {
       if (code == absl::StatusCode::kCancelled) {
         reply.status = absl::CancelledError("cancelled");
       } else if (code != absl::StatusCode::kOk) {
-        reply.status = absl::Status(code, "the engine rejected the request");
+        reply.status =
+            absl::Status(code, r.message.empty() ? "the engine rejected the request" : r.message);
       }
       reply.tokens = std::move(r.tokens);
       reply.queue_us = r.queue_us;
       reply.engine_us = r.engine_us;
+      reply.first_token_us = r.first_token_us;
       completions.emplace_back(std::move(it->second.done), std::move(reply));
       in_flight_.erase(it);
     }

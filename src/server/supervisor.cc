@@ -93,8 +93,14 @@ class Supervisor {
         signals_(signals) {}
   ~Supervisor();
 
-  // Serves until SIGTERM or SIGINT and a completed drain.
+  // Serves until SIGTERM or SIGINT and a completed drain. Fails, with the engine's reason,
+  // when the engine exits before it was ever ready (see engine_start_failed()).
   absl::Status Run();
+
+  // Whether Run() failed because the first engine could not start. That is a start-up crash
+  // loop (a model, config or memory problem every restart would hit again), so the supervisor
+  // stops instead of restarting it while /healthz says the daemon is alive.
+  bool engine_start_failed() const { return engine_start_failure_.has_value(); }
 
  private:
   absl::Status Start();
@@ -126,6 +132,8 @@ class Supervisor {
 
   bool ready_ = false;
   bool notified_ready_ = false;
+  bool engine_was_ready_ = false;  // some engine set engine_ready_epoch to its epoch
+  std::optional<std::string> engine_start_failure_;  // why the first engine could not start
   bool shutting_down_ = false;
   bool engine_stopped_ = false;
   bool killed_stragglers_ = false;
@@ -209,6 +217,7 @@ absl::Status Supervisor::Spawn(Child& child) {
   envp.push_back(nullptr);
   std::string title = child.title;
   char* argv[] = {title.data(), nullptr};
+  if (child.is_engine()) segment_.ClearEngineFailure();
   sigset_t none;
   sigemptyset(&none);
   const pid_t parent = getpid();
@@ -263,6 +272,10 @@ void Supervisor::OnExit(Child& child, int wait_status) {
   child.pid = 0;
   metrics_->ForProcess(child.metrics_index())->ResetGauges();
   if (child.is_engine()) {
+    // Read before it is cleared: an engine that became ready and died within one poll interval
+    // counts as having been ready.
+    const uint64_t ready_epoch = header_->engine_ready_epoch.load();
+    if (ready_epoch != 0 && ready_epoch == header_->engine_epoch.load()) engine_was_ready_ = true;
     // Not ready until the next engine warms up; the new epoch tells workers to fail what they
     // had in flight with the dead one.
     header_->engine_ready_epoch.store(0);
@@ -274,6 +287,13 @@ void Supervisor::OnExit(Child& child, int wait_status) {
   }
   if (shutting_down_) {
     spdlog::info("{} (pid {}) {}", child.title, pid, DescribeExit(wait_status));
+    return;
+  }
+  if (child.is_engine() && !engine_was_ready_) {
+    spdlog::error("{} (pid {}) {} before it was ever ready; not restarting it", child.title, pid,
+                  DescribeExit(wait_status));
+    const std::string reason = segment_.EngineFailure();
+    engine_start_failure_ = reason.empty() ? DescribeExit(wait_status) : reason;
     return;
   }
   const milliseconds delay =
@@ -350,6 +370,11 @@ absl::Status Supervisor::Run() {
   const timespec poll = {0, std::chrono::nanoseconds(kPollInterval).count()};
   while (true) {
     ReapExited();
+    if (engine_start_failure_) {
+      // The destructor stops the workers and removes the segment.
+      return absl::FailedPreconditionError(
+          absl::StrCat("the engine could not start: ", *engine_start_failure_));
+    }
     if (shutting_down_) {
       AdvanceShutdown();
       if (!AnyRunning(false)) break;
@@ -448,10 +473,12 @@ int RunSupervisor(const config::Config& config, const std::string& config_path,
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGCHLD);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  absl::Status status = Supervisor(config, config_path, overrides, signals).Run();
-  if (!status.ok()) {
-    spdlog::error("{}", status.ToString());
-    return 1;
+  Supervisor supervisor(config, config_path, overrides, signals);
+  if (absl::Status status = supervisor.Run(); !status.ok()) {
+    spdlog::critical("{}", status.ToString());
+    // 2, as for the checks above: what stopped the engine is in the config, the model or the
+    // machine, and a restart would meet it again.
+    return supervisor.engine_start_failed() ? 2 : 1;
   }
   return 0;
 }

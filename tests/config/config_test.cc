@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/memory_limit.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/test_paths.h"
@@ -127,6 +128,21 @@ TEST(Config, OverridesFollowTheSameRules) {
   EXPECT_FALSE(ValidateConfig(c).ok());
   ASSERT_TRUE(ApplyOverride(c, "spelling.lexicon", "/l").ok());
   EXPECT_TRUE(ValidateConfig(c).ok());
+}
+
+TEST(Config, KvCacheLargerThanTheMachineIsRefusedNamingTheKeyAndTheLimit) {
+  // Issue 12: 4,000,000 MB passed the range check, then the engine died of std::bad_alloc at
+  // every restart.
+  auto c = ParseConfig("engine:\n  kv_cache_mb: 4000000\n", "conf.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("engine.kv_cache_mb: 4000000 MB exceeds"));
+  EXPECT_THAT(c.status().message(), HasSubstr(Megabytes(ProcessMemoryLimit().bytes)));
+  Config o;
+  ASSERT_TRUE(ApplyOverride(o, "engine.kv_cache_mb", "4000000").ok());
+  EXPECT_THAT(ValidateConfig(o).message(), HasSubstr("engine.kv_cache_mb"));
+  ASSERT_TRUE(ApplyOverride(o, "engine.kv_cache_mb", "64").ok());
+  EXPECT_TRUE(ValidateConfig(o).ok());
 }
 
 TEST(Config, RelativeModelDirResolvesAgainstTheFile) {

@@ -1,13 +1,22 @@
 #include "engine/cpu_backend.h"
 
+#include <sys/resource.h>
+
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/memory_limit.h"
 #include "engine_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/random_model.h"
+#include "testing/scoped_temp_dir.h"
 
 namespace gecd::engine {
 namespace {
@@ -255,6 +264,76 @@ TEST(CpuBackendTest, PreviousSampleFeedsThePreviousStepsToken) {
   EXPECT_EQ(from_previous.next_tokens, given.next_tokens);
   EXPECT_EQ(from_previous.logits, given.logits);
 }
+
+// Issue 12: a KV cache the machine cannot hold is an error naming the key and the bytes, found
+// before anything is allocated, and an allocation that fails anyway is one too, never
+// std::bad_alloc.
+class KvCacheSizeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(gecd::testing::WriteRandomModel(dir_.path(), {}).ok());
+    auto checkpoint = model::Checkpoint::Open(dir_.path());
+    ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+    checkpoint_ = std::move(*checkpoint);
+    const model::ModelConfig& c = checkpoint_->config();
+    block_bytes_ = int64_t{2} * c.num_hidden_layers * c.num_key_value_heads * c.head_dim *
+                   CpuBackendOptions{}.kv_block_size * static_cast<int64_t>(sizeof(float));
+  }
+
+  gecd::testing::ScopedTempDir dir_;
+  std::unique_ptr<model::Checkpoint> checkpoint_;
+  int64_t block_bytes_ = 0;
+};
+
+TEST_F(KvCacheSizeTest, MoreBlocksThanTheMachineHoldsAreResourceExhausted) {
+  const uint64_t limit = ProcessMemoryLimit().bytes;
+  const uint64_t blocks = limit / static_cast<uint64_t>(block_bytes_) + 1;
+  if (blocks > static_cast<uint64_t>(INT32_MAX)) GTEST_SKIP() << "memory too large to exceed";
+  CpuBackendOptions options;
+  options.num_kv_blocks = static_cast<int>(blocks);
+  auto backend = CpuBackend::Create(*checkpoint_, options);
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(backend.status().message(), ::testing::HasSubstr("engine.kv_cache_blocks"));
+  EXPECT_THAT(backend.status().message(),
+              ::testing::HasSubstr(absl::StrCat(blocks * block_bytes_, " bytes")));
+
+  options = {};
+  options.kv_cache_mb = static_cast<int>(std::min<uint64_t>((limit >> 20) + 1, INT32_MAX));
+  backend = CpuBackend::Create(*checkpoint_, options);
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(backend.status().message(), ::testing::HasSubstr("engine.kv_cache_mb"));
+}
+
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+// In a death-test child: under an address-space limit 256 MiB above what the process maps (as
+// a container's ulimit may set), a 1 GiB KV cache fails to allocate. 0 when that is a
+// ResourceExhausted error naming the key.
+int CreateUnderAnAddressSpaceLimit(const model::Checkpoint& checkpoint, int64_t block_bytes) {
+  std::ifstream status("/proc/self/status");
+  uint64_t vm_kb = 0;
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmSize:", 0) == 0) vm_kb = std::strtoull(line.c_str() + 7, nullptr, 10);
+  }
+  const rlimit limit = {(vm_kb << 10) + (256 << 20), RLIM_INFINITY};
+  if (vm_kb == 0 || setrlimit(RLIMIT_AS, &limit) != 0) return 3;
+  CpuBackendOptions options;
+  options.num_kv_blocks = static_cast<int>((int64_t{1} << 30) / block_bytes);
+  auto backend = CpuBackend::Create(checkpoint, options);
+  if (backend.ok()) return 1;
+  return backend.status().code() == absl::StatusCode::kResourceExhausted &&
+                 absl::StrContains(backend.status().message(),
+                                   "engine.kv_cache_blocks: cannot allocate")
+             ? 0
+             : 2;
+}
+
+TEST_F(KvCacheSizeTest, AFailedAllocationIsResourceExhaustedNotBadAlloc) {
+  EXPECT_EXIT(std::_Exit(CreateUnderAnAddressSpaceLimit(*checkpoint_, block_bytes_)),
+              ::testing::ExitedWithCode(0), "");
+}
+#endif
 
 }  // namespace
 }  // namespace gecd::engine

@@ -1,5 +1,7 @@
 #include "ipc/messages.h"
 
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -42,7 +44,9 @@ DoneRecord Done() {
   r.status_code = static_cast<int32_t>(absl::StatusCode::kCancelled);
   r.queue_us = 17;
   r.engine_us = 9000;
+  r.first_token_us = 250;
   r.tokens = {5, 6};
+  r.message = "prompt of 9000 tokens exceeds the KV cache";
   return r;
 }
 
@@ -76,7 +80,24 @@ TEST(MessagesTest, RecordsRoundTripPackedInOneMessage) {
   EXPECT_EQ(d.status_code, static_cast<int32_t>(absl::StatusCode::kCancelled));
   EXPECT_EQ(d.queue_us, 17);
   EXPECT_EQ(d.engine_us, 9000);
+  EXPECT_EQ(d.first_token_us, 250);
   EXPECT_EQ(d.tokens, Done().tokens);
+  EXPECT_EQ(d.message, Done().message);
+}
+
+TEST(MessagesTest, ALongDoneMessageIsCutAtACharacterBoundary) {
+  DoneRecord done = Done();
+  done.message = std::string(kMaxDoneMessageBytes - 1, 'a') + "\xc3\xa9 and more";  // é straddles
+  std::vector<uint8_t> buffer(2048);
+  MessageWriter writer(buffer);
+  ASSERT_TRUE(writer.Add(done));
+  EXPECT_EQ(writer.size(), RecordBytes(done));
+  absl::Status error;
+  std::vector<Record> records = ReadAll({buffer.data(), writer.size()}, &error);
+  ASSERT_TRUE(error.ok()) << error;
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(std::get<DoneRecord>(records[0]).message, std::string(kMaxDoneMessageBytes - 1, 'a'));
+  EXPECT_EQ(std::get<DoneRecord>(records[0]).tokens, done.tokens);
 }
 
 TEST(MessagesTest, WriterRefusesWhatDoesNotFitAndKeepsWhatDid) {
@@ -131,6 +152,20 @@ TEST(MessagesTest, CorruptFieldsAreErrors) {
   error = absl::OkStatus();
   EXPECT_TRUE(ReadAll(bad_code, &error).empty());
   EXPECT_EQ(error.code(), absl::StatusCode::kDataLoss);
+
+  // message_bytes (after status_code, queue_us, engine_us and first_token_us): beyond its bound,
+  // or beyond the message, even where the bytes are there.
+  constexpr size_t kMessageBytesAt = 24 + 4 + 8 + 8 + 8;
+  for (const uint32_t n : {static_cast<uint32_t>(kMaxDoneMessageBytes + 1), 0xffffffffu,
+                           static_cast<uint32_t>(Done().message.size() + 1)}) {
+    std::vector<uint8_t> bad_length = message;
+    bad_length.resize(message.size() + kMaxDoneMessageBytes + 8, 'x');
+    std::memcpy(bad_length.data() + kMessageBytesAt, &n, sizeof(n));
+    if (n == Done().message.size() + 1) bad_length.resize(message.size());
+    error = absl::OkStatus();
+    EXPECT_TRUE(ReadAll(bad_length, &error).empty()) << n;
+    EXPECT_EQ(error.code(), absl::StatusCode::kDataLoss) << n;
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <set>
+#include <string>
 
 #include "gtest/gtest.h"
 
@@ -38,6 +39,25 @@ TEST(SharedSegmentTest, CreatesA0600SegmentThatOpenSees) {
   EXPECT_FALSE(SharedSegment::Open(name).ok());
   EXPECT_NE(stat(("/dev/shm" + name).c_str(), &st), 0);
   EXPECT_EQ(opened->header()->engine_epoch.load(), 5u) << "mappings outlive the name";
+}
+
+TEST(SharedSegmentTest, EngineFailureCrossesProcessesBoundedAndClears) {
+  const std::string name = SharedSegment::UniqueName();
+  absl::StatusOr<SharedSegment> created = SharedSegment::Create(name, {.ring_slots = 16});
+  ASSERT_TRUE(created.ok()) << created.status();
+  absl::StatusOr<SharedSegment> opened = SharedSegment::Open(name);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ(created->EngineFailure(), "");
+  opened->SetEngineFailure("engine.kv_cache_blocks: too large");
+  EXPECT_EQ(created->EngineFailure(), "engine.kv_cache_blocks: too large");
+  opened->SetEngineFailure(std::string(5000, 'x'));
+  EXPECT_EQ(created->EngineFailure(), std::string(kEngineFailureCapacity, 'x'));
+  // A length another process scribbled over never reads past the buffer.
+  created->header()->engine_failure_bytes = 1u << 30;
+  EXPECT_EQ(created->EngineFailure().size(), kEngineFailureCapacity);
+  created->ClearEngineFailure();
+  EXPECT_EQ(opened->EngineFailure(), "");
+  EXPECT_TRUE(created->Unlink().ok());
 }
 
 TEST(SharedSegmentTest, NamesAreUniqueAndNeverReused) {

@@ -327,6 +327,35 @@ TEST(DaemonTest, AThousandConcurrentRequestsAreAllAnswered) {
   }
 }
 
+// Issue 12: gecd_time_to_first_token_seconds stayed empty (DONE carried no first-token time),
+// and a request the engine refused came back as "the engine rejected the request".
+TEST(DaemonTest, TimeToFirstTokenIsObservedAndEngineRejectionsKeepTheirReason) {
+  // Two blocks of 16 tokens: short sentences fit, kSentence (31 tokens) and 8 more do not, and
+  // only the engine knows (the workers check model.max_input_tokens).
+  DaemonProcess daemon(
+      {"engine.backend=cpu", "engine.kv_cache_blocks=2", "model.max_output_tokens=8"});
+  ASSERT_TRUE(daemon.WaitReady()) << daemon.log();
+  Client client(daemon.grpc_target(), 1);
+  constexpr int kRequests = 5;
+  for (int i = 0; i < kRequests; ++i) {
+    const Outcome ok = client.Call(0, "I go");
+    ASSERT_EQ(ok.code, grpc::StatusCode::OK) << ok.message << daemon.log();
+  }
+  const Outcome refused = client.Call(0, kSentence);
+  EXPECT_EQ(refused.code, grpc::StatusCode::INVALID_ARGUMENT) << refused.message;
+  EXPECT_TRUE(absl::StrContains(refused.message, "positions the KV cache and model hold"))
+      << refused.message;
+  std::optional<double> count;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        count = daemon.Metric("gecd_time_to_first_token_seconds_count");
+        return count == kRequests;
+      },
+      milliseconds(10'000)))
+      << (count ? *count : -1.0);
+  EXPECT_GT(daemon.Metric("gecd_time_to_first_token_seconds_sum").value_or(0), 0.0);
+}
+
 TEST(DaemonTest, KilledWorkerIsRestartedWhileTheOtherKeepsServing) {
   DaemonProcess daemon({"engine.backend=cpu", "model.max_output_tokens=16"});
   ASSERT_TRUE(daemon.WaitReady()) << daemon.log();

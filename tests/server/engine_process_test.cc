@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/memory_limit.h"
 #include "engine/cpu_backend.h"
 #include "engine/engine.h"
 #include "gmock/gmock.h"
@@ -247,8 +248,45 @@ TEST_F(EngineProcessTest, EngineRejectionsComeBackAsErrors) {
   ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready(); }));
   std::future<EngineReply> no_tokens = Submit(Link(0), 1, {5, 6}, 0);
   std::future<EngineReply> out_of_vocab = Submit(Link(0), 2, {5, 2000}, 4);
-  EXPECT_EQ(Get(no_tokens).status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(Get(out_of_vocab).status.code(), absl::StatusCode::kInvalidArgument);
+  std::future<EngineReply> too_long = Submit(Link(0), 3, {5, 6}, 100'000);
+  // Each with the engine's own reason (issue 12: it used to be "the engine rejected the
+  // request" for all).
+  const absl::Status no_tokens_status = Get(no_tokens).status;
+  EXPECT_EQ(no_tokens_status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(no_tokens_status.message(), HasSubstr("max_new_tokens must be at least 1"));
+  const absl::Status out_of_vocab_status = Get(out_of_vocab).status;
+  EXPECT_EQ(out_of_vocab_status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(out_of_vocab_status.message(), HasSubstr("token id 2000 outside the vocabulary"));
+  const absl::Status too_long_status = Get(too_long).status;
+  EXPECT_EQ(too_long_status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_long_status.message(), HasSubstr("100000 new tokens exceed"));
+}
+
+TEST_F(EngineProcessTest, RepliesCarryTheTimeOfTheFirstTokenFromArrival) {
+  StartEngine("cpu");
+  ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready(); }));
+  const auto now_us = [] {
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  auto promise = std::make_shared<std::promise<EngineReply>>();
+  std::future<EngineReply> future = promise->get_future();
+  const int64_t arrival_us = now_us();
+  ASSERT_TRUE(
+      Link(0)
+          .Submit({.id = 1, .prompt = Prompt(3), .max_new_tokens = 8, .arrival_us = arrival_us},
+                  [promise](EngineReply r) { promise->set_value(r); })
+          .ok());
+  const EngineReply reply = Get(future);
+  const int64_t elapsed_us = now_us() - arrival_us;
+  ASSERT_TRUE(reply.status.ok()) << reply.status;
+  // The first token comes from the first step that ran the request (it starts queue_us after
+  // arrival) and is committed before the last token.
+  EXPECT_GE(reply.first_token_us, reply.queue_us);
+  EXPECT_GT(reply.first_token_us, 0);
+  EXPECT_LE(reply.first_token_us, reply.queue_us + reply.engine_us);
+  EXPECT_LE(reply.first_token_us, elapsed_us);
 }
 
 TEST_F(EngineProcessTest, CancelStopsTheSequenceInTheEngine) {
@@ -393,6 +431,25 @@ TEST_F(EngineProcessTest, CreateNeedsTheEngineMetricsBlock) {
   EXPECT_EQ(EngineLoop::Create(EngineConfig("echo"), *bare).status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(bare->Unlink().ok());
+}
+
+// Issue 12: the reason an engine could not start is left in the segment for the supervisor,
+// which stops the daemon with it instead of restarting the engine forever.
+TEST_F(EngineProcessTest, RunEngineProcessLeavesItsStartUpFailureInTheSegment) {
+  config::Config config = EngineConfig("cpu");
+  // Blocks of K and V x 2 layers x 2 KV heads x 8 dims x 16 tokens x 4 bytes: one more than
+  // the memory this process may use holds.
+  const uint64_t blocks = ProcessMemoryLimit().bytes / 4096 + 1;
+  if (blocks > INT32_MAX) GTEST_SKIP() << "a machine that big";
+  config.engine.kv_cache_blocks = static_cast<int>(blocks);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(RunEngineProcess(config, segment_.name()));
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
+  EXPECT_THAT(segment_.EngineFailure(), HasSubstr("RESOURCE_EXHAUSTED: engine.kv_cache_blocks"));
+  EXPECT_EQ(header().engine_ready_epoch.load(), 0u);
 }
 
 TEST_F(EngineProcessTest, RunEngineProcessFailsOnAMissingSegment) {

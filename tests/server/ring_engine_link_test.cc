@@ -135,6 +135,40 @@ TEST_F(RingEngineLinkTest, PublishesAtOnceToAnIdleEngineAndPacksWhileItIsBusy) {
   }
 }
 
+// Issue 12: the DONE record's first-token time feeds gecd_time_to_first_token_seconds, and an
+// engine-side rejection's own message reaches the client.
+TEST_F(RingEngineLinkTest, RepliesCarryTheFirstTokenTimeAndTheEnginesMessage) {
+  std::future<EngineReply> ok = Submit(1, {10});
+  std::future<EngineReply> rejected = Submit(2, {10});
+  std::future<EngineReply> unexplained = Submit(3, {10});
+  // The first goes out at once, the others are packed into a second message.
+  size_t submitted = 0;
+  for (int message = 0; message < 3 && submitted < 3; ++message) {
+    submitted += NextRequestMessage().size();
+  }
+  ASSERT_EQ(submitted, 3u);
+  ipc::DoneRecord done = Done(1, {4, 5});
+  done.first_token_us = 1234;
+  ipc::DoneRecord rejection = Done(2, {});
+  rejection.status_code = static_cast<int32_t>(absl::StatusCode::kInvalidArgument);
+  rejection.message = "prompt of 600 tokens exceeds the model's 512 positions";
+  ipc::DoneRecord bare = Done(3, {});
+  bare.status_code = static_cast<int32_t>(absl::StatusCode::kInternal);
+  RespondDone({done, rejection, bare});
+
+  ASSERT_EQ(ok.wait_for(kTimeout), std::future_status::ready);
+  const EngineReply ok_reply = ok.get();
+  EXPECT_TRUE(ok_reply.status.ok()) << ok_reply.status;
+  EXPECT_EQ(ok_reply.first_token_us, 1234);
+  ASSERT_EQ(rejected.wait_for(kTimeout), std::future_status::ready);
+  const EngineReply rejected_reply = rejected.get();
+  EXPECT_EQ(rejected_reply.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(rejected_reply.status.message(), rejection.message);
+  EXPECT_EQ(rejected_reply.first_token_us, 0);
+  ASSERT_EQ(unexplained.wait_for(kTimeout), std::future_status::ready);
+  EXPECT_EQ(unexplained.get().status.message(), "the engine rejected the request");
+}
+
 TEST_F(RingEngineLinkTest, IgnoresStaleAndCorruptRepliesAndDuplicateIds) {
   std::future<EngineReply> future = Submit(1, {10});
   EngineRequest duplicate;

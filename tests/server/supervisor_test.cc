@@ -139,6 +139,46 @@ TEST(SupervisorTest, RefusesToStartOnABadModelDirectory) {
   }
 }
 
+// Issue 12: 4,000,000 MB of KV cache passed validation; the engine then died of std::bad_alloc
+// and was restarted forever while /healthz said 200.
+TEST(SupervisorTest, RefusesAKvCacheLargerThanTheMachine) {
+  Daemon daemon({"engine.kv_cache_mb=4000000"});
+  const std::optional<int> status = daemon.WaitExit(milliseconds(30'000));
+  ASSERT_TRUE(status.has_value()) << daemon.log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2) << *status << daemon.log();
+  EXPECT_TRUE(absl::StrContains(daemon.log(), "engine.kv_cache_mb: 4000000 MB exceeds the memory"))
+      << daemon.log();
+  EXPECT_EQ(daemon.log().find("started gecd:"), std::string::npos) << daemon.log();
+}
+
+// An engine that cannot start although the config and the model directory passed every check
+// (here: more KV-cache blocks of this model than the machine holds, which only the model's
+// shape tells) stops the daemon with the engine's reason instead of a restart loop.
+TEST(SupervisorTest, AnEngineThatCannotStartStopsTheDaemonWithItsReason) {
+  testing::RandomModelOptions options;  // blocks of 128 KiB: 2 TiB for 16M of them
+  options.hidden_size = 256;
+  options.num_layers = 4;
+  options.num_heads = 4;
+  options.num_kv_heads = 4;
+  const std::string model = testing::WriteModelDir(options);
+  Daemon daemon(
+      {absl::StrCat("model.dir=", model), "engine.backend=cpu", "engine.kv_cache_blocks=16777216"});
+  const std::optional<int> status = daemon.WaitExit(milliseconds(60'000));
+  ASSERT_TRUE(status.has_value()) << "still running: a restart loop?\n" << daemon.log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2) << *status << daemon.log();
+  const std::string log = daemon.log();
+  EXPECT_TRUE(absl::StrContains(
+      log, "the engine could not start: RESOURCE_EXHAUSTED: engine.kv_cache_blocks: a KV cache"))
+      << log;
+  EXPECT_TRUE(absl::StrContains(log, "before it was ever ready; not restarting it")) << log;
+  size_t engines_started = 0;
+  for (size_t at = log.find("started gecd: engine"); at != std::string::npos;
+       at = log.find("started gecd: engine", at + 1)) {
+    ++engines_started;
+  }
+  EXPECT_EQ(engines_started, 1u) << log;
+}
+
 TEST(SupervisorTest, NotifiesSystemdWhenReadyAndWhenStopping) {
   const std::string path = testing::MakeTempDir() + "/notify.sock";
   const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
