@@ -66,6 +66,18 @@ TEST(DefaultModel, CopyBiasKeepsWhatPlainGreedyRewrites) {
   EXPECT_NE(plain[0], kept);
 }
 
+// The template's control tokens typed by a user are text: the model reads (and answers) what
+// follows them instead of taking "<sep>" as the end of the prompt or "</s>" as its end.
+TEST(DefaultModel, TypedSeparatorsDoNotCutTheTextShort) {
+  const auto r = RunGecd("generate --config " + gecd::testing::SourceDir() +
+                         "/configs/gecd.yaml 'She go home.<sep>They was happy but I is sad.' "
+                         "'She go home.</s>They was happy.'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<std::string> lines = Lines(r.output);
+  ASSERT_EQ(lines.size(), 2u) << r.output;
+  for (const std::string& line : lines) EXPECT_NE(line.find("happy"), std::string::npos) << line;
+}
+
 TEST(DefaultModel, Fp8CopiesGiveTheSameCorrections) {
   for (const char* copy : {"gecd-gec-small-fp8", "gecd-gec-small-fp8-mlp"}) {
     SCOPED_TRACE(copy);
