@@ -40,7 +40,7 @@ class GrammarService final : public grpc::Service {
     // The spelling stage (config section `spelling`), or null; must outlive the service.
     const model::SpellCorrector* spelling = nullptr;
     // Admission's clock (monotonic microseconds); null = the steady clock. Tests pass a fake.
-    AdmissionController::Clock admission_clock;
+    AdmissionController::Clock admission_clock = nullptr;
   };
 
   // Everything passed must outlive the service (and the grpc::Server it is registered with).
