@@ -146,6 +146,8 @@ const std::vector<Field>& Fields() {
       Int("server.max_in_flight", &Config::server, &ServerSection::max_in_flight, 1, 1 << 20),
       Int("server.max_queue_ms", &Config::server, &ServerSection::max_queue_ms, 0, 3600 * 1000),
       Int("server.max_input_chars", &Config::server, &ServerSection::max_input_chars, 1, 1 << 20),
+      Int("server.max_streams_per_connection", &Config::server,
+          &ServerSection::max_streams_per_connection, 1, 1 << 20),
       Int("server.grace_period_ms", &Config::server, &ServerSection::grace_period_ms, 0,
           3600 * 1000),
       Int("server.drain_quiet_ms", &Config::server, &ServerSection::drain_quiet_ms, 0,

@@ -26,6 +26,11 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const config::
       options.health_poll, std::chrono::milliseconds(config.server.drain_quiet_ms)));
   grpc::ServerBuilder builder;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 1);
+  // Each open call holds ~18 KB (gRPC's call arena and HTTP/2 stream, the reactor) for as long as
+  // the client keeps it open, so a client that abandons streams without closing them would
+  // otherwise grow the worker without bound; past the limit its new calls wait in its transport.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             config.server.max_streams_per_connection);
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->port_);
   builder.RegisterService(server->service_.get());
   server->server_ = builder.BuildAndStart();

@@ -606,5 +606,68 @@ TEST(DaemonTest, OverloadIsShedWithResourceExhaustedWhileAdmittedRequestsKeepABo
               Percentile(admitted, 0.5), p99);
 }
 
+// VmRSS of `pid` in KiB; 0 if unreadable.
+int64_t RssKib(pid_t pid) {
+  for (absl::string_view line :
+       absl::StrSplit(testing::ReadWholeFile(absl::StrCat("/proc/", pid, "/status")), '\n')) {
+    if (!absl::ConsumePrefix(&line, "VmRSS:")) continue;
+    int64_t kib = 0;
+    return absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(line), " kB"), &kib)
+               ? kib
+               : 0;
+  }
+  return 0;
+}
+
+// Issue 12: 10,000 CorrectStream calls opened and abandoned (never half-closed or cancelled)
+// on one connection grew the worker by ~180 MB (~18 KB per open call). The worker now holds at
+// most server.max_streams_per_connection of them; the rest wait in the client.
+TEST(DaemonTest, AbandonedStreamsAreBoundedPerConnection) {
+  constexpr int kLimit = 100;
+  constexpr int kStreams = 2000;
+  DaemonProcess daemon(
+      {"server.workers=1", absl::StrCat("server.max_streams_per_connection=", kLimit)});
+  ASSERT_TRUE(daemon.WaitReady()) << daemon.log();
+  const std::map<std::string, pid_t> children = ChildrenByTitle(daemon.pid());
+  ASSERT_TRUE(children.count("gecd: worker 0")) << daemon.log();
+  const pid_t worker = children.at("gecd: worker 0");
+  const int64_t rss_before = RssKib(worker);
+  ASSERT_GT(rss_before, 0);
+
+  auto channel = grpc::CreateChannel(daemon.grpc_target(), grpc::InsecureChannelCredentials());
+  auto stub = gecd::v1::GrammarCorrection::NewStub(channel);
+  grpc::CompletionQueue cq;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientAsyncReaderWriter<gecd::v1::CorrectRequest,
+                                                            gecd::v1::CorrectResponse>>>
+      streams;
+  for (int i = 0; i < kStreams; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    streams.push_back(stub->PrepareAsyncCorrectStream(contexts.back().get(), &cq));
+    streams.back()->StartCall(reinterpret_cast<void*>(static_cast<intptr_t>(i + 1)));
+  }
+  const auto open = [&] { return daemon.Metric("gecd_open_streams").value_or(-1); };
+  EXPECT_TRUE(WaitFor([&] { return open() == kLimit; }, milliseconds(30'000))) << open();
+  std::this_thread::sleep_for(milliseconds(500));  // no more come
+  EXPECT_EQ(open(), kLimit);
+  const int64_t growth_kib = RssKib(worker) - rss_before;
+  // Unbounded, the 2,000 streams cost ~35 MB; 100 of them ~2 MB.
+  EXPECT_LT(growth_kib, 12 * 1024) << "worker RSS grew by " << growth_kib << " KiB";
+  std::printf("abandoned streams: %d open in the worker of %d, RSS +%lld KiB\n",
+              static_cast<int>(open()), kStreams, static_cast<long long>(growth_kib));
+
+  for (auto& context : contexts) context->TryCancel();
+  void* tag;
+  bool ok;
+  for (int i = 0; i < kStreams; ++i) {
+    ASSERT_EQ(cq.AsyncNext(&tag, &ok, std::chrono::system_clock::now() + kCallTimeout),
+              grpc::CompletionQueue::GOT_EVENT);
+  }
+  EXPECT_TRUE(WaitFor([&] { return open() == 0; }, milliseconds(30'000))) << open();
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
 }  // namespace
 }  // namespace gecd::server

@@ -610,6 +610,39 @@ TEST_F(GrammarServiceTest, DrainFinishesOpenStreamsWithUnavailable) {
   EXPECT_EQ(server_->service().open_streams(), 0);
 }
 
+// Calls that keep coming while the worker drains get UNAVAILABLE (clients retry it elsewhere),
+// never CANCELLED: the gRPC server shuts down (cancelling whatever reaches it then) only once
+// they have stopped for server.drain_quiet_ms.
+TEST_F(GrammarServiceTest, DrainAnswersUnavailableUntilCallsStopNeverCancelled) {
+  config_.server.drain_quiet_ms = 200;  // 0, i.e. shutting down once nothing runs: ~8 CANCELLED
+  StartServer();
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::map<grpc::StatusCode, int> codes;
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 8; ++t) {
+    clients.emplace_back([&] {
+      while (!stop.load()) {
+        CorrectResponse response;
+        const grpc::Status status = Correct("hello", &response, std::chrono::seconds(10));
+        std::lock_guard lock(mu);
+        ++codes[status.error_code()];
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::thread drain([&] { server_->Drain(kWait); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  stop = true;
+  for (std::thread& client : clients) client.join();
+  drain.join();
+  std::string seen;
+  for (const auto& [code, n] : codes) absl::StrAppend(&seen, static_cast<int>(code), ":", n, " ");
+  EXPECT_EQ(codes.count(grpc::StatusCode::CANCELLED), 0u) << seen;
+  EXPECT_GT(codes[grpc::StatusCode::OK], 0) << seen;
+  EXPECT_GT(codes[grpc::StatusCode::UNAVAILABLE], 0) << seen;
+}
+
 TEST_F(GrammarServiceTest, ReflectionListsTheService) {
   StartServer();
   grpc::GenericStub stub(channel_);
