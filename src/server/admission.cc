@@ -22,7 +22,7 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
                             options_.max_in_flight)};
   }
   if (rate_ > 0) {
-    const double predicted_us = (in_flight_ + 1) / rate_ * 1e6;
+    const double predicted_us = in_flight_ / rate_ * 1e6;
     const auto max_queue_us = static_cast<double>(
         std::chrono::duration_cast<std::chrono::microseconds>(options_.max_queue).count());
     const bool over_queue = max_queue_us > 0 && predicted_us > max_queue_us;

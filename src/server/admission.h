@@ -13,11 +13,12 @@ namespace gecd::server {
 
 // Owns the worker's count of admitted-but-unfinished sentences and the measured rate at which
 // they finish (completions per second of busy time, smoothed), and decides on each arrival.
-// The predicted time to answer a new sentence is (in_flight + 1) / rate: by Little's law the
-// latency of a sentence admitted behind `in_flight` others when they finish at `rate`. The
-// engine is shared by all workers, so each worker measures its own share of the engine's
-// throughput, and its own queue against it. Until a rate has been measured (cold start)
-// only max_in_flight applies. Thread-safe.
+// The predicted wait of a new sentence is in_flight / rate: the time until the sentences ahead
+// of it have finished. A sentence with nothing ahead is always admitted, so the rate keeps being
+// measured however slow one sentence is (refusing it would freeze a low estimate for good).
+// The engine is shared by all workers, so each worker measures its own share of the engine's
+// throughput, and its own queue against it. Until a rate has been measured (cold start) only
+// max_in_flight applies. Thread-safe.
 class AdmissionController {
  public:
   // Monotonic time in microseconds; tests pass a fake.
@@ -29,7 +30,7 @@ class AdmissionController {
     std::chrono::milliseconds max_queue{1000};  // server.max_queue_ms; 0 = only the deadline
     // Busy time per rate sample, and the smoothing time constant of the estimate.
     std::chrono::milliseconds sample_period{100};
-    std::chrono::milliseconds smoothing{500};
+    std::chrono::milliseconds smoothing{1000};
   };
 
   enum class Refusal { kNone, kMaxInFlight, kMaxQueue, kDeadline };

@@ -51,18 +51,19 @@ TEST_F(AdmissionTest, RefusesWhenThePredictedWaitExceedsMaxQueue) {
   AdmissionController admission = Make(1024, 800);
   Measure(admission, 10, milliseconds(1000));  // 10 per second
   EXPECT_DOUBLE_EQ(admission.service_rate(), 10.0);
-  // The k-th sentence behind k-1 others waits k / 10 s: 8 fit in 800 ms, the 9th does not.
-  for (int i = 0; i < 8; ++i) EXPECT_TRUE(admission.Admit(kNone).admitted()) << i;
+  // A sentence behind k others waits k / 10 s: up to 8 ahead fit in 800 ms, 9 do not.
+  for (int i = 0; i < 9; ++i) EXPECT_TRUE(admission.Admit(kNone).admitted()) << i;
   const AdmissionController::Decision refused = admission.Admit(kNone);
   EXPECT_EQ(refused.refusal, Refusal::kMaxQueue);
-  EXPECT_THAT(refused.message, HasSubstr("predicted wait 900 ms"));
+  EXPECT_THAT(refused.message, HasSubstr("predicted wait 900 ms (9 queued at 10.0/s)"));
   EXPECT_THAT(refused.message, HasSubstr("server.max_queue_ms 800"));
-  EXPECT_EQ(admission.in_flight(), 8);  // the refusal holds no slot
+  EXPECT_EQ(admission.in_flight(), 9);  // the refusal holds no slot
 }
 
 TEST_F(AdmissionTest, RefusesWhenThePredictedWaitExceedsTheDeadline) {
   AdmissionController admission = Make(1024, 800);
   Measure(admission, 10, milliseconds(1000));
+  ASSERT_TRUE(admission.Admit(milliseconds(250)).admitted());  // waits 0
   ASSERT_TRUE(admission.Admit(milliseconds(250)).admitted());  // 100 ms
   ASSERT_TRUE(admission.Admit(milliseconds(250)).admitted());  // 200 ms
   const AdmissionController::Decision refused = admission.Admit(milliseconds(250));
@@ -71,6 +72,14 @@ TEST_F(AdmissionTest, RefusesWhenThePredictedWaitExceedsTheDeadline) {
   EXPECT_THAT(refused.message, HasSubstr("250 ms left to the request's deadline"));
   // A call with a longer deadline still gets in.
   EXPECT_TRUE(admission.Admit(milliseconds(5000)).admitted());
+}
+
+TEST_F(AdmissionTest, NothingAheadIsAlwaysAdmitted) {
+  AdmissionController admission = Make(1024, 800);
+  Measure(admission, 1, milliseconds(5000));  // one sentence took 5 s: 0.2 per second
+  EXPECT_TRUE(admission.Admit(milliseconds(100)).admitted());
+  // Behind it, any wait is too long for the budget.
+  EXPECT_EQ(admission.Admit(kNone).refusal, Refusal::kMaxQueue);
 }
 
 TEST_F(AdmissionTest, MaxQueueZeroLeavesOnlyTheDeadline) {
@@ -87,12 +96,12 @@ TEST_F(AdmissionTest, RateFollowsTheEngineAndIgnoresIdleTime) {
   Advance(milliseconds(60'000));
   Measure(admission, 1, milliseconds(1));
   EXPECT_NEAR(admission.service_rate(), 10.0, 1e-9);
-  // A faster engine raises it within a few time constants (500 ms).
-  for (int i = 0; i < 20; ++i) Measure(admission, 10, milliseconds(100));  // 100 per second
+  // A faster engine raises it within a few time constants (1 s).
+  for (int i = 0; i < 40; ++i) Measure(admission, 10, milliseconds(100));  // 100 per second
   EXPECT_GT(admission.service_rate(), 95.0);
   // A stalled one (nothing finishes) lowers it, so the queue it may hold shrinks.
   ASSERT_TRUE(admission.Admit(kNone).admitted());
-  for (int i = 0; i < 10; ++i) {
+  for (int i = 0; i < 20; ++i) {
     Advance(milliseconds(100));
     (void)admission.Admit(kNone);
   }

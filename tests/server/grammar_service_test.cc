@@ -479,23 +479,23 @@ TEST_F(GrammarServiceTest, OverloadIsRefusedAtOnceWhenThePredictedWaitExceedsThe
   engine_->ReleaseNewestFirst();
   ASSERT_TRUE(first->status.get_future().get().ok());
 
-  // Sentence k waits k / 10 s: behind two, one with a 250 ms deadline would wait 300 ms, and
-  // is refused at once.
+  // A sentence behind k others waits k / 10 s: behind three, one with a 250 ms deadline would
+  // wait 300 ms, and is refused at once.
   std::vector<std::unique_ptr<PendingCall>> admitted;
-  for (int i = 0; i < 2; ++i) admitted.push_back(StartCorrect("ok"));
-  ASSERT_TRUE(engine_->WaitForHeld(2));
+  for (int i = 0; i < 3; ++i) admitted.push_back(StartCorrect("ok"));
+  ASSERT_TRUE(engine_->WaitForHeld(3));
   CorrectResponse response;
   grpc::Status refused = Correct("late", &response, std::chrono::milliseconds(250));
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(refused.error_message(), HasSubstr("deadline"));
-  // Without a tight deadline server.max_queue_ms holds: eight in all, not nine.
+  // Without a tight deadline server.max_queue_ms holds: nine in all (800 ms behind eight), not ten.
   for (int i = 0; i < 6; ++i) admitted.push_back(StartCorrect("ok"));
-  ASSERT_TRUE(engine_->WaitForHeld(8));
+  ASSERT_TRUE(engine_->WaitForHeld(9));
   refused = Correct("one more", &response);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(refused.error_message(), HasSubstr("predicted wait 900 ms"));
   EXPECT_THAT(refused.error_message(), HasSubstr("server.max_queue_ms 800"));
-  EXPECT_EQ(server_->service().in_flight(), 8);
+  EXPECT_EQ(server_->service().in_flight(), 9);
   const MetricsSnapshot snapshot = metrics_.region.Sum();
   EXPECT_EQ(snapshot.shed[ProcessMetrics::kShedDeadline], 1u);
   EXPECT_EQ(snapshot.shed[ProcessMetrics::kShedMaxQueue], 1u);
