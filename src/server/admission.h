@@ -61,8 +61,8 @@ class AdmissionController {
   const Clock clock_;
   mutable std::mutex mu_;
   int in_flight_ = 0;
-  int64_t busy_since_us_ = 0;       // while in_flight_ > 0: start of the unsampled busy time
-  int64_t unsampled_busy_us_ = 0;   // busy time before busy_since_us_ not yet sampled
+  int64_t busy_since_us_ = 0;      // while in_flight_ > 0: start of the unsampled busy time
+  int64_t unsampled_busy_us_ = 0;  // busy time before busy_since_us_ not yet sampled
   int64_t unsampled_completions_ = 0;
   double rate_ = 0;  // completions per second of busy time; 0 = no estimate yet
 };

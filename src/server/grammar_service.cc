@@ -258,17 +258,15 @@ GrammarService::GrammarService(const config::Config& config, const model::Tokeni
   // As the generated gecd::v1::GrammarCorrection::CallbackService does, with our request type.
   AddMethod(new grpc::internal::RpcServiceMethod(kCorrectMethod,
                                                  grpc::internal::RpcMethod::NORMAL_RPC, nullptr));
-  MarkMethodCallback(0, new grpc::internal::CallbackUnaryHandler<CorrectRequest, CorrectResponse>(
-                            [this](grpc::CallbackServerContext* context,
-                                   const CorrectRequest* request, CorrectResponse* response) {
-                              return Correct(context, request, response);
-                            }));
+  MarkMethodCallback(
+      0, new grpc::internal::CallbackUnaryHandler<CorrectRequest, CorrectResponse>(
+             [this](grpc::CallbackServerContext* context, const CorrectRequest* request,
+                    CorrectResponse* response) { return Correct(context, request, response); }));
   AddMethod(new grpc::internal::RpcServiceMethod(
       kCorrectStreamMethod, grpc::internal::RpcMethod::BIDI_STREAMING, nullptr));
-  MarkMethodCallback(1, new grpc::internal::CallbackBidiHandler<CorrectRequest, CorrectResponse>(
-                            [this](grpc::CallbackServerContext* context) {
-                              return CorrectStream(context);
-                            }));
+  MarkMethodCallback(
+      1, new grpc::internal::CallbackBidiHandler<CorrectRequest, CorrectResponse>(
+             [this](grpc::CallbackServerContext* context) { return CorrectStream(context); }));
 }
 
 grpc::ServerUnaryReactor* GrammarService::Correct(grpc::CallbackServerContext* context,

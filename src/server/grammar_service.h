@@ -50,8 +50,8 @@ class GrammarService final : public grpc::Service {
   grpc::ServerUnaryReactor* Correct(grpc::CallbackServerContext* context,
                                     const gecd::internal::CorrectRequest* request,
                                     gecd::v1::CorrectResponse* response);
-  grpc::ServerBidiReactor<gecd::internal::CorrectRequest, gecd::v1::CorrectResponse>*
-  CorrectStream(grpc::CallbackServerContext* context);
+  grpc::ServerBidiReactor<gecd::internal::CorrectRequest, gecd::v1::CorrectResponse>* CorrectStream(
+      grpc::CallbackServerContext* context);
 
   // From now on new sentences fail with UNAVAILABLE; admitted ones are still answered, and each
   // open stream then finishes with UNAVAILABLE (new streams at once). The server's Shutdown

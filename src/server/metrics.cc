@@ -171,8 +171,8 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
   AppendHeader(out, "gecd_requests_shed_total",
                "Sentences refused at admission (RESOURCE_EXHAUSTED), by reason.", "counter");
   for (int r = 0; r < ProcessMetrics::kNumShedReasons; ++r) {
-    absl::StrAppend(&out, "gecd_requests_shed_total{reason=\"", std::string(kShedReasonNames[r]), "\"} ",
-                    s.shed[r], "\n");
+    absl::StrAppend(&out, "gecd_requests_shed_total{reason=\"", std::string(kShedReasonNames[r]),
+                    "\"} ", s.shed[r], "\n");
   }
   AppendScalar(out, "gecd_open_streams", "CorrectStream calls open.", "gauge",
                absl::StrCat(s.open_streams));

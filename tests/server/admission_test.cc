@@ -9,8 +9,8 @@
 namespace gecd::server {
 namespace {
 
-using ::testing::HasSubstr;
 using std::chrono::milliseconds;
+using ::testing::HasSubstr;
 using Refusal = AdmissionController::Refusal;
 
 constexpr auto kNone = AdmissionController::kNoDeadline;

@@ -612,9 +612,8 @@ int64_t RssKib(pid_t pid) {
        absl::StrSplit(testing::ReadWholeFile(absl::StrCat("/proc/", pid, "/status")), '\n')) {
     if (!absl::ConsumePrefix(&line, "VmRSS:")) continue;
     int64_t kib = 0;
-    return absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(line), " kB"), &kib)
-               ? kib
-               : 0;
+    return absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(line), " kB"), &kib) ? kib
+                                                                                              : 0;
   }
   return 0;
 }
@@ -638,8 +637,8 @@ TEST(DaemonTest, AbandonedStreamsAreBoundedPerConnection) {
   auto stub = gecd::v1::GrammarCorrection::NewStub(channel);
   grpc::CompletionQueue cq;
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
-  std::vector<std::unique_ptr<grpc::ClientAsyncReaderWriter<gecd::v1::CorrectRequest,
-                                                            gecd::v1::CorrectResponse>>>
+  std::vector<std::unique_ptr<
+      grpc::ClientAsyncReaderWriter<gecd::v1::CorrectRequest, gecd::v1::CorrectResponse>>>
       streams;
   for (int i = 0; i < kStreams; ++i) {
     contexts.push_back(std::make_unique<grpc::ClientContext>());

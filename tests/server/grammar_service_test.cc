@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <functional>
 #include <cctype>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
