@@ -396,8 +396,10 @@ TEST(DaemonTest, KilledWorkerIsRestartedWhileTheOtherKeepsServing) {
 }
 
 TEST(DaemonTest, KilledEngineFailsInFlightRequestsWithin2sAndServiceResumes) {
+  // server.max_queue_ms=0: the slow model makes every queue "too long" for 800 ms, and this
+  // test wants all 16 requests in flight when the engine dies, not refused.
   DaemonProcess daemon({"engine.backend=cpu", absl::StrCat("model.dir=", SlowModelDir()),
-                        "model.max_output_tokens=300"});
+                        "model.max_output_tokens=300", "server.max_queue_ms=0"});
   ASSERT_TRUE(daemon.WaitReady()) << daemon.log();
   const pid_t engine = daemon.WaitForChildren(2).at("gecd: engine");
   Client client(daemon.grpc_target(), 4);
