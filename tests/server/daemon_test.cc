@@ -396,10 +396,8 @@ TEST(DaemonTest, KilledWorkerIsRestartedWhileTheOtherKeepsServing) {
 }
 
 TEST(DaemonTest, KilledEngineFailsInFlightRequestsWithin2sAndServiceResumes) {
-  // server.max_queue_ms=0: the slow model makes every queue "too long" for 800 ms, and this
-  // test wants all 16 requests in flight when the engine dies, not refused.
   DaemonProcess daemon({"engine.backend=cpu", absl::StrCat("model.dir=", SlowModelDir()),
-                        "model.max_output_tokens=300", "server.max_queue_ms=0"});
+                        "model.max_output_tokens=300"});
   ASSERT_TRUE(daemon.WaitReady()) << daemon.log();
   const pid_t engine = daemon.WaitForChildren(2).at("gecd: engine");
   Client client(daemon.grpc_target(), 4);
@@ -580,7 +578,7 @@ TEST(DaemonTest, InvalidUtf8IsInvalidArgument) {
 TEST(DaemonTest, OverloadIsShedWithResourceExhaustedWhileAdmittedRequestsKeepABoundedP99) {
   DaemonProcess daemon({"engine.backend=cpu", absl::StrCat("model.dir=", SlowModelDir()),
                         "model.max_output_tokens=32", "server.workers=1",
-                        "server.max_in_flight=8"});
+                        "server.max_in_flight=8", "server.max_queue_ms=800"});
   ASSERT_TRUE(daemon.WaitReady()) << daemon.log();
   Client client(daemon.grpc_target(), 4);
   // 64 clients, each retrying at once: far above what 8 admitted requests at a time can serve.
