@@ -102,8 +102,10 @@ class GrammarService::StreamCall final
  public:
   StreamCall(GrammarService& service, grpc::CallbackServerContext* context)
       : service_(service), context_(context) {
+    // Registered before taking mu_: StartDraining takes the service's lock, then ours.
+    const bool draining = service_.AddStream(this);
     std::unique_lock lock(mu_);
-    draining_ = service_.AddStream(this);
+    draining_ = draining_ || draining;
     Pump(lock);
   }
 
