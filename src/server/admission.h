@@ -27,7 +27,7 @@ class AdmissionController {
 
   struct Options {
     int max_in_flight = 1024;                   // server.max_in_flight
-    std::chrono::milliseconds max_queue{1000};  // server.max_queue_ms; 0 = only the deadline
+    std::chrono::milliseconds max_queue{500};  // server.max_queue_ms; 0 = only the deadline
     // Busy time per rate sample, and the smoothing time constant of the estimate.
     std::chrono::milliseconds sample_period{100};
     std::chrono::milliseconds smoothing{1000};

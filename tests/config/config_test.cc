@@ -177,7 +177,7 @@ TEST(Config, CopyBias) {
 TEST(Config, AdmissionDrainAndStreamKeys) {
   auto defaults = ParseConfig("", "conf.yaml");
   ASSERT_TRUE(defaults.ok()) << defaults.status();
-  EXPECT_EQ(defaults->server.max_queue_ms, 800);
+  EXPECT_EQ(defaults->server.max_queue_ms, 500);
   EXPECT_EQ(defaults->server.drain_quiet_ms, 500);
   EXPECT_EQ(defaults->server.max_streams_per_connection, 1024);
   auto c = ParseConfig(

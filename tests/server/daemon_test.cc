@@ -578,7 +578,7 @@ TEST(DaemonTest, InvalidUtf8IsInvalidArgument) {
 TEST(DaemonTest, OverloadIsShedWithResourceExhaustedWhileAdmittedRequestsKeepABoundedP99) {
   DaemonProcess daemon({"engine.backend=cpu", absl::StrCat("model.dir=", SlowModelDir()),
                         "model.max_output_tokens=32", "server.workers=1",
-                        "server.max_in_flight=8", "server.max_queue_ms=800"});
+                        "server.max_in_flight=8", "server.max_queue_ms=500"});
   ASSERT_TRUE(daemon.WaitReady()) << daemon.log();
   Client client(daemon.grpc_target(), 4);
   // 64 clients, each retrying at once: far above what 8 admitted requests at a time can serve.
