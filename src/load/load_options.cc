@@ -36,13 +36,16 @@ QPS, latency percentiles (of successful requests) and errors by status code.
                          double until a trial fails, then bisect; each trial is --warmup
                          plus --duration
   --slo-p99 D            the find-max latency SLO (1s)
-  --max-error-rate F     the find-max error-rate limit (0.01)
+  --max-error-rate F     the find-max error-rate limit (0.01); RESOURCE_EXHAUSTED refusals
+                         (the server shedding load) are errors too, so the max is the rate
+                         served within the SLO while refusing at most F of the requests
   --precision F          find-max stops when the bracket is within F of its top (0.05)
   --max-trials N         find-max trial limit (16)
   --help                 this text
 
 Open-loop latency counts from each request's intended send time, so a server (or client)
-that falls behind shows as latency, not as fewer requests.
+that falls behind shows as latency, not as fewer requests. Latency percentiles are of OK
+answers only; RESOURCE_EXHAUSTED refusals are reported apart (count, share, latency).
 )";
 
 namespace {

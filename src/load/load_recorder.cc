@@ -6,11 +6,21 @@
 #include "absl/strings/str_cat.h"
 
 namespace gecd::load {
+namespace {
+
+constexpr int kResourceExhausted = 8;  // grpc::StatusCode::RESOURCE_EXHAUSTED
+
+}  // namespace
 
 uint64_t RunResult::error_count() const {
   uint64_t n = 0;
   for (const auto& [code, count] : errors) n += count;
   return n;
+}
+
+double RunResult::refused_rate() const {
+  const uint64_t completed = ok + error_count();
+  return completed == 0 ? 0 : static_cast<double>(refused) / static_cast<double>(completed);
 }
 
 std::string StatusCodeName(int code) {
@@ -60,9 +70,9 @@ void LoadRecorder::RecordDone(Clock::time_point intended, Clock::time_point done
   std::lock_guard lock(mu_);
   last_done_ = std::max(last_done_, done);
   SecondStats& second = SecondOf(done);
+  const int64_t micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(done - intended).count();
   if (code == 0) {
-    const int64_t micros =
-        std::chrono::duration_cast<std::chrono::microseconds>(done - intended).count();
     ++result_.ok;
     ++second.ok;
     result_.ok_latency.Record(micros);
@@ -70,6 +80,10 @@ void LoadRecorder::RecordDone(Clock::time_point intended, Clock::time_point done
   } else {
     ++result_.errors[StatusCodeName(code)];
     ++second.errors;
+    if (code == kResourceExhausted) {
+      ++result_.refused;
+      result_.refused_latency.Record(micros);
+    }
   }
 }
 

@@ -23,7 +23,9 @@ struct SecondStats {
 };
 
 // What a run measured. Latency percentiles are of successful requests only: a fast
-// RESOURCE_EXHAUSTED would otherwise make an overloaded server look quick.
+// RESOURCE_EXHAUSTED would otherwise make an overloaded server look quick. Refusals (the
+// server shedding load with RESOURCE_EXHAUSTED) are counted among the errors and also on their
+// own, with their latency: shedding is only useful when it is fast.
 struct RunResult {
   double duration_s = 0;  // the measured window, warmup excluded
   // From the window's start to its last request's completion, at least duration_s: above
@@ -33,9 +35,13 @@ struct RunResult {
   uint64_t ok = 0;
   std::map<std::string, uint64_t> errors;  // by gRPC status code name
   LatencyHistogram ok_latency;
+  uint64_t refused = 0;  // RESOURCE_EXHAUSTED, also in `errors`
+  LatencyHistogram refused_latency;
   std::vector<SecondStats> timeline;
 
   uint64_t error_count() const;
+  // Refusals among the completed requests.
+  double refused_rate() const;
   double achieved_qps() const { return elapsed_s > 0 ? ok / elapsed_s : 0; }
 };
 

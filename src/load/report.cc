@@ -28,6 +28,15 @@ void WriteTable(const RunResult& result, std::ostream& out) {
   for (const auto& [code, count] : result.errors) {
     out << absl::StrFormat("%-16s %12u\n", absl::StrCat("  ", code), count);
   }
+  if (result.refused > 0) {
+    out << absl::StrFormat("%-16s %12u (%.1f%% of completed)\n", "refused", result.refused,
+                           result.refused_rate() * 100);
+    for (size_t i : {size_t{0}, size_t{2}}) {
+      out << absl::StrFormat("%-16s %12.3f ms\n", absl::StrCat("refused ", kQuantileNames[i]),
+                             Ms(result.refused_latency.Percentile(kQuantiles[i])));
+    }
+    out << absl::StrFormat("%-16s %12.3f ms\n", "refused max", Ms(result.refused_latency.max()));
+  }
 }
 
 nlohmann::json ToJson(const RunResult& result) {
@@ -36,6 +45,12 @@ nlohmann::json ToJson(const RunResult& result) {
   for (size_t i = 0; i < std::size(kQuantiles); ++i) {
     latency[kQuantileNames[i]] = Ms(result.ok_latency.Percentile(kQuantiles[i]));
   }
+  nlohmann::json refused = {{"count", result.refused},
+                            {"rate", result.refused_rate()},
+                            {"latency_ms",
+                             {{"p50", Ms(result.refused_latency.Percentile(0.5))},
+                              {"p99", Ms(result.refused_latency.Percentile(0.99))},
+                              {"max", Ms(result.refused_latency.max())}}}};
   return {{"duration_s", result.duration_s},
           {"elapsed_s", result.elapsed_s},
           {"sent", result.sent},
@@ -43,7 +58,8 @@ nlohmann::json ToJson(const RunResult& result) {
           {"errors", result.error_count()},
           {"errors_by_code", result.errors},
           {"achieved_qps", result.achieved_qps()},
-          {"latency_ms", latency}};
+          {"latency_ms", latency},
+          {"refused", refused}};
 }
 
 void WriteTimelineCsv(const RunResult& result, std::ostream& out) {

@@ -8,7 +8,8 @@
 
 namespace gecd::load {
 
-// The human summary of a run: achieved QPS, latency percentiles in ms, errors by code.
+// The human summary of a run: achieved QPS, latency percentiles in ms (OK answers), errors by
+// code, and refusals (RESOURCE_EXHAUSTED) with their share and latency.
 void WriteTable(const RunResult& result, std::ostream& out);
 
 // The same figures for machines; latencies in ms.

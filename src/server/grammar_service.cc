@@ -7,6 +7,9 @@
 #include <utility>
 #include <vector>
 
+#include "gecd/v1/grammar.grpc.pb.h"
+#include "grpcpp/impl/codegen/server_callback_handlers.h"
+#include "grpcpp/impl/rpc_service_method.h"
 #include "pipeline/output_collector.h"
 #include "server/edits.h"
 #include "spdlog/spdlog.h"
@@ -15,8 +18,14 @@ namespace gecd::server {
 
 namespace {
 
-using gecd::v1::CorrectRequest;
+using gecd::internal::CorrectRequest;
 using gecd::v1::CorrectResponse;
+
+// The public service's method paths (gRPC keeps the pointers: static storage).
+constexpr char kCorrectMethod[] = "/gecd.v1.GrammarCorrection/Correct";
+constexpr char kCorrectStreamMethod[] = "/gecd.v1.GrammarCorrection/CorrectStream";
+static_assert(std::string_view(gecd::v1::GrammarCorrection::service_full_name()) ==
+              "gecd.v1.GrammarCorrection");
 
 int64_t MonotonicMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -34,6 +43,27 @@ void FillEdits(std::string_view source, std::string_view corrected, CorrectRespo
     edit->set_start(e.start);
     edit->set_end(e.end);
     edit->set_replacement(std::move(e.replacement));
+  }
+}
+
+// Time left to `deadline`; AdmissionController::kNoDeadline when the call has none.
+std::chrono::microseconds Budget(std::chrono::system_clock::time_point deadline) {
+  if (deadline == std::chrono::system_clock::time_point::max()) {
+    return AdmissionController::kNoDeadline;
+  }
+  return std::max(std::chrono::duration_cast<std::chrono::microseconds>(
+                      deadline - std::chrono::system_clock::now()),
+                  std::chrono::microseconds(0));
+}
+
+ProcessMetrics::ShedReason ShedReasonOf(AdmissionController::Refusal refusal) {
+  switch (refusal) {
+    case AdmissionController::Refusal::kMaxQueue:
+      return ProcessMetrics::kShedMaxQueue;
+    case AdmissionController::Refusal::kDeadline:
+      return ProcessMetrics::kShedDeadline;
+    default:
+      return ProcessMetrics::kShedMaxInFlight;
   }
 }
 
@@ -64,24 +94,31 @@ class GrammarService::UnaryCall final : public grpc::ServerUnaryReactor {
 
 // One CorrectStream call: reads sentences while fewer than options.stream_window are
 // outstanding, writes each answer as it arrives (one write at a time, the rest queued), and
-// finishes once the client has half-closed and everything is answered. gRPC operations are
-// started only outside mu_, because a completion can run inline on the starting thread.
+// finishes once the client has half-closed and everything is answered, or, when the worker
+// drains, with UNAVAILABLE once what it had admitted is answered. gRPC operations are started
+// only outside mu_, because a completion can run inline on the starting thread.
 class GrammarService::StreamCall final
     : public grpc::ServerBidiReactor<CorrectRequest, CorrectResponse> {
  public:
   StreamCall(GrammarService& service, grpc::CallbackServerContext* context)
       : service_(service), context_(context) {
-    reading_ = true;
-    StartRead(&request_);
+    // Registered before taking mu_: StartDraining takes the service's lock, then ours.
+    const bool draining = service_.AddStream(this);
+    std::unique_lock lock(mu_);
+    draining_ = draining_ || draining;
+    Pump(lock);
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) {
+    {
       std::unique_lock lock(mu_);
-      reading_ = false;
-      read_closed_ = true;
-      Pump(lock);
-      return;
+      read_outstanding_ = false;
+      if (!ok || finished_) {
+        reading_ = false;
+        read_closed_ = true;
+        Pump(lock);
+        return;
+      }
     }
     const uint64_t id = service_.NextId();
     {
@@ -111,7 +148,22 @@ class GrammarService::StreamCall final
     Break(lock);
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    service_.RemoveStream(this);
+    delete this;
+  }
+
+  // The worker drains: read no more, and finish once the admitted sentences are answered.
+  // Called under the service's streams_mu_, so it only decides; returns true when the caller
+  // must call FinishDrained() (after releasing streams_mu_: OnDone takes it).
+  bool StartDraining() {
+    std::lock_guard lock(mu_);
+    draining_ = true;
+    if (!MayFinishDraining()) return false;
+    finished_ = true;
+    return true;
+  }
+  void FinishDrained() { Finish(DrainedStatus()); }
 
  private:
   void Answer(uint64_t id, const grpc::Status& status, CorrectResponse reply) {
@@ -138,43 +190,60 @@ class GrammarService::StreamCall final
     lock.lock();
   }
 
+  size_t Outstanding() const { return in_engine_.size() + pending_.size() + (writing_ ? 1 : 0); }
+  // Draining, nothing left to answer, and no sentence being processed (a read still pending is
+  // fine: Finish ends it). Requires mu_.
+  bool MayFinishDraining() const {
+    return draining_ && !finished_ && Outstanding() == 0 && (!reading_ || read_outstanding_);
+  }
+  static grpc::Status DrainedStatus() {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down");
+  }
+
   // Starts whatever the state allows: the next write, the next read, or the finish. Releases
   // `lock` before calling into gRPC.
   void Pump(std::unique_lock<std::mutex>& lock) {
     bool write = false, read = false, finish = false;
-    if (!writing_ && !pending_.empty()) {
+    if (!writing_ && !pending_.empty() && !finished_) {
       writing_ = write = true;
       writing_response_ = std::move(pending_.front());
       pending_.pop_front();
     }
-    const size_t outstanding = in_engine_.size() + pending_.size() + (writing_ ? 1 : 0);
-    if (!reading_ && !read_closed_ &&
+    const size_t outstanding = Outstanding();
+    if (!reading_ && !read_closed_ && !draining_ && !finished_ &&
         outstanding < static_cast<size_t>(service_.options_.stream_window)) {
-      reading_ = read = true;
+      reading_ = read_outstanding_ = read = true;
     }
-    if (read_closed_ && !reading_ && outstanding == 0 && !finished_) finished_ = finish = true;
-    const bool broken = broken_;
+    grpc::Status status;
+    if (read_closed_ && !reading_ && outstanding == 0 && !finished_) {
+      finished_ = finish = true;
+      status = broken_ ? grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled")
+                       : grpc::Status::OK;
+    } else if (MayFinishDraining()) {
+      finished_ = finish = true;
+      status = DrainedStatus();
+    }
     lock.unlock();
     if (write) StartWrite(&writing_response_);
     if (read) StartRead(&request_);
-    if (finish) {
-      Finish(broken ? grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled")
-                    : grpc::Status::OK);
-    }
+    if (finish) Finish(status);
   }
 
   GrammarService& service_;
   grpc::CallbackServerContext* const context_;
-  // The read in progress, then the sentence Process reads from it; reading_ covers both.
+  // The read in progress, then the sentence Process reads from it; reading_ covers both,
+  // read_outstanding_ only the first.
   CorrectRequest request_;
   CorrectResponse writing_response_;  // the write in progress
   std::mutex mu_;
   std::vector<uint64_t> in_engine_;      // ids submitted and not yet answered (few: the window)
   std::deque<CorrectResponse> pending_;  // answered, waiting for the write in progress
   bool reading_ = false;
+  bool read_outstanding_ = false;
   bool writing_ = false;
   bool read_closed_ = false;
   bool broken_ = false;
+  bool draining_ = false;
   bool finished_ = false;
 };
 
@@ -187,30 +256,70 @@ GrammarService::GrammarService(const config::Config& config, const model::Tokeni
       options_(options),
       prompts_(std::move(prompts)),
       spelling_budget_(config.spelling.budget_ms),
-      max_in_flight_(config.server.max_in_flight) {}
+      admission_({.max_in_flight = config.server.max_in_flight,
+                  .max_queue = std::chrono::milliseconds(config.server.max_queue_ms)},
+                 options.admission_clock ? options.admission_clock : MonotonicMicros) {
+  // As the generated gecd::v1::GrammarCorrection::CallbackService does, with our request type.
+  AddMethod(new grpc::internal::RpcServiceMethod(kCorrectMethod,
+                                                 grpc::internal::RpcMethod::NORMAL_RPC, nullptr));
+  MarkMethodCallback(
+      0, new grpc::internal::CallbackUnaryHandler<CorrectRequest, CorrectResponse>(
+             [this](grpc::CallbackServerContext* context, const CorrectRequest* request,
+                    CorrectResponse* response) { return Correct(context, request, response); }));
+  AddMethod(new grpc::internal::RpcServiceMethod(
+      kCorrectStreamMethod, grpc::internal::RpcMethod::BIDI_STREAMING, nullptr));
+  MarkMethodCallback(
+      1, new grpc::internal::CallbackBidiHandler<CorrectRequest, CorrectResponse>(
+             [this](grpc::CallbackServerContext* context) { return CorrectStream(context); }));
+}
 
 grpc::ServerUnaryReactor* GrammarService::Correct(grpc::CallbackServerContext* context,
                                                   const CorrectRequest* request,
                                                   CorrectResponse* response) {
+  last_call_us_.store(MonotonicMicros(), std::memory_order_relaxed);
   return new UnaryCall(*this, context, request, response);
 }
 
 grpc::ServerBidiReactor<CorrectRequest, CorrectResponse>* GrammarService::CorrectStream(
     grpc::CallbackServerContext* context) {
+  last_call_us_.store(MonotonicMicros(), std::memory_order_relaxed);
   return new StreamCall(*this, context);
 }
 
-bool GrammarService::TryAdmit() {
-  int n = in_flight_.load(std::memory_order_relaxed);
-  do {
-    if (n >= max_in_flight_) return false;
-  } while (!in_flight_.compare_exchange_weak(n, n + 1, std::memory_order_relaxed));
-  metrics_.RequestAdmitted();
-  return true;
+bool GrammarService::AddStream(StreamCall* stream) {
+  std::lock_guard lock(streams_mu_);
+  streams_.insert(stream);
+  metrics_.StreamOpened();
+  return draining_.load(std::memory_order_relaxed);
+}
+
+void GrammarService::RemoveStream(StreamCall* stream) {
+  std::lock_guard lock(streams_mu_);
+  streams_.erase(stream);
+  metrics_.StreamClosed();
+}
+
+int GrammarService::open_streams() const {
+  std::lock_guard lock(streams_mu_);
+  return static_cast<int>(streams_.size());
+}
+
+void GrammarService::StartDraining() {
+  draining_.store(true, std::memory_order_relaxed);
+  // A stream marked finished here cannot reach OnDone (which needs streams_mu_) before its
+  // Finish below: gRPC ends a call only after Finish.
+  std::vector<StreamCall*> finish;
+  {
+    std::lock_guard lock(streams_mu_);
+    for (StreamCall* stream : streams_) {
+      if (stream->StartDraining()) finish.push_back(stream);
+    }
+  }
+  for (StreamCall* stream : finish) stream->FinishDrained();
 }
 
 void GrammarService::Release() {
-  in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  admission_.Release();
   metrics_.RequestReleased();
 }
 
@@ -249,13 +358,13 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
     reply(grpc::Status::OK, std::move(response));
     return;
   }
-  if (!TryAdmit()) {
-    reply(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                       "server is at its in-flight limit (server.max_in_flight); retry with "
-                       "backoff"),
-          {});
+  AdmissionController::Decision admitted = admission_.Admit(Budget(deadline));
+  if (!admitted.admitted()) {
+    metrics_.RequestShed(ShedReasonOf(admitted.refusal));
+    reply(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::move(admitted.message)), {});
     return;
   }
+  metrics_.RequestAdmitted();
   const auto spelling_start = std::chrono::steady_clock::now();
   // No longer than the RPC has left: a look-up past its deadline is wasted.
   const auto left = std::chrono::duration_cast<std::chrono::steady_clock::duration>(

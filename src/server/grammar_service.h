@@ -5,25 +5,36 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <mutex>
+#include <set>
 
 #include "config/config.h"
-#include "gecd/v1/grammar.grpc.pb.h"
+#include "gecd/internal/grammar_wire.pb.h"
+#include "gecd/v1/grammar.pb.h"
+#include "grpcpp/impl/service_type.h"
+#include "grpcpp/support/server_callback.h"
 #include "model/spell_corrector.h"
 #include "model/tokenizer.h"
+#include "pipeline/prompt_builder.h"
+#include "server/admission.h"
 #include "server/engine_link.h"
 #include "server/metrics.h"
-#include "pipeline/prompt_builder.h"
 
 // gecd.v1.GrammarCorrection on gRPC's callback API. Each sentence goes through the cheap checks
-// (pipeline::PromptBuilder::Check), then admission under the worker's in-flight limit, and
-// only then the work that costs (the spelling stage, within spelling.budget_ms), so a flood of
-// bad or expensive input is refused before it can slow anyone down. Admitted sentences go to
-// the engine and are answered with the detokenized correction and its edits; a text of only
-// whitespace is answered unchanged at once. Nothing queues in the worker: beyond
-// server.max_in_flight a sentence is refused with RESOURCE_EXHAUSTED.
+// (pipeline::PromptBuilder::Check), then admission (AdmissionController: server.max_in_flight,
+// and the predicted wait against the call's deadline and server.max_queue_ms), and only then
+// the work that costs (the spelling stage, within spelling.budget_ms), so a flood of bad or
+// expensive input is refused before it can slow anyone down. Admitted sentences go to the
+// engine and are answered with the detokenized correction and its edits; a text of only
+// whitespace is answered unchanged at once. Nothing queues in the worker: a sentence it could
+// not answer in time is refused with RESOURCE_EXHAUSTED at once.
 namespace gecd::server {
 
-class GrammarService final : public gecd::v1::GrammarCorrection::CallbackService {
+//
+// The methods are gecd.v1.GrammarCorrection's (same names, so reflection describes the public
+// proto), registered by hand with gecd.internal.CorrectRequest as the request type: its `text`
+// is bytes, so invalid UTF-8 reaches the validator instead of failing to parse.
+class GrammarService final : public grpc::Service {
  public:
   struct Options {
     // Sentences of one CorrectStream in the engine or waiting to be written; the stream stops
@@ -31,6 +42,8 @@ class GrammarService final : public gecd::v1::GrammarCorrection::CallbackService
     int stream_window = 64;
     // The spelling stage (config section `spelling`), or null; must outlive the service.
     const model::SpellCorrector* spelling = nullptr;
+    // Admission's clock (monotonic microseconds); null = the steady clock. Tests pass a fake.
+    AdmissionController::Clock admission_clock = nullptr;
   };
 
   // Everything passed must outlive the service (and the grpc::Server it is registered with).
@@ -39,16 +52,21 @@ class GrammarService final : public gecd::v1::GrammarCorrection::CallbackService
                  Options options);
 
   grpc::ServerUnaryReactor* Correct(grpc::CallbackServerContext* context,
-                                    const gecd::v1::CorrectRequest* request,
-                                    gecd::v1::CorrectResponse* response) override;
-  grpc::ServerBidiReactor<gecd::v1::CorrectRequest, gecd::v1::CorrectResponse>* CorrectStream(
-      grpc::CallbackServerContext* context) override;
+                                    const gecd::internal::CorrectRequest* request,
+                                    gecd::v1::CorrectResponse* response);
+  grpc::ServerBidiReactor<gecd::internal::CorrectRequest, gecd::v1::CorrectResponse>* CorrectStream(
+      grpc::CallbackServerContext* context);
 
-  // From now on new sentences (also on open streams) fail with UNAVAILABLE; admitted ones are
-  // still answered. The server's Shutdown stops new RPCs.
-  void StartDraining() { draining_.store(true, std::memory_order_relaxed); }
+  // From now on new sentences fail with UNAVAILABLE; admitted ones are still answered, and each
+  // open stream then finishes with UNAVAILABLE (new streams at once). The server's Shutdown
+  // stops new RPCs.
+  void StartDraining();
   bool draining() const { return draining_.load(std::memory_order_relaxed); }
-  int in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
+  int in_flight() const { return admission_.in_flight(); }
+  // CorrectStream calls whose reactor is alive.
+  int open_streams() const;
+  // CLOCK_MONOTONIC microseconds of the latest Correct or CorrectStream call's arrival; 0: none.
+  int64_t last_call_us() const { return last_call_us_.load(std::memory_order_relaxed); }
 
  private:
   class UnaryCall;
@@ -58,12 +76,14 @@ class GrammarService final : public gecd::v1::GrammarCorrection::CallbackService
   // either way.
   using SentenceDone = std::function<void(const grpc::Status&, gecd::v1::CorrectResponse)>;
 
+  // Registers a new stream; returns whether the worker already drains. RemoveStream: OnDone.
+  bool AddStream(StreamCall* stream);
+  void RemoveStream(StreamCall* stream);
   uint64_t NextId() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
   // Validates, admits and submits one sentence under engine id `id`. `done` runs exactly once:
   // inline when the sentence is refused, else on the engine link's thread.
-  void Process(uint64_t id, const gecd::v1::CorrectRequest& request, Deadline deadline,
+  void Process(uint64_t id, const gecd::internal::CorrectRequest& request, Deadline deadline,
                SentenceDone done);
-  bool TryAdmit();
   void Release();
 
   const model::Tokenizer& tokenizer_;
@@ -72,10 +92,12 @@ class GrammarService final : public gecd::v1::GrammarCorrection::CallbackService
   const Options options_;
   const pipeline::PromptBuilder prompts_;
   const std::chrono::milliseconds spelling_budget_;  // spelling.budget_ms
-  const int max_in_flight_;
-  std::atomic<int> in_flight_{0};
+  AdmissionController admission_;
   std::atomic<uint64_t> next_id_{1};
   std::atomic<bool> draining_{false};
+  std::atomic<int64_t> last_call_us_{0};
+  mutable std::mutex streams_mu_;
+  std::set<StreamCall*> streams_;  // guarded by streams_mu_
 };
 
 }  // namespace gecd::server

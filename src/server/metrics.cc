@@ -43,6 +43,8 @@ constexpr std::string_view kCodeNames[ProcessMetrics::kNumCodes] = {
     "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",     "UNIMPLEMENTED",    "INTERNAL",
     "UNAVAILABLE", "DATA_LOSS",       "UNAUTHENTICATED"};
 constexpr int kUnknownCode = 2;
+constexpr std::string_view kShedReasonNames[ProcessMetrics::kNumShedReasons] = {
+    "max_in_flight", "max_queue", "deadline"};
 
 void Observe(HistogramBlock& h, const HistogramSpec& spec, double value) {
   // Prometheus buckets are "le": a value equal to a bound belongs to that bound's bucket.
@@ -115,6 +117,7 @@ void ProcessMetrics::SetKvCacheUsage(double ratio) {
 
 void ProcessMetrics::ResetGauges() {
   concurrency_.store(0, std::memory_order_relaxed);
+  open_streams_.store(0, std::memory_order_relaxed);
   kv_cache_usage_bits_.store(std::bit_cast<uint64_t>(0.0), std::memory_order_relaxed);
   queue_depth_.store(0, std::memory_order_relaxed);
 }
@@ -145,6 +148,10 @@ MetricsSnapshot MetricsRegion::Sum() const {
       s.requests[c] += m.requests_[c].load(std::memory_order_relaxed);
     }
     s.concurrency += m.concurrency_.load(std::memory_order_relaxed);
+    for (int r = 0; r < ProcessMetrics::kNumShedReasons; ++r) {
+      s.shed[r] += m.shed_[r].load(std::memory_order_relaxed);
+    }
+    s.open_streams += m.open_streams_.load(std::memory_order_relaxed);
     s.prompt_tokens += m.prompt_tokens_.load(std::memory_order_relaxed);
     s.generated_tokens += m.generated_tokens_.load(std::memory_order_relaxed);
     s.cancelled_sequences += m.cancelled_sequences_.load(std::memory_order_relaxed);
@@ -173,6 +180,14 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
   }
   AppendScalar(out, "gecd_request_concurrency", "Requests admitted and not yet answered.",
                "gauge", absl::StrCat(s.concurrency));
+  AppendHeader(out, "gecd_requests_shed_total",
+               "Sentences refused at admission (RESOURCE_EXHAUSTED), by reason.", "counter");
+  for (int r = 0; r < ProcessMetrics::kNumShedReasons; ++r) {
+    absl::StrAppend(&out, "gecd_requests_shed_total{reason=\"", std::string(kShedReasonNames[r]),
+                    "\"} ", s.shed[r], "\n");
+  }
+  AppendScalar(out, "gecd_open_streams", "CorrectStream calls open.", "gauge",
+               absl::StrCat(s.open_streams));
   AppendHistogram(out, kRequestDuration, s.request_duration);
   AppendHistogram(out, kTimeToFirstToken, s.time_to_first_token);
   AppendHistogram(out, kBatchSize, s.batch_size);

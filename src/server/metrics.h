@@ -31,11 +31,19 @@ class ProcessMetrics {
   // gRPC status codes 0..16; anything else is counted as UNKNOWN (2).
   static constexpr int kNumCodes = 17;
 
+  // Why admission refused a sentence (gecd_requests_shed_total{reason}).
+  enum ShedReason { kShedMaxInFlight, kShedMaxQueue, kShedDeadline, kNumShedReasons };
+
   // Workers: a request passed admission / left (answered or failed).
   void RequestAdmitted() { concurrency_.fetch_add(1, std::memory_order_relaxed); }
   void RequestReleased() { concurrency_.fetch_sub(1, std::memory_order_relaxed); }
   // Workers: every RPC answered, admitted or not, with its gRPC code and duration.
   void RequestFinished(int grpc_code, double seconds);
+  // Workers: a sentence refused at admission (also counted by RequestFinished).
+  void RequestShed(ShedReason reason) { shed_[reason].fetch_add(1, std::memory_order_relaxed); }
+  // Workers: a CorrectStream call began / ended (its reactor was deleted).
+  void StreamOpened() { open_streams_.fetch_add(1, std::memory_order_relaxed); }
+  void StreamClosed() { open_streams_.fetch_sub(1, std::memory_order_relaxed); }
   // Workers: time from the RPC's arrival to its first generated token.
   void ObserveTimeToFirstToken(double seconds);
   // Workers: the spelling stage of one request took `seconds`, looked `lookups` words up in
@@ -62,6 +70,8 @@ class ProcessMetrics {
 
   alignas(64) std::array<std::atomic<uint64_t>, kNumCodes> requests_;
   std::atomic<int64_t> concurrency_;
+  std::array<std::atomic<uint64_t>, kNumShedReasons> shed_;
+  std::atomic<int64_t> open_streams_;
   std::atomic<uint64_t> prompt_tokens_;
   std::atomic<uint64_t> generated_tokens_;
   std::atomic<uint64_t> cancelled_sequences_;
@@ -79,6 +89,8 @@ class ProcessMetrics {
 struct MetricsSnapshot {
   std::array<uint64_t, ProcessMetrics::kNumCodes> requests{};
   int64_t concurrency = 0;
+  std::array<uint64_t, ProcessMetrics::kNumShedReasons> shed{};
+  int64_t open_streams = 0;
   uint64_t prompt_tokens = 0;
   uint64_t generated_tokens = 0;
   uint64_t cancelled_sequences = 0;

@@ -28,9 +28,14 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const config::
       new WorkerServer(engine,
                        std::make_unique<GrammarService>(config, tokenizer, std::move(prompts),
                                                         engine, metrics, options.service),
-                       options.health_poll));
+                       options.health_poll, std::chrono::milliseconds(config.server.drain_quiet_ms)));
   grpc::ServerBuilder builder;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 1);
+  // Each open call holds ~18 KB (gRPC's call arena and HTTP/2 stream, the reactor) for as long as
+  // the client keeps it open, so a client that abandons streams without closing them would
+  // otherwise grow the worker without bound; past the limit its new calls wait in its transport.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             config.server.max_streams_per_connection);
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->port_);
   builder.RegisterService(server->service_.get());
   server->server_ = builder.BuildAndStart();
@@ -45,8 +50,12 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const config::
 }
 
 WorkerServer::WorkerServer(EngineLink& engine, std::unique_ptr<GrammarService> service,
-                           std::chrono::milliseconds health_poll)
-    : engine_(engine), service_(std::move(service)), health_poll_(health_poll) {}
+                           std::chrono::milliseconds health_poll,
+                           std::chrono::milliseconds drain_quiet)
+    : engine_(engine),
+      service_(std::move(service)),
+      health_poll_(health_poll),
+      drain_quiet_(drain_quiet) {}
 
 WorkerServer::~WorkerServer() { Drain(std::chrono::milliseconds(0)); }
 
@@ -80,10 +89,23 @@ void WorkerServer::Drain(std::chrono::milliseconds grace) {
                grace.count());
   const auto deadline = std::chrono::system_clock::now() + grace;
   // New sentences get UNAVAILABLE "shutting down", which clients retry elsewhere, for as long
-  // as admitted ones run: a call that reaches a gRPC server already in Shutdown is cancelled
-  // instead, and clients do not retry CANCELLED.
-  while (service_->in_flight() > 0 && std::chrono::system_clock::now() < deadline) {
+  // as admitted ones run and open streams finish, and until no call has arrived for
+  // server.drain_quiet_ms: a call that reaches a gRPC server already in Shutdown, even one on
+  // the wire when Shutdown starts, is cancelled instead, and clients do not retry CANCELLED.
+  const auto quiet_us = std::chrono::duration_cast<std::chrono::microseconds>(drain_quiet_);
+  const auto busy = [&] {
+    const int64_t now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count();
+    return service_->in_flight() > 0 || service_->open_streams() > 0 ||
+           now_us - service_->last_call_us() < quiet_us.count();
+  };
+  while (busy() && std::chrono::system_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (busy()) {
+    spdlog::warn("grace period over: {} requests in flight, {} streams open; cancelling them",
+                 service_->in_flight(), service_->open_streams());
   }
   server_->Shutdown(deadline);
   server_->Wait();

@@ -45,14 +45,15 @@ class WorkerServer {
   int port() const { return port_; }
   GrammarService& service() { return *service_; }
 
-  // Health goes NOT_SERVING, new RPCs and new stream sentences are refused, admitted sentences
-  // are answered; whatever is still running after `grace` is cancelled. Returns once the server
-  // has stopped. Idempotent.
+  // Health goes NOT_SERVING, new RPCs and new stream sentences are refused (UNAVAILABLE),
+  // admitted sentences are answered, open streams finish with UNAVAILABLE; the port closes once
+  // nothing runs and no call came for server.drain_quiet_ms. Whatever is still running after
+  // `grace` is cancelled. Returns once the server has stopped. Idempotent.
   void Drain(std::chrono::milliseconds grace);
 
  private:
   WorkerServer(EngineLink& engine, std::unique_ptr<GrammarService> service,
-               std::chrono::milliseconds health_poll);
+               std::chrono::milliseconds health_poll, std::chrono::milliseconds drain_quiet);
   void PollHealth();
 
   EngineLink& engine_;
@@ -60,6 +61,7 @@ class WorkerServer {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   const std::chrono::milliseconds health_poll_;
+  const std::chrono::milliseconds drain_quiet_;
 
   std::mutex mu_;
   std::condition_variable stop_cv_;

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "common/memory_limit.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -187,6 +188,29 @@ TEST(Config, CopyBias) {
   // Both backends apply it.
   auto cuda = ParseConfig("model:\n  copy_bias: 2\nengine:\n  backend: cuda\n", "conf.yaml");
   ASSERT_TRUE(cuda.ok()) << cuda.status();
+}
+
+TEST(Config, AdmissionDrainAndStreamKeys) {
+  auto defaults = ParseConfig("", "conf.yaml");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->server.max_queue_ms, 500);
+  EXPECT_EQ(defaults->server.drain_quiet_ms, 500);
+  EXPECT_EQ(defaults->server.max_streams_per_connection, 1024);
+  auto c = ParseConfig(
+      "server:\n  max_queue_ms: 0\n  drain_quiet_ms: 50\n  max_streams_per_connection: 8\n",
+      "conf.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->server.max_queue_ms, 0);  // off: only the call's deadline
+  EXPECT_EQ(c->server.drain_quiet_ms, 50);
+  EXPECT_EQ(c->server.max_streams_per_connection, 8);
+  auto zero = ParseConfig("server:\n  max_streams_per_connection: 0\n", "conf.yaml");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_THAT(zero.status().message(), HasSubstr("server.max_streams_per_connection"));
+  for (const char* key : {"max_queue_ms", "drain_quiet_ms"}) {
+    auto bad = ParseConfig(absl::StrCat("server:\n  ", key, ": -1\n"), "conf.yaml");
+    ASSERT_FALSE(bad.ok()) << key;
+    EXPECT_THAT(bad.status().message(), HasSubstr(absl::StrCat("conf.yaml:2: server.", key)));
+  }
 }
 
 TEST(Config, ShippedDefaultConfigParses) {

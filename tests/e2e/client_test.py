@@ -3,10 +3,12 @@
 
 Written with Debian's python3-grpcio and python3-protobuf; the stubs are generated at start
 from proto/gecd/v1/grammar.proto (and the health/reflection subsets in protos/, named so as
-not to shadow grpcio's own `grpc` package) into a
-temporary directory. Checks that applying the returned edits to the input yields
-corrected_text, that streams answer every sentence by id, that invalid input is
-INVALID_ARGUMENT, and that the health and reflection services answer.
+not to shadow grpcio's own `grpc` package, and protos/grammar_bytes.proto, the request as
+older clients declared it, `text` as bytes) into a temporary directory. Checks that `text`
+takes a plain str, that bytes clients still work, that applying the returned edits to the
+input yields corrected_text, that streams answer every sentence by id, that invalid input
+(invalid UTF-8 included, as a bytes client sends it) is INVALID_ARGUMENT, and that the health
+and reflection services answer.
 Exit status: 0 passed, 1 failed, 77 skipped (grpc or the protoc plugin missing).
 """
 
@@ -34,6 +36,7 @@ def generate_stubs(out_dir):
         (os.path.join(SOURCE_DIR, "proto"), "gecd/v1/grammar.proto"),
         (os.path.join(HERE, "protos"), "health.proto"),
         (os.path.join(HERE, "protos"), "reflection.proto"),
+        (os.path.join(HERE, "protos"), "grammar_bytes.proto"),
     ]
     for include, proto in protos:
         subprocess.run(
@@ -69,6 +72,36 @@ class GecdClientTest(unittest.TestCase):
         grpc.channel_ready_future(cls.channel).result(timeout=TIMEOUT_S)
         cls.stub = grammar_pb2_grpc.GrammarCorrectionStub(cls.channel)
 
+    def bytes_client_correct(self, text_bytes):
+        """Correct as a client whose stubs declare `text` bytes (the API before it was a
+        string): the same method, the old request message."""
+        import grammar_bytes_pb2
+        from gecd.v1 import grammar_pb2
+        correct = self.channel.unary_unary(
+            "/gecd.v1.GrammarCorrection/Correct",
+            request_serializer=grammar_bytes_pb2.CorrectRequest.SerializeToString,
+            response_deserializer=grammar_pb2.CorrectResponse.FromString)
+        return correct(grammar_bytes_pb2.CorrectRequest(text=text_bytes, request_id="old"),
+                       timeout=TIMEOUT_S)
+
+    def test_text_is_a_plain_str(self):
+        from gecd.v1 import grammar_pb2
+        text = "She go to school yesterday."
+        response = self.stub.Correct(grammar_pb2.CorrectRequest(text=text), timeout=TIMEOUT_S)
+        self.assertEqual(apply_edits(text, response.edits), response.corrected_text)
+
+    def test_bytes_clients_still_work(self):
+        from gecd.v1 import grammar_pb2
+        text = "She go to school yesterday."
+        # Old code against new stubs: protobuf takes UTF-8 bytes for a string field.
+        new_stubs = self.stub.Correct(grammar_pb2.CorrectRequest(text=text.encode()),
+                                      timeout=TIMEOUT_S)
+        # Old stubs: `text` declared bytes; identical on the wire.
+        old_stubs = self.bytes_client_correct(text.encode())
+        self.assertEqual(old_stubs.request_id, "old")
+        self.assertEqual(old_stubs.corrected_text, new_stubs.corrected_text)
+        self.assertEqual(apply_edits(text, old_stubs.edits), old_stubs.corrected_text)
+
     @classmethod
     def tearDownClass(cls):
         cls.channel.close()
@@ -77,7 +110,7 @@ class GecdClientTest(unittest.TestCase):
         from gecd.v1 import grammar_pb2
         for text in SENTENCES:
             response = self.stub.Correct(
-                grammar_pb2.CorrectRequest(text=text.encode(), request_id="id-" + text),
+                grammar_pb2.CorrectRequest(text=text, request_id="id-" + text),
                 timeout=TIMEOUT_S)
             self.assertEqual(response.request_id, "id-" + text)
             self.assertEqual(apply_edits(text, response.edits), response.corrected_text)
@@ -85,7 +118,7 @@ class GecdClientTest(unittest.TestCase):
 
     def test_stream_answers_every_sentence_by_id(self):
         from gecd.v1 import grammar_pb2
-        requests = [grammar_pb2.CorrectRequest(text=t.encode(), request_id=str(i))
+        requests = [grammar_pb2.CorrectRequest(text=t, request_id=str(i))
                     for i, t in enumerate(SENTENCES)]
         responses = list(self.stub.CorrectStream(iter(requests), timeout=TIMEOUT_S))
         self.assertEqual(sorted(r.request_id for r in responses),
@@ -97,13 +130,17 @@ class GecdClientTest(unittest.TestCase):
     def test_empty_text_is_invalid_argument(self):
         from gecd.v1 import grammar_pb2
         with self.assertRaises(self.grpc.RpcError) as caught:
-            self.stub.Correct(grammar_pb2.CorrectRequest(text=b""), timeout=TIMEOUT_S)
+            self.stub.Correct(grammar_pb2.CorrectRequest(text=""), timeout=TIMEOUT_S)
         self.assertEqual(caught.exception.code(), self.grpc.StatusCode.INVALID_ARGUMENT)
 
     def test_invalid_utf8_is_invalid_argument(self):
+        # The str stubs cannot even build such a request; a bytes client can send it, and the
+        # server (not its protobuf runtime) must refuse it.
         from gecd.v1 import grammar_pb2
+        with self.assertRaises(ValueError):
+            grammar_pb2.CorrectRequest(text=b"caf\xc3 ok")
         with self.assertRaises(self.grpc.RpcError) as caught:
-            self.stub.Correct(grammar_pb2.CorrectRequest(text=b"caf\xc3 ok"), timeout=TIMEOUT_S)
+            self.bytes_client_correct(b"caf\xc3 ok")
         self.assertEqual(caught.exception.code(), self.grpc.StatusCode.INVALID_ARGUMENT)
         self.assertIn("UTF-8", caught.exception.details())
 
@@ -133,6 +170,10 @@ class GecdClientTest(unittest.TestCase):
         services = {f"{f.package}.{s.name}": [m.name for m in s.method]
                     for f in files for s in f.service}
         self.assertEqual(services.get("gecd.v1.GrammarCorrection"), ["Correct", "CorrectStream"])
+        # Reflection describes the public API: `text` is a string there.
+        requests = {f"{f.package}.{m.name}": m for f in files for m in f.message_type}
+        text = [fd for fd in requests["gecd.v1.CorrectRequest"].field if fd.name == "text"][0]
+        self.assertEqual(text.type, descriptor_pb2.FieldDescriptorProto.TYPE_STRING)
 
 
 def main():

@@ -34,6 +34,8 @@ TEST(LoadRecorderTest, CountsTheWindowOnlyAndBinsByCompletionSecond) {
   EXPECT_EQ(result.ok, 2u);
   EXPECT_EQ(result.error_count(), 1u);
   EXPECT_EQ(result.errors.at("RESOURCE_EXHAUSTED"), 1u);
+  EXPECT_EQ(result.refused, 1u);
+  EXPECT_EQ(result.refused_latency.max(), 150000);
   EXPECT_DOUBLE_EQ(result.achieved_qps(), 1.0);
   EXPECT_EQ(result.ok_latency.max(), 30000);
   ASSERT_EQ(result.timeline.size(), 2u);
@@ -98,6 +100,11 @@ TEST(ReportTest, JsonCarriesTotalsPercentilesAndCodes) {
   EXPECT_NEAR(json["latency_ms"]["p99.9"].get<double>(), 30.0, 30.0 / 128);
   EXPECT_DOUBLE_EQ(json["latency_ms"]["max"].get<double>(), 30.0);
   EXPECT_DOUBLE_EQ(json["latency_ms"]["mean"].get<double>(), 20.0);
+  // The refusal (RESOURCE_EXHAUSTED after 150 ms) on its own, not in the OK percentiles.
+  EXPECT_EQ(json["refused"]["count"], 1);
+  EXPECT_NEAR(json["refused"]["rate"].get<double>(), 1.0 / 3, 1e-9);
+  EXPECT_NEAR(json["refused"]["latency_ms"]["p99"].get<double>(), 150.0, 150.0 / 128);
+  EXPECT_DOUBLE_EQ(json["refused"]["latency_ms"]["max"].get<double>(), 150.0);
 }
 
 TEST(ReportTest, TableShowsQpsPercentilesAndErrorCodes) {
@@ -107,6 +114,8 @@ TEST(ReportTest, TableShowsQpsPercentilesAndErrorCodes) {
   EXPECT_NE(text.find("achieved qps"), std::string::npos) << text;
   EXPECT_NE(text.find("latency p99.9"), std::string::npos) << text;
   EXPECT_NE(text.find("RESOURCE_EXHAUSTED"), std::string::npos) << text;
+  EXPECT_NE(text.find("1 (33.3% of completed)"), std::string::npos) << text;
+  EXPECT_NE(text.find("refused p99"), std::string::npos) << text;
 }
 
 }  // namespace

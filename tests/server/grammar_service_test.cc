@@ -3,12 +3,14 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -17,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "gecd/v1/grammar.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -261,6 +264,16 @@ class GrammarServiceTest : public ::testing::Test {
     EXPECT_TRUE(status.ok()) << status.error_message();
     // HealthCheckResponse{status = 1 (varint)}; an absent field is 0, UNKNOWN.
     return response.size() == 2 && response[0] == 0x08 ? response[1] : 0;
+  }
+
+  // Polls an eventual server-side state.
+  static bool WaitUntil(const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + kWait;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
   }
 
   bool WaitForHealth(int want) {
@@ -532,6 +545,60 @@ TEST_F(GrammarServiceTest, BeyondMaxInFlightIsRefusedWhileAdmittedComplete) {
   EXPECT_TRUE(Correct("again", &response).ok());
 }
 
+TEST_F(GrammarServiceTest, OverloadIsRefusedAtOnceWhenThePredictedWaitExceedsTheBudget) {
+  config_.server.max_in_flight = 1000;
+  config_.server.max_queue_ms = 800;
+  std::atomic<int64_t> now_us{1'000'000};
+  StartServer({.admission_clock = [&] { return now_us.load(); }});
+  // One sentence served in 100 ms of busy time: 10 per second.
+  engine_->set_hold(true);
+  auto first = StartCorrect("first");
+  ASSERT_TRUE(engine_->WaitForHeld(1));
+  now_us += 100'000;
+  engine_->ReleaseNewestFirst();
+  ASSERT_TRUE(first->status.get_future().get().ok());
+
+  // A sentence behind k others waits k / 10 s: behind three, one with a 250 ms deadline would
+  // wait 300 ms, and is refused at once.
+  std::vector<std::unique_ptr<PendingCall>> admitted;
+  for (int i = 0; i < 3; ++i) admitted.push_back(StartCorrect("ok"));
+  ASSERT_TRUE(engine_->WaitForHeld(3));
+  CorrectResponse response;
+  grpc::Status refused = Correct("late", &response, std::chrono::milliseconds(250));
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("deadline"));
+  // Without a tight deadline server.max_queue_ms holds: nine in all (800 ms behind eight), not ten.
+  for (int i = 0; i < 6; ++i) admitted.push_back(StartCorrect("ok"));
+  ASSERT_TRUE(engine_->WaitForHeld(9));
+  refused = Correct("one more", &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("predicted wait 900 ms"));
+  EXPECT_THAT(refused.error_message(), HasSubstr("server.max_queue_ms 800"));
+  EXPECT_EQ(server_->service().in_flight(), 9);
+  const MetricsSnapshot snapshot = metrics_.region.Sum();
+  EXPECT_EQ(snapshot.shed[ProcessMetrics::kShedDeadline], 1u);
+  EXPECT_EQ(snapshot.shed[ProcessMetrics::kShedMaxQueue], 1u);
+  EXPECT_EQ(metrics_.Requests(grpc::StatusCode::RESOURCE_EXHAUSTED), 2u);
+
+  now_us += 800'000;
+  engine_->ReleaseNewestFirst();
+  for (auto& call : admitted) EXPECT_TRUE(call->status.get_future().get().ok());
+  EXPECT_EQ(server_->service().in_flight(), 0);
+}
+
+TEST_F(GrammarServiceTest, InvalidUtf8ReachesTheValidator) {
+  StartServer();
+  // What a client whose `text` is bytes sends; the public message is a string, so the test
+  // serializes the server's own wire message and sends it raw.
+  gecd::internal::CorrectRequest request;
+  request.set_text("caf\xc3 ok");
+  std::string response_bytes;
+  const grpc::Status status = GenericUnary("/gecd.v1.GrammarCorrection/Correct",
+                                           request.SerializeAsString(), &response_bytes);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("UTF-8"));
+}
+
 TEST_F(GrammarServiceTest, DeadlineCancelsTheEngineRequest) {
   StartServer();
   engine_->set_hold(true);
@@ -583,6 +650,76 @@ TEST_F(GrammarServiceTest, DrainAnswersAdmittedRequests) {
   engine_->ReleaseNewestFirst();
   EXPECT_TRUE(call->status.get_future().get().ok());
   drain.join();
+}
+
+TEST_F(GrammarServiceTest, DrainFinishesOpenStreamsWithUnavailable) {
+  config_.server.drain_quiet_ms = 0;
+  StartServer();
+  // One idle stream, one with a sentence in the engine.
+  grpc::ClientContext idle_context, busy_context;
+  idle_context.set_deadline(std::chrono::system_clock::now() + kWait);
+  busy_context.set_deadline(std::chrono::system_clock::now() + kWait);
+  auto idle = stub_->CorrectStream(&idle_context);
+  auto busy = stub_->CorrectStream(&busy_context);
+  engine_->set_hold(true);
+  CorrectRequest request;
+  request.set_text("in flight");
+  request.set_request_id("b");
+  ASSERT_TRUE(busy->Write(request));
+  ASSERT_TRUE(engine_->WaitForHeld(1));
+  ASSERT_TRUE(WaitUntil([&] { return server_->service().open_streams() == 2; }));
+
+  const auto started = std::chrono::steady_clock::now();
+  std::thread drain([&] { server_->Drain(kWait); });
+  // The idle stream ends at once, UNAVAILABLE (retry elsewhere), not CANCELLED at the grace
+  // period's end.
+  CorrectResponse response;
+  EXPECT_FALSE(idle->Read(&response));
+  const grpc::Status idle_status = idle->Finish();
+  EXPECT_EQ(idle_status.error_code(), grpc::StatusCode::UNAVAILABLE) << idle_status.error_message();
+  // The busy one gets its answer first.
+  engine_->ReleaseNewestFirst();
+  ASSERT_TRUE(busy->Read(&response));
+  EXPECT_EQ(response.request_id(), "b");
+  EXPECT_EQ(response.status().code(), 0);
+  EXPECT_FALSE(busy->Read(&response));
+  EXPECT_EQ(busy->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  drain.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, kWait / 2);
+  EXPECT_EQ(server_->service().open_streams(), 0);
+}
+
+// Calls that keep coming while the worker drains get UNAVAILABLE (clients retry it elsewhere),
+// never CANCELLED: the gRPC server shuts down (cancelling whatever reaches it then) only once
+// they have stopped for server.drain_quiet_ms.
+TEST_F(GrammarServiceTest, DrainAnswersUnavailableUntilCallsStopNeverCancelled) {
+  config_.server.drain_quiet_ms = 200;  // 0, i.e. shutting down once nothing runs: ~8 CANCELLED
+  StartServer();
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::map<grpc::StatusCode, int> codes;
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 8; ++t) {
+    clients.emplace_back([&] {
+      while (!stop.load()) {
+        CorrectResponse response;
+        const grpc::Status status = Correct("hello", &response, std::chrono::seconds(10));
+        std::lock_guard lock(mu);
+        ++codes[status.error_code()];
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::thread drain([&] { server_->Drain(kWait); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  stop = true;
+  for (std::thread& client : clients) client.join();
+  drain.join();
+  std::string seen;
+  for (const auto& [code, n] : codes) absl::StrAppend(&seen, static_cast<int>(code), ":", n, " ");
+  EXPECT_EQ(codes.count(grpc::StatusCode::CANCELLED), 0u) << seen;
+  EXPECT_GT(codes[grpc::StatusCode::OK], 0) << seen;
+  EXPECT_GT(codes[grpc::StatusCode::UNAVAILABLE], 0) << seen;
 }
 
 TEST_F(GrammarServiceTest, ReflectionListsTheService) {

@@ -173,6 +173,10 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   worker->RequestFinished(14, 0.7);   // UNAVAILABLE
   worker->RequestFinished(0, 60);     // above every bound: only +Inf
   worker->RequestAdmitted();
+  worker->RequestShed(ProcessMetrics::kShedMaxQueue);
+  worker->RequestShed(ProcessMetrics::kShedMaxQueue);
+  worker->RequestShed(ProcessMetrics::kShedDeadline);
+  worker->StreamOpened();
   engine->ObserveBatch(1);
   engine->ObserveBatch(2);
   engine->ObserveBatch(5000);
@@ -192,12 +196,19 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   }
   EXPECT_EQ(e.types.at("gecd_kv_cache_usage_ratio"), "gauge");
   EXPECT_EQ(e.types.at("gecd_queue_depth"), "gauge");
+  EXPECT_EQ(e.types.at("gecd_requests_shed_total"), "counter");
+  EXPECT_EQ(e.types.at("gecd_open_streams"), "gauge");
 
   EXPECT_EQ(e.samples.at("gecd_requests_total{code=\"OK\"}"), 3);
   EXPECT_EQ(e.samples.at("gecd_requests_total{code=\"UNAVAILABLE\"}"), 1);
   EXPECT_FALSE(e.samples.count("gecd_requests_total{code=\"CANCELLED\"}"));
   EXPECT_EQ(e.samples.at("gecd_request_concurrency"), 1);
   EXPECT_EQ(e.samples.at("gecd_cancelled_sequences_total"), 1);
+  // Every reason is exported from the start, so rate() works before the first refusal.
+  EXPECT_EQ(e.samples.at("gecd_requests_shed_total{reason=\"max_in_flight\"}"), 0);
+  EXPECT_EQ(e.samples.at("gecd_requests_shed_total{reason=\"max_queue\"}"), 2);
+  EXPECT_EQ(e.samples.at("gecd_requests_shed_total{reason=\"deadline\"}"), 1);
+  EXPECT_EQ(e.samples.at("gecd_open_streams"), 1);
   EXPECT_EQ(e.samples.at("gecd_kv_cache_usage_ratio"), 0.125);
   EXPECT_EQ(e.samples.at("gecd_process_restarts_total{process=\"engine\"}"), 1);
   EXPECT_EQ(e.samples.at("gecd_process_restarts_total{process=\"worker\"}"), 3);
