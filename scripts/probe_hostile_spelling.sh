@@ -3,10 +3,11 @@
 # the daemon on the default config (spelling stage on), normal sentences at --qps $QPS for
 # $DURATION, alone and next to a second client sending random non-words at 2.8 requests/s:
 #   long:  2,000 characters (over model.max_input_tokens: refused by the cheap checks);
-#   short: 500 characters (under the limit: admitted, its spelling within spelling.budget_ms).
+#   short: 300 characters (~210 tokens, under the limit: admitted, its spelling bounded).
 # Prints gecd-load's report of the normal traffic for each run, and the spelling metrics.
 # Builds nothing: ninja -C build gecd gecd-load. BUILD=dir picks another build (e.g. an older
-# one, for a before/after figure). Traffic goes to 127.0.0.1 only; every run is bounded.
+# one, for a before/after figure) and CONFIG=file another config (an older binary refuses keys
+# it does not know). Traffic goes to 127.0.0.1 only; every run is bounded.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -14,6 +15,7 @@ BUILD="${BUILD:-$ROOT/build}"
 OUT="${OUT:-$(mktemp -d /tmp/gecd-hostile.XXXXXX)}"
 QPS="${QPS:-20}"
 DURATION="${DURATION:-20s}"
+CONFIG="${CONFIG:-$ROOT/configs/gecd.yaml}"
 for bin in "$BUILD/gecd" "$BUILD/gecd-load"; do
   [[ -x "$bin" ]] || { echo "missing $bin: ninja -C $BUILD gecd gecd-load" >&2; exit 1; }
 done
@@ -21,7 +23,7 @@ mkdir -p "$OUT"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 GRPC_PORT="$(free_port)"; METRICS_PORT="$(free_port)"
-"$BUILD/gecd" serve --config "$ROOT/configs/gecd.yaml" --set server.workers=2 \
+"$BUILD/gecd" serve --config "$CONFIG" --set server.workers=2 \
   --set "server.listen=127.0.0.1:$GRPC_PORT" --set "server.metrics_listen=127.0.0.1:$METRICS_PORT" \
   --set logging.level=warn 2>"$OUT/daemon.log" &
 DAEMON_PID=$!
@@ -48,7 +50,7 @@ def nonwords(chars):
     while sum(len(w) + 1 for w in words) < chars - 8:
         words.append("".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(7)))
     return " ".join(words)
-for name, chars in (("long", 2000), ("short", 500)):
+for name, chars in (("long", 2000), ("short", 300)):
     with open(f"{sys.argv[1]}/{name}.txt", "w") as f:
         for _ in range(200):
             f.write(nonwords(chars) + "\n")
