@@ -29,20 +29,28 @@ absl::StatusOr<ListenAddress> ParseListenAddress(std::string_view listen, std::s
   return a;
 }
 
-absl::Status CheckListenAddressFree(std::string_view listen, std::string_view key) {
-  ASSIGN_OR_RETURN(const ListenAddress a, ParseListenAddress(listen, key));
-  if (a.port == 0) return absl::OkStatus();
+absl::StatusOr<AddressList> ResolveListenAddress(const ListenAddress& address) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;
   addrinfo* found = nullptr;
-  const std::string port = std::to_string(a.port);
-  if (getaddrinfo(a.host.empty() ? nullptr : a.host.c_str(), port.c_str(), &hints, &found) != 0) {
-    return absl::OkStatus();  // the server's own bind reports an unusable host
+  const std::string port = std::to_string(address.port);
+  if (const int rc = getaddrinfo(address.host.empty() ? nullptr : address.host.c_str(),
+                                 port.c_str(), &hints, &found);
+      rc != 0) {
+    return absl::UnavailableError(gai_strerror(rc));
   }
+  return AddressList(found);
+}
+
+absl::Status CheckListenAddressFree(std::string_view listen, std::string_view key) {
+  ASSIGN_OR_RETURN(const ListenAddress a, ParseListenAddress(listen, key));
+  if (a.port == 0) return absl::OkStatus();
+  absl::StatusOr<AddressList> found = ResolveListenAddress(a);
+  if (!found.ok()) return absl::OkStatus();  // the server's own bind reports an unusable host
   absl::Status status = absl::OkStatus();
-  for (addrinfo* ai = found; ai != nullptr && status.ok(); ai = ai->ai_next) {
+  for (addrinfo* ai = found->get(); ai != nullptr && status.ok(); ai = ai->ai_next) {
     const int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
     if (fd < 0) continue;
     const int yes = 1;
@@ -54,7 +62,6 @@ absl::Status CheckListenAddressFree(std::string_view listen, std::string_view ke
     }
     close(fd);
   }
-  freeaddrinfo(found);
   return status;
 }
 

@@ -1,6 +1,9 @@
 #ifndef GECD_SERVER_LISTEN_ADDRESS_H_
 #define GECD_SERVER_LISTEN_ADDRESS_H_
 
+#include <netdb.h>
+
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -17,6 +20,14 @@ struct ListenAddress {
 
 // InvalidArgument naming `key` unless `listen` is "host:port" or "[v6]:port", port 0..65535.
 absl::StatusOr<ListenAddress> ParseListenAddress(std::string_view listen, std::string_view key);
+
+// The TCP addresses a server binds for `address` (getaddrinfo with AI_PASSIVE; an empty host is
+// every interface), freed with the list. Unavailable with getaddrinfo's reason.
+struct AddressListDeleter {
+  void operator()(addrinfo* list) const { freeaddrinfo(list); }
+};
+using AddressList = std::unique_ptr<addrinfo, AddressListDeleter>;
+absl::StatusOr<AddressList> ResolveListenAddress(const ListenAddress& address);
 
 // FailedPrecondition naming `key` when another socket already holds `listen`'s port. gecd's
 // workers bind server.listen with SO_REUSEPORT, which would let a second daemon share the port

@@ -85,21 +85,12 @@ void OnMhdLog(void* /*cls*/, const char* format, va_list args) {
 // A listening socket on the first of `host`'s addresses that binds (IPv6 ones dual-stack, as
 // "[::]:port" serves IPv4 too), or an error naming `listen` and the reason.
 absl::StatusOr<int> Listen(const std::string& listen, const ListenAddress& address) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* found = nullptr;
-  const std::string port = std::to_string(address.port);
   const std::string prefix = absl::StrCat("cannot listen on ", listen, " (metrics): ");
-  if (const int rc = getaddrinfo(address.host.empty() ? nullptr : address.host.c_str(),
-                                 port.c_str(), &hints, &found);
-      rc != 0) {
-    return absl::UnavailableError(absl::StrCat(prefix, gai_strerror(rc)));
-  }
+  absl::StatusOr<AddressList> found = ResolveListenAddress(address);
+  if (!found.ok()) return absl::UnavailableError(absl::StrCat(prefix, found.status().message()));
   int error = 0;
   int fd = -1;
-  for (addrinfo* ai = found; ai != nullptr && fd < 0; ai = ai->ai_next) {
+  for (addrinfo* ai = found->get(); ai != nullptr && fd < 0; ai = ai->ai_next) {
     fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
     if (fd < 0) {
       error = errno;
@@ -115,7 +106,6 @@ absl::StatusOr<int> Listen(const std::string& listen, const ListenAddress& addre
       fd = -1;
     }
   }
-  freeaddrinfo(found);
   if (fd < 0) return absl::UnavailableError(absl::StrCat(prefix, std::strerror(error)));
   return fd;
 }
