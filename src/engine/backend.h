@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <deque>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -113,6 +114,11 @@ class Backend {
   // True when Submit returns before the step has run (a device queue), so a driver gains by
   // submitting step N+1 before collecting step N; false when Submit computes the step itself.
   virtual bool asynchronous() const { return false; }
+
+  // For the logs: what the backend runs (device, weights, kernels), and what its own counters
+  // say so far (e.g. a device's busy and idle time); empty where it has nothing to add.
+  virtual std::string Describe() const { return {}; }
+  virtual std::string StatsSummary() const { return {}; }
 
  private:
   struct Pending {

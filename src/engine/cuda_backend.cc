@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/numerics.h"
 #include "common/status_macros.h"
 #include "engine/cpu_backend.h"
@@ -361,6 +362,15 @@ std::string CudaBackend::Describe() const {
       "; graphs ", buckets_.empty() ? std::string("off") : absl::StrCat(buckets_.size(), " buckets"),
       "; async ", options_.async ? "on" : "off", "; KV cache ", layout_.num_blocks, " blocks of ",
       layout_.block_size, " tokens");
+}
+
+std::string CudaBackend::StatsSummary() const {
+  const CudaBackendStats& s = stats_;
+  return absl::StrFormat(
+      "%d steps (%d replayed a graph, %d graphs captured), device busy %.1f ms, idle %.1f ms "
+      "between back-to-back steps in %d gaps over 20 us (%.1f us a step)",
+      s.steps, s.graph_steps, s.graphs_captured, s.device_busy_ms, s.device_idle_ms, s.idle_gaps,
+      s.steps == 0 ? 0.0 : s.device_idle_ms * 1e3 / static_cast<double>(s.steps));
 }
 
 absl::Status CudaBackend::Validate(const StepBatch& batch, int* sampled) const {

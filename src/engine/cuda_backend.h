@@ -84,7 +84,9 @@ class CudaBackend final : public Backend {
 
   const CudaBackendStats& stats() const { return stats_; }
   // One line: device, quantization, GEMM path, graphs, KV cache size.
-  std::string Describe() const;
+  std::string Describe() const override;
+  // One line of stats(): steps, graph replays, device busy and idle time.
+  std::string StatsSummary() const override;
 
  private:
   static constexpr int kSlots = 2;       // steps in flight (pinned input/output buffers)

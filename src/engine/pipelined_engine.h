@@ -46,8 +46,12 @@ class PipelinedEngine {
   absl::Status Step(StepOutcome* out);
 
   const Engine& engine() const { return engine_; }
-  // How the backend's time went (ComputeThread::Summary); a device queue keeps its own.
-  std::string ComputeSummary() { return compute_.Summary(); }
+  // How the backend's time went: the compute thread's busy and idle time, or a device queue's
+  // own counters (Backend::StatsSummary).
+  std::string Summary() {
+    return backend_->asynchronous() ? backend_->StatsSummary() : compute_.Summary();
+  }
+  const Backend& backend() const { return *backend_; }
 
  private:
   absl::Status StepOnDeviceQueue(StepOutcome* out);

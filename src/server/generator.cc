@@ -27,8 +27,13 @@ class ModelGenerator final : public Generator {
   }
 
   ModelGenerator(std::unique_ptr<engine::Backend> backend, engine::EngineOptions options)
-      : engine_(std::move(backend), /*tokenizer=*/nullptr, std::move(options)) {}
-  ~ModelGenerator() override { spdlog::info("engine compute thread: {}", engine_.ComputeSummary()); }
+      : engine_(std::move(backend), /*tokenizer=*/nullptr, std::move(options)) {
+    if (const std::string what = engine_.backend().Describe(); !what.empty()) {
+      spdlog::info("engine backend: {}", what);
+    }
+  }
+  // The CPU cost of a step shows as the backend's idle time between back-to-back steps.
+  ~ModelGenerator() override { spdlog::info("engine steps: {}", engine_.Summary()); }
 
   absl::Status Add(engine::SequenceId id, std::vector<int32_t> prompt,
                    engine::GenerationParams params) override {
