@@ -17,6 +17,8 @@
 # (ldd sees the system copy), so the bundle's build checks (scripts/gpu_deps.sh) cover those.
 # Needs root or unprivileged user namespaces (unshare). Arguments and environment pass through
 # to gpu_check.sh; GPU_JOBS defaults to 2 here.
+#   bash scripts/gpu_check_local.sh -- CMD ARGS...   runs CMD in the same namespace instead
+#                                  (e.g. build-gpu/gecd version, after a rehearsal)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [[ -d .gpu-deps ]] || bash scripts/gpu_deps.sh
@@ -46,6 +48,7 @@ for f in /usr/include/{pcre2.h,utf8proc.h,sentencepiece_processor.h,sentencepiec
          /usr/bin/protoc /usr/bin/protoc-* /usr/bin/grpc_cpp_plugin; do
   if [[ -f "$f" && ! -L "$f" ]]; then mount --bind /dev/null "$f"; hidden=$((hidden + 1)); fi
 done
-echo "gpu_check_local.sh: hid the -dev packages (tmpfs over their folders, /dev/null over $hidden files)"
+echo "gpu_check_local.sh: hid the -dev packages (tmpfs over their folders, /dev/null over $hidden files)" >&2
+if [[ "${1:-}" == -- ]]; then shift; exec "$@"; fi
 exec bash scripts/gpu_check.sh "$@"
 ' gpu_check_local "$@"
