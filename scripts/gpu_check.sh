@@ -141,7 +141,8 @@ if [[ "${RESULT[configure]}" == ok ]]; then
   # The binaries find the bundle's .so by RPATH alone (docs/GPU.md): say which did not.
   for bin in gecd gecd-load; do
     [[ -x "$BUILD/$bin" ]] || continue
-    missing="$(LD_LIBRARY_PATH= ldd "$BUILD/$bin" 2>&1 | grep 'not found' | awk '{print $1}' | tr '\n' ' ')"
+    missing="$(env -u LD_LIBRARY_PATH ldd "$BUILD/$bin" 2>&1 | awk '/not found/ { print $1 }' |
+               tr '\n' ' ')"
     RUNTIME_LINE+="${RUNTIME_LINE:+; }$bin: ${missing:+MISSING }${missing:-all libraries found}"
   done
 fi

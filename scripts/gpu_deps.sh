@@ -157,7 +157,7 @@ for f in $(grep -ho '"${_IMPORT_PREFIX}/[^"]*"' "$L"/cmake/*/*-none.cmake | tr -
 done
 # Every .so and tool finds what it needs inside the prefix, without the system's copies.
 for f in "$L"/*.so.* "$P"/lib/tools/*.so* "$P"/bin/*; do
-  if missing="$(LD_LIBRARY_PATH= ldd "$f" | grep -E '=> /(usr/)?lib/' |
+  if missing="$(env -u LD_LIBRARY_PATH ldd "$f" | grep -E '=> /(usr/)?lib/' |
                 grep -vE '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s)\.so')" &&
      [[ -n "$missing" ]]; then
     echo "gpu_deps.sh: $f loads from the system:" >&2; echo "$missing" >&2; exit 1
