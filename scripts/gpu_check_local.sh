@@ -9,7 +9,8 @@
 #     gRPC, protobuf, re2, c-ares, OpenSSL, zlib, yaml-cpp, Hunspell, libmicrohttpd), and their
 #     .a/.so files (overlaid with /dev/null, so that a stray use fails loudly);
 #   - the code generators /usr/bin/protoc and /usr/bin/grpc_cpp_plugin (/dev/null too: not
-#     executable), so protoc can only be the bundle's;
+#     executable), so protoc can only be the bundle's, and pkg-config (the GPU machine may have
+#     none: the bundle defines the PkgConfig::* targets itself);
 #   - the hunspell dictionaries /usr/share/hunspell (the bundle has en_US).
 # Shared libraries that programs used here (cmake, ninja, the compiler) need stay: libz.so.1,
 # libssl.so.3, libcrypto.so.3 and GnuTLS's; their .a and headers are hidden, and a gecd that
@@ -45,7 +46,8 @@ for f in /usr/include/{pcre2.h,utf8proc.h,sentencepiece_processor.h,sentencepiec
          $L/libgrpc*.a $L/libgrpc*.so.* $L/libgpr.* $L/libupb.* $L/libaddress_sorting.* \
          $L/libprotobuf*.a $L/libprotobuf*.so.* $L/libprotoc.so.* $L/libre2.* $L/libcares.* \
          $L/libssl.a $L/libcrypto.a $L/libz.a $L/libhunspell* $L/libmicrohttpd.* \
-         /usr/bin/protoc /usr/bin/protoc-* /usr/bin/grpc_cpp_plugin; do
+         /usr/bin/protoc /usr/bin/protoc-* /usr/bin/grpc_cpp_plugin /usr/bin/pkg-config \
+         /usr/bin/pkgconf /usr/bin/x86_64-linux-gnu-pkg-config; do
   if [[ -f "$f" && ! -L "$f" ]]; then mount --bind /dev/null "$f"; hidden=$((hidden + 1)); fi
 done
 echo "gpu_check_local.sh: hid the -dev packages (tmpfs over their folders, /dev/null over $hidden files)" >&2
