@@ -4,14 +4,17 @@
 #   bash scripts/gpu_check.sh          (from the repository root; .gpu-deps/ carried along)
 #
 # Prints the GPU / driver / nvcc versions, configures a Release build in build-gpu/ with
-# -DGECD_CUDA=ON -DGECD_SERVER=OFF -DGECD_CLI=OFF against the prefix .gpu-deps/ (made here by
-# scripts/gpu_deps.sh), builds only the `gpu_check` target (every GPU test executable and
-# engine_bench when it exists), runs `ctest -L gpu`, then engine_bench, and prints a summary
-# LAST. It also runs on a machine without a GPU: the GPU tests then skip.
+# -DGECD_CUDA=ON -DGECD_SERVER=ON -DGECD_CLI=ON (the whole daemon) against the bundle .gpu-deps/
+# (made here by scripts/gpu_deps.sh; its prefix is unpacked into build-gpu/gecd-deps), builds
+# the targets `gpu_check` (every GPU test executable and engine_bench when it exists), `gecd`
+# (serve, with the cuda backend) and `gecd-load`, checks that those two load all their shared
+# libraries (from the bundle, by RPATH: no LD_LIBRARY_PATH), runs `ctest -L gpu`, then
+# engine_bench, and prints a summary LAST. It also runs on a machine without a GPU: the GPU
+# tests then skip.
 #
 # Every stage runs under `timeout`, within an overall budget; the bench runs even after a test
 # or build failure (when its binary exists). Exit status: 0 when configure, build, tests and
-# bench (if run) all succeeded, 1 otherwise.
+# bench (if run) all succeeded and gecd / gecd-load load their libraries, 1 otherwise.
 #
 # Logs (at most 8 files) go to $OUT when set, else build-gpu/gpu-check-logs/:
 #   env.log configure.log build.log ctest.log ctest-junit.xml bench.log bench.json summary.txt
@@ -21,6 +24,7 @@
 #   GECD_BENCH=0         skip the bench
 #   GPU_CHECK_BUDGET     seconds for the whole check (default 450)
 #   GPU_CONFIGURE_LIMIT GPU_BUILD_LIMIT GPU_TEST_LIMIT GPU_BENCH_LIMIT   per stage (90 270 120 180)
+#   GPU_BUILD_TARGETS    what the build stage builds (default "gpu_check gecd gecd-load")
 #   GPU_TEST_TIMEOUT     per ctest test (default 60)
 #   GPU_JOBS             ninja -j (default 16)
 #   GPU_BUILD_DIR        (default build-gpu)   GPU_DEPS_DIR   (default .gpu-deps)
@@ -113,24 +117,34 @@ CXX_FLAGS="${GPU_CXX_FLAGS--include cstdint}"
 # shellcheck disable=SC2086
 run_stage configure "${GPU_CONFIGURE_LIMIT:-90}" "$LOGS/configure.log" \
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGECD_CUDA=ON \
-    -DGECD_SERVER=OFF -DGECD_CLI=OFF -DGECD_BUILD_TESTS=ON -DGECD_BUILD_BENCH=ON \
+    -DGECD_SERVER=ON -DGECD_CLI=ON -DGECD_BUILD_TESTS=ON -DGECD_BUILD_BENCH=ON \
     ${NVCC:+-DCMAKE_CUDA_COMPILER="$NVCC"} "${prefix_args[@]}" \
     -DCMAKE_CXX_FLAGS="$CXX_FLAGS" ${GPU_CMAKE_ARGS:-}
 DEP_LINES="$(grep -h 'gecd: dependency' "$LOGS/configure.log" | sed 's/^-- //')"
-DEPS_OUTSIDE="$(grep -v -F -e "$DEPS" -e "$BUILD/gecd-deps-lib/" <<<"$DEP_LINES" | grep -v "^$" || true)"
+# The bundle's prefix is unpacked into $BUILD/gecd-deps (GecdDepsConfig.cmake).
+DEPS_OUTSIDE="$(grep -v -F -e "$DEPS" -e "$BUILD/gecd-deps/" <<<"$DEP_LINES" | grep -v "^$" || true)"
 if [[ "${RESULT[configure]}" != ok ]]; then
   echo "---- configure.log (tail)"; tail -n 40 "$LOGS/configure.log"
 fi
 
 # ---- build
-export LD_LIBRARY_PATH="$DEPS/lib/x86_64-linux-gnu:$BUILD/gecd-deps-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# shellcheck disable=SC2206
+BUILD_TARGETS=(${GPU_BUILD_TARGETS:-gpu_check gecd gecd-load})
+RUNTIME_LINE=""
 if [[ "${RESULT[configure]}" == ok ]]; then
   run_stage build "${GPU_BUILD_LIMIT:-270}" "$LOGS/build.log" \
-    ninja -C "$BUILD" -j "$JOBS" -k 0 gpu_check
+    ninja -C "$BUILD" -j "$JOBS" -k 0 "${BUILD_TARGETS[@]}"
   if [[ "${RESULT[build]}" != ok ]]; then
     echo "---- build.log (errors, then tail)"
     grep -E -m 40 'error|FAILED' "$LOGS/build.log"; echo "..."; tail -n 30 "$LOGS/build.log"
   fi
+  # The binaries find the bundle's .so by RPATH alone (docs/GPU.md): say which did not.
+  for bin in gecd gecd-load; do
+    [[ -x "$BUILD/$bin" ]] || continue
+    missing="$(env -u LD_LIBRARY_PATH ldd "$BUILD/$bin" 2>&1 | awk '/not found/ { print $1 }' |
+               tr '\n' ' ')"
+    RUNTIME_LINE+="${RUNTIME_LINE:+; }$bin: ${missing:+MISSING }${missing:-all libraries found}"
+  done
 fi
 
 # ---- tests
@@ -170,6 +184,7 @@ fi
 status=0
 for s in configure build test; do [[ "${RESULT[$s]}" == ok ]] || status=1; done
 [[ "${RESULT[bench]}" == ok || "${RESULT[bench]}" == skipped* ]] || status=1
+[[ "$RUNTIME_LINE" != *MISSING* ]] || status=1
 {
   echo
   echo "==================== gpu_check summary ===================="
@@ -186,6 +201,7 @@ for s in configure build test; do [[ "${RESULT[$s]}" == ok ]] || status=1; done
       echo "deps NOT from $DEPS:"; cut -c1-200 <<<"$DEPS_OUTSIDE"
     fi
   fi
+  [[ -n "$RUNTIME_LINE" ]] && echo "runtime: $RUNTIME_LINE"
   if [[ -n "$TESTS_SUMMARY" ]]; then
     passed=$(grep -c '^Passed|' <<<"$TESTS_SUMMARY")
     skipped=$(grep -c '^Skipped|' <<<"$TESTS_SUMMARY")

@@ -10,6 +10,7 @@ packages=(
   libhunspell-dev hunspell-en-us
   libgtest-dev libgmock-dev libbenchmark-dev
   libmicrohttpd-dev python3-grpcio python3-protobuf
+  patchelf  # scripts/gpu_deps.sh
 )
 
 missing=()
