@@ -8,7 +8,9 @@
 # (made here by scripts/gpu_deps.sh; its prefix is unpacked into build-gpu/gecd-deps), builds
 # the targets `gpu_check` (every GPU test executable and engine_bench when it exists), `gecd`
 # (serve, with the cuda backend) and `gecd-load`, checks that those two load all their shared
-# libraries (from the bundle, by RPATH: no LD_LIBRARY_PATH), runs `ctest -L gpu`, then
+# libraries (from the bundle, by RPATH: no LD_LIBRARY_PATH), runs `ctest -L gpu`, then the
+# daemon's requests/s (scripts/gpu_daemon_bench.sh: gecd serve on the cuda backend with a
+# Llama-3.2-1B-shaped model, find-max under p99 < 1 s for FP8, bf16 and eager), then
 # engine_bench, and prints a summary LAST. It also runs on a machine without a GPU: the GPU
 # tests then skip.
 #
@@ -16,13 +18,16 @@
 # or build failure (when its binary exists). Exit status: 0 when configure, build, tests and
 # bench (if run) all succeeded and gecd / gecd-load load their libraries, 1 otherwise.
 #
-# Logs (at most 8 files) go to $OUT when set, else build-gpu/gpu-check-logs/:
-#   env.log configure.log build.log ctest.log ctest-junit.xml bench.log bench.json summary.txt
+# Logs go to $OUT when set, else build-gpu/gpu-check-logs/: env.log configure.log build.log
+#   ctest.log ctest-junit.xml daemon.log daemon/ (per configuration: the daemon's log, find-max
+#   text and JSON) bench.log bench.json summary.txt
 #
 # Environment:
 #   GECD_BENCH_ARGS      extra arguments for engine_bench (split on spaces)
-#   GECD_BENCH=0         skip the bench
-#   GPU_CHECK_BUDGET     seconds for the whole check (default 450)
+#   GECD_BENCH=0         skip the bench          GECD_DAEMON=0   skip the daemon benchmark
+#   GPU_DAEMON_LIMIT     seconds for the daemon benchmark (default 170; its own knobs:
+#                        scripts/gpu_daemon_bench.sh)
+#   GPU_CHECK_BUDGET     seconds for the whole check (default 540)
 #   GPU_CONFIGURE_LIMIT GPU_BUILD_LIMIT GPU_TEST_LIMIT GPU_BENCH_LIMIT   per stage (90 270 120 180)
 #   GPU_BUILD_TARGETS    what the build stage builds (default "gpu_check gecd gecd-load")
 #   GPU_TEST_TIMEOUT     per ctest test (default 60)
@@ -42,14 +47,15 @@ BUILD="${GPU_BUILD_DIR:-build-gpu}"
 DEPS="${GPU_DEPS_DIR:-$ROOT/.gpu-deps}"
 [[ "$DEPS" = /* ]] || DEPS="$ROOT/$DEPS"
 JOBS="${GPU_JOBS:-16}"
-BUDGET="${GPU_CHECK_BUDGET:-450}"
+BUDGET="${GPU_CHECK_BUDGET:-540}"
 LOGS="${OUT:-$BUILD/gpu-check-logs}"
 mkdir -p "$LOGS"
-rm -f "$LOGS"/{env,configure,build,ctest,bench}.log "$LOGS"/ctest-junit.xml "$LOGS"/bench.json \
+rm -rf "$LOGS"/daemon
+rm -f "$LOGS"/{env,configure,build,ctest,daemon,bench}.log "$LOGS"/ctest-junit.xml "$LOGS"/bench.json \
   "$LOGS"/summary.txt
 
 declare -A RESULT=() ELAPSED=() LIMIT=()
-STAGES=(configure build test bench)
+STAGES=(configure build test daemon bench)
 for s in "${STAGES[@]}"; do RESULT[$s]="not run"; ELAPSED[$s]="-"; LIMIT[$s]="-"; done
 
 # run_stage NAME LIMIT LOG CMD...: runs CMD under timeout (capped by what is left of the
@@ -162,6 +168,18 @@ if [[ "${RESULT[configure]}" == ok ]]; then
   fi
 fi
 
+# ---- the daemon's requests/s
+if [[ "${GECD_DAEMON:-1}" == 0 ]]; then
+  RESULT[daemon]="skipped (GECD_DAEMON=0)"
+elif [[ "${RESULT[build]}" != ok ]]; then
+  RESULT[daemon]="skipped (build failed)"
+elif ((HAVE_GPU == 0)) && [[ -z "${BACKEND:-}" ]]; then
+  RESULT[daemon]="skipped (no GPU)"
+else
+  run_stage daemon "${GPU_DAEMON_LIMIT:-170}" "$LOGS/daemon.log" \
+    bash "$ROOT/scripts/gpu_daemon_bench.sh" "$BUILD" "$LOGS/daemon"
+fi
+
 # ---- bench
 BENCH_BIN=""
 for b in "$BUILD/bench/engine_bench" "$BUILD/engine_bench"; do
@@ -183,7 +201,9 @@ fi
 # ---- summary (last: the device tool returns only the end of the output)
 status=0
 for s in configure build test; do [[ "${RESULT[$s]}" == ok ]] || status=1; done
-[[ "${RESULT[bench]}" == ok || "${RESULT[bench]}" == skipped* ]] || status=1
+for s in daemon bench; do
+  [[ "${RESULT[$s]}" == ok || "${RESULT[$s]}" == skipped* ]] || status=1
+done
 [[ "$RUNTIME_LINE" != *MISSING* ]] || status=1
 {
   echo
@@ -214,6 +234,10 @@ for s in configure build test; do [[ "${RESULT[$s]}" == ok ]] || status=1; done
     ((HAVE_GPU == 1 && skipped > 0)) && echo "  NOTE: tests skipped although nvidia-smi sees a GPU"
   elif [[ "${RESULT[test]}" != "not run" ]]; then
     echo "gpu tests: none listed; ctest.log:"; tail -n 5 "$LOGS/ctest.log"
+  fi
+  if [[ -s "$LOGS/daemon.log" ]]; then
+    echo "---- daemon (scripts/gpu_daemon_bench.sh; logs: $LOGS/daemon)"
+    sed -n '/^==== gpu_daemon_bench summary/,$p' "$LOGS/daemon.log" | cut -c1-200
   fi
   if [[ -s "$LOGS/bench.log" ]]; then
     echo "---- engine_bench ${GECD_BENCH_ARGS:-} (last ${GECD_BENCH_TAIL:-40} lines of bench.log)"

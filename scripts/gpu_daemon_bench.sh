@@ -14,7 +14,7 @@
 # engine's own log lines: the backend it ran and its device busy/idle time between steps.
 # Environment: BACKEND (cuda), SHAPE (llama1b), LAYERS (the shape's), WORKERS (8), QPS (1000,
 # find-max's first trial), TRIAL (5s), MAX_TRIALS (7), CONFIGS ("fp8 bf16 eager"),
-# READY_LIMIT (180 s to load and warm up). BACKEND=cpu SHAPE=tiny rehearses it without a GPU.
+# READY_LIMIT (180 s to load and warm up), MODEL_DIR (a new temp dir). BACKEND=cpu SHAPE=tiny rehearses it without a GPU.
 # MAX_QUEUE_MS (0): server.max_queue_ms. 0 leaves only the requests' own 5 s deadline to shed
 # load, so that find-max measures what the engine path sustains within the SLO; the default 500
 # sheds once the predicted time to drain the queue ahead (service included) passes 500 ms,
@@ -37,7 +37,8 @@ for bin in gecd gecd-load bench/write_bench_model; do
   [[ -x "$BUILD/$bin" ]] || { echo "gpu_daemon_bench: missing $BUILD/$bin" >&2; exit 1; }
 done
 
-MODEL="$OUT/model-$SHAPE"
+# The model (2.5 GB for llama1b) stays out of OUT, whose files the device tool brings back.
+MODEL="${MODEL_DIR:-$(mktemp -d /tmp/gecd-daemon-bench.XXXXXX)}/model-$SHAPE"
 layers=()
 [[ -n "${LAYERS:-}" ]] && layers=(--layers "$LAYERS")
 t0=$SECONDS
