@@ -70,12 +70,16 @@ if ((made > 0)); then
     [[ -n "$test" ]] || continue
     t0=$SECONDS
     from=$(($(wc -l <"$LOG") + 1))
-    GECD_HF_REFERENCE_DIR="$WORK" GECD_REQUIRE_GPU=1 bounded 120 "$test" ||
-      fail "$(basename "$test") failed or timed out (exit $?, $((SECONDS - t0))s)"
+    GECD_HF_REFERENCE_DIR="$WORK" GECD_REQUIRE_GPU=1 bounded 120 "$test"
+    rc=$?
+    echo "hf check: $(basename "$test") exit $rc in $((SECONDS - t0))s"
+    if ((rc != 0)); then
+      fail "$(basename "$test") $( ((rc == 124 || rc == 137)) && echo 'timed out' || echo failed):" \
+        "$(tail -n +"$from" "$LOG" | grep -m1 -A5 'Failure$' | tail -n +2 | tr -s ' \n' ' ' | cut -c1-200)"
+    fi
     if tail -n +"$from" "$LOG" | grep -q '^\[  SKIPPED \]'; then
       fail "$(basename "$test") skipped: $(tail -n +"$from" "$LOG" | grep -m1 -A1 'Skipped$' | tail -1)"
     fi
-    echo "hf check: $(basename "$test") ran in $((SECONDS - t0))s"
   done
 fi
 
