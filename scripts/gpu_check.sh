@@ -19,12 +19,13 @@
 # bench (if run) all succeeded and gecd / gecd-load load their libraries, 1 otherwise.
 #
 # Logs go to $OUT when set, else build-gpu/gpu-check-logs/: env.log configure.log build.log
-#   ctest.log ctest-junit.xml daemon.log daemon/ (per configuration: the daemon's log, find-max
+#   ctest.log ctest-junit.xml hf.log hf-check.log daemon.log daemon/ (per configuration: the daemon's log, find-max
 #   text and JSON) bench.log bench.json summary.txt
 #
 # Environment:
 #   GECD_BENCH_ARGS      extra arguments for engine_bench (split on spaces)
 #   GECD_BENCH=0         skip the bench          GECD_DAEMON=0   skip the daemon benchmark
+#   GECD_HF=0            skip the Hugging Face logits check; GPU_HF_LIMIT its seconds (160)
 #   GPU_DAEMON_LIMIT     seconds for the daemon benchmark (default 170; its own knobs:
 #                        scripts/gpu_daemon_bench.sh)
 #   GPU_CHECK_BUDGET     seconds for the whole check (default 540)
@@ -51,11 +52,11 @@ BUDGET="${GPU_CHECK_BUDGET:-540}"
 LOGS="${OUT:-$BUILD/gpu-check-logs}"
 mkdir -p "$LOGS"
 rm -rf "$LOGS"/daemon
-rm -f "$LOGS"/{env,configure,build,ctest,daemon,bench}.log "$LOGS"/ctest-junit.xml "$LOGS"/bench.json \
+rm -f "$LOGS"/{env,configure,build,ctest,hf,hf-check,daemon,bench}.log "$LOGS"/ctest-junit.xml "$LOGS"/bench.json \
   "$LOGS"/summary.txt
 
 declare -A RESULT=() ELAPSED=() LIMIT=()
-STAGES=(configure build test daemon bench)
+STAGES=(configure build test hf daemon bench)
 for s in "${STAGES[@]}"; do RESULT[$s]="not run"; ELAPSED[$s]="-"; LIMIT[$s]="-"; done
 
 # run_stage NAME LIMIT LOG CMD...: runs CMD under timeout (capped by what is left of the
@@ -157,7 +158,7 @@ fi
 TESTS_SUMMARY=""
 if [[ "${RESULT[configure]}" == ok ]]; then
   run_stage test "${GPU_TEST_LIMIT:-120}" "$LOGS/ctest.log" \
-    ctest --test-dir "$BUILD" -L gpu --output-on-failure --no-tests=error \
+    ctest --test-dir "$BUILD" -L gpu -E 'HfLogits' --output-on-failure --no-tests=error \
       --timeout "${GPU_TEST_TIMEOUT:-60}" --output-junit "$LOGS/ctest-junit.xml"
   # ctest lines: "  1/4 Test  #3: kernels/Foo.Bar ......   Passed    0.12 sec" (parameterised
   # tests add "  # GetParam() = X" after the name)
@@ -166,6 +167,18 @@ if [[ "${RESULT[configure]}" == ok ]]; then
   if [[ "${RESULT[test]}" != ok ]]; then
     echo "---- ctest.log (tail)"; tail -n 60 "$LOGS/ctest.log" | cut -c1-200
   fi
+fi
+
+# ---- logits against Hugging Face (scripts/gpu_hf_check.sh; its tests need the references it
+# writes, so ctest -L gpu above leaves them out)
+if [[ "${GECD_HF:-1}" == 0 ]]; then
+  RESULT[hf]="skipped (GECD_HF=0)"
+elif [[ "${RESULT[build]}" != ok ]]; then
+  RESULT[hf]="skipped (build failed)"
+else
+  export HF_CHECK_LOG="$LOGS/hf-check.log"
+  run_stage hf "${GPU_HF_LIMIT:-160}" "$LOGS/hf.log" \
+    bash "$ROOT/scripts/gpu_hf_check.sh" "$BUILD"
 fi
 
 # ---- the daemon's requests/s
@@ -201,7 +214,7 @@ fi
 # ---- summary (last: the device tool returns only the end of the output)
 status=0
 for s in configure build test; do [[ "${RESULT[$s]}" == ok ]] || status=1; done
-for s in daemon bench; do
+for s in hf daemon bench; do
   [[ "${RESULT[$s]}" == ok || "${RESULT[$s]}" == skipped* ]] || status=1
 done
 [[ "$RUNTIME_LINE" != *MISSING* ]] || status=1
@@ -234,6 +247,10 @@ done
     ((HAVE_GPU == 1 && skipped > 0)) && echo "  NOTE: tests skipped although nvidia-smi sees a GPU"
   elif [[ "${RESULT[test]}" != "not run" ]]; then
     echo "gpu tests: none listed; ctest.log:"; tail -n 5 "$LOGS/ctest.log"
+  fi
+  if [[ -s "$LOGS/hf.log" ]]; then
+    echo "---- hf (scripts/gpu_hf_check.sh)"
+    tail -n 14 "$LOGS/hf.log" | cut -c1-200
   fi
   if [[ -s "$LOGS/daemon.log" ]]; then
     echo "---- daemon (scripts/gpu_daemon_bench.sh; logs: $LOGS/daemon)"
