@@ -30,7 +30,8 @@
 #                        scripts/gpu_daemon_bench.sh)
 #   GPU_CHECK_BUDGET     seconds for the whole check (default 540)
 #   GPU_CONFIGURE_LIMIT GPU_BUILD_LIMIT GPU_TEST_LIMIT GPU_BENCH_LIMIT   per stage (90 270 120 180)
-#   GPU_BUILD_TARGETS    what the build stage builds (default "gpu_check gecd gecd-load")
+#   GPU_BUILD_TARGETS    what the build stage builds (default "gpu_check gecd gecd-load
+#                        write_bench_model")
 #   GPU_TEST_TIMEOUT     per ctest test (default 60)
 #   GPU_JOBS             ninja -j (default 16)
 #   GPU_BUILD_DIR        (default build-gpu)   GPU_DEPS_DIR   (default .gpu-deps)
@@ -136,7 +137,7 @@ fi
 
 # ---- build
 # shellcheck disable=SC2206
-BUILD_TARGETS=(${GPU_BUILD_TARGETS:-gpu_check gecd gecd-load})
+BUILD_TARGETS=(${GPU_BUILD_TARGETS:-gpu_check gecd gecd-load write_bench_model})
 RUNTIME_LINE=""
 if [[ "${RESULT[configure]}" == ok ]]; then
   run_stage build "${GPU_BUILD_LIMIT:-270}" "$LOGS/build.log" \
@@ -175,6 +176,8 @@ if [[ "${GECD_HF:-1}" == 0 ]]; then
   RESULT[hf]="skipped (GECD_HF=0)"
 elif [[ "${RESULT[build]}" != ok ]]; then
   RESULT[hf]="skipped (build failed)"
+elif ((HAVE_GPU == 0)) && [[ "${HF_CHECK_GPU:-1}" != 0 ]]; then
+  RESULT[hf]="skipped (no GPU; HF_CHECK_GPU=0 runs its CPU half)"
 else
   export HF_CHECK_LOG="$LOGS/hf-check.log"
   run_stage hf "${GPU_HF_LIMIT:-160}" "$LOGS/hf.log" \
