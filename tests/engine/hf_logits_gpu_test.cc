@@ -42,18 +42,15 @@ using testing::ExpectWithin;
 using testing::HfReferenceDirs;
 using testing::LoadModel;
 using testing::LoadReferenceFile;
+using testing::kFp8VsF32Tol;
 using testing::LogitsAtPositions;
+using testing::ModelName;
 using testing::ReferenceLogits;
 
 constexpr double kBf16Tol = 4e-2;
 constexpr double kBf16Top1 = 0.99;
 constexpr double kFp8Tol = 8e-2;
 constexpr double kFp8Top1 = 0.9;
-// FP8 against f32 HF: the quantization error itself, reported, bounded only against a broken
-// quantizer (as hf_logits_test's CpuFp8NearHf).
-constexpr double kFp8VsF32Tol = 3e-1;
-
-std::string Name(const std::string& dir) { return std::filesystem::path(dir).filename(); }
 
 std::unique_ptr<CudaBackend> LoadCuda(const model::Checkpoint& checkpoint,
                                       CudaBackendOptions::Quantization quantization) {
@@ -96,9 +93,10 @@ TEST(HfLogitsGpuTest, CudaBf16MatchesHf) {
     ASSERT_NE(cuda, nullptr) << dir;
     const auto bf16 = LoadReferenceFile(dir + "/reference_logits_bf16.json");
     const auto got = LogitsAtPositions(cuda.get(), bf16);
-    ExpectWithin(Name(dir) + " cuda bf16 vs HF bf16", CompareLogits(got, ReferenceLogits(bf16)),
+    ExpectWithin(ModelName(dir) + " cuda bf16 vs HF bf16",
+                 CompareLogits(got, ReferenceLogits(bf16)),
                  kBf16Tol, kBf16Top1);
-    ExpectWithin(Name(dir) + " cuda bf16 vs HF f32",
+    ExpectWithin(ModelName(dir) + " cuda bf16 vs HF f32",
                  CompareLogits(got, ReferenceLogits(LoadReferenceFile(
                                         dir + "/reference_logits.json"))),
                  kBf16Tol, kBf16Top1);
@@ -121,10 +119,11 @@ TEST(HfLogitsGpuTest, CudaFp8MatchesCpuEmulation) {
     ASSERT_NE(cpu.backend, nullptr) << dir;
     const auto reference = LoadReferenceFile(dir + "/reference_logits.json");
     const auto got = LogitsAtPositions(cuda.get(), reference);
-    ExpectWithin(Name(dir) + " cuda fp8 vs cpu fp8",
+    ExpectWithin(ModelName(dir) + " cuda fp8 vs cpu fp8",
                  CompareLogits(got, LogitsAtPositions(cpu.backend.get(), reference)), kFp8Tol,
                  kFp8Top1);
-    ExpectWithin(Name(dir) + " cuda fp8 vs HF f32", CompareLogits(got, ReferenceLogits(reference)),
+    ExpectWithin(ModelName(dir) + " cuda fp8 vs HF f32",
+                 CompareLogits(got, ReferenceLogits(reference)),
                  kFp8VsF32Tol, 0.0);
   }
 }

@@ -29,16 +29,15 @@ using testing::ExpectWithin;
 using testing::HfReferenceDirs;
 using testing::LoadModel;
 using testing::LoadReferenceFile;
+using testing::kFp8VsF32Tol;
 using testing::LogitsAtPositions;
+using testing::ModelName;
 using testing::ReferenceLogits;
 
 constexpr double kF32Tol = 1e-4;
 constexpr double kF32Top1 = 0.99;
 constexpr double kBf16NativeTol = 6e-2;
 constexpr double kBf16NativeTop1 = 0.95;
-constexpr double kFp8VsF32Tol = 3e-1;
-
-std::string Name(const std::string& dir) { return std::filesystem::path(dir).filename(); }
 
 TEST(HfLogitsTest, CpuF32MatchesHf) {
   const auto dirs = HfReferenceDirs();
@@ -48,11 +47,12 @@ TEST(HfLogitsTest, CpuF32MatchesHf) {
     ASSERT_NE(m.backend, nullptr) << dir;
     const auto reference = LoadReferenceFile(dir + "/reference_logits.json");
     const auto got = LogitsAtPositions(m.backend.get(), reference);
-    ExpectWithin(Name(dir) + " cpu f32 vs HF f32", CompareLogits(got, ReferenceLogits(reference)),
+    ExpectWithin(ModelName(dir) + " cpu f32 vs HF f32",
+                 CompareLogits(got, ReferenceLogits(reference)),
                  kF32Tol, kF32Top1);
     const std::string bf16 = dir + "/reference_logits_bf16.json";
     if (std::filesystem::exists(bf16)) {
-      ExpectWithin(Name(dir) + " cpu f32 vs HF bf16",
+      ExpectWithin(ModelName(dir) + " cpu f32 vs HF bf16",
                    CompareLogits(got, ReferenceLogits(LoadReferenceFile(bf16))), kBf16NativeTol,
                    kBf16NativeTop1);
     }
@@ -70,7 +70,7 @@ TEST(HfLogitsTest, CpuFp8NearHf) {
     auto m = LoadModel(tmp.path() + "/fp8");
     ASSERT_NE(m.backend, nullptr) << dir;
     const auto reference = LoadReferenceFile(dir + "/reference_logits.json");
-    ExpectWithin(Name(dir) + " cpu fp8 vs HF f32",
+    ExpectWithin(ModelName(dir) + " cpu fp8 vs HF f32",
                  CompareLogits(LogitsAtPositions(m.backend.get(), reference),
                                ReferenceLogits(reference)),
                  kFp8VsF32Tol, 0.0);

@@ -20,6 +20,15 @@
 // and the error / top-1 measures with one summary line per comparison.
 namespace gecd::engine::testing {
 
+// FP8 against HF's f32 logits is the quantization error itself: reported, and bounded only
+// against a broken quantizer, not a numerical drift.
+inline constexpr double kFp8VsF32Tol = 3e-1;
+
+// A model directory's name, for the summary lines.
+inline std::string ModelName(const std::string& dir) {
+  return std::filesystem::path(dir).filename().string();
+}
+
 // The model directories GECD_HF_REFERENCE_DIR names: itself when it holds
 // reference_logits.json, else each such subdirectory (sorted). Empty when the variable is unset.
 inline std::vector<std::string> HfReferenceDirs() {
