@@ -9,7 +9,8 @@ packages=(
   libopenblas-dev libpcre2-dev libsentencepiece-dev libutf8proc-dev
   libhunspell-dev hunspell-en-us
   libgtest-dev libgmock-dev libbenchmark-dev
-  libmicrohttpd-dev python3-grpcio python3-protobuf
+  libmicrohttpd-dev libcurl4-openssl-dev python3-grpcio python3-protobuf
+  haproxy  # bench/route_bench.sh: the router's measured peer
   patchelf  # scripts/gpu_deps.sh
 )
 

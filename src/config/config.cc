@@ -24,10 +24,19 @@ struct Field {
   std::string path;
   std::string kind;  // for messages: "an integer in [1, 64]", "one of cpu|cuda|echo"
   std::function<absl::Status(Config&, const std::string&)> set;
+  bool list = false;  // takes a YAML sequence of scalars
 };
 
-template <typename Section>
-Field Int(std::string path, Section Config::*section, int Section::*member, int min, int max) {
+// Where a field lives in Config: a function returning a reference to the member.
+template <typename T>
+using Ref = std::function<T&(Config&)>;
+
+template <typename Section, typename T>
+Ref<T> At(Section Config::*section, T Section::*member) {
+  return [=](Config& c) -> T& { return (c.*section).*member; };
+}
+
+Field Int(std::string path, Ref<int> ref, int min, int max) {
   std::string kind = absl::StrCat("an integer in [", min, ", ", max, "]");
   return {path, kind, [=](Config& c, const std::string& v) -> absl::Status {
             int x;
@@ -35,25 +44,34 @@ Field Int(std::string path, Section Config::*section, int Section::*member, int 
               return absl::InvalidArgumentError(
                   absl::StrCat(path, ": expected ", kind, ", got '", v, "'"));
             }
-            (c.*section).*member = x;
+            ref(c) = x;
             return absl::OkStatus();
           }};
 }
 
 template <typename Section>
-Field Enum(std::string path, Section Config::*section, std::string Section::*member,
-           std::vector<std::string> allowed) {
+Field Int(std::string path, Section Config::*section, int Section::*member, int min, int max) {
+  return Int(std::move(path), At(section, member), min, max);
+}
+
+Field Enum(std::string path, Ref<std::string> ref, std::vector<std::string> allowed) {
   std::string kind = absl::StrCat("one of ", absl::StrJoin(allowed, "|"));
   return {path, kind, [=](Config& c, const std::string& v) -> absl::Status {
             for (const auto& a : allowed) {
               if (v == a) {
-                (c.*section).*member = v;
+                ref(c) = v;
                 return absl::OkStatus();
               }
             }
             return absl::InvalidArgumentError(
                 absl::StrCat(path, ": expected ", kind, ", got '", v, "'"));
           }};
+}
+
+template <typename Section>
+Field Enum(std::string path, Section Config::*section, std::string Section::*member,
+           std::vector<std::string> allowed) {
+  return Enum(std::move(path), At(section, member), std::move(allowed));
 }
 
 template <typename Section>
@@ -99,16 +117,53 @@ absl::StatusOr<std::vector<int>> ParseBatchSizes(const std::string& v) {
   return sizes;
 }
 
-template <typename Section>
-Field String(std::string path, Section Config::*section, std::string Section::*member,
-             bool allow_empty) {
+Field String(std::string path, Ref<std::string> ref, bool allow_empty) {
   return {path, "a string", [=](Config& c, const std::string& v) -> absl::Status {
             if (!allow_empty && v.empty()) {
               return absl::InvalidArgumentError(absl::StrCat(path, ": must not be empty"));
             }
-            (c.*section).*member = v;
+            ref(c) = v;
             return absl::OkStatus();
           }};
+}
+
+template <typename Section>
+Field String(std::string path, Section Config::*section, std::string Section::*member,
+             bool allow_empty) {
+  return String(std::move(path), At(section, member), allow_empty);
+}
+
+// "host:port" or "[v6]:port" with a port in [1, 65535]; `path` names the key in errors.
+absl::Status CheckHostPort(absl::string_view path, absl::string_view v) {
+  const size_t colon = v.rfind(':');
+  absl::string_view host = colon == absl::string_view::npos ? v : v.substr(0, colon);
+  int port = 0;
+  const bool bracketed = host.size() >= 2 && host.front() == '[' && host.back() == ']';
+  if (colon == absl::string_view::npos || host.empty() || (bracketed && host.size() == 2) ||
+      (!bracketed && host.find_first_of("[]:") != absl::string_view::npos) ||
+      !absl::SimpleAtoi(v.substr(colon + 1), &port) || port < 1 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": expected host:port or [v6]:port, got '", v, "'"));
+  }
+  return absl::OkStatus();
+}
+
+// A list of host:port endpoints: a YAML sequence in the file, comma-separated on the command
+// line (the file's sequence reaches the setter joined the same way).
+Field HostPortList(std::string path, Ref<std::vector<std::string>> ref) {
+  return {path, "a list of host:port", [=](Config& c, const std::string& v) -> absl::Status {
+            std::vector<std::string> items;
+            if (!v.empty()) {
+              for (absl::string_view item : absl::StrSplit(v, ',')) {
+                item = absl::StripAsciiWhitespace(item);
+                RETURN_IF_ERROR(CheckHostPort(path, item));
+                items.emplace_back(item);
+              }
+            }
+            ref(c) = std::move(items);
+            return absl::OkStatus();
+          },
+          /*list=*/true};
 }
 
 const std::vector<Field>& Fields() {
@@ -163,6 +218,50 @@ const std::vector<Field>& Fields() {
       Int("spelling.instances", &Config::spelling, &SpellingSection::instances, 1, 256),
       Int("spelling.max_lookups", &Config::spelling, &SpellingSection::max_lookups, 0, 1 << 20),
       Int("spelling.budget_ms", &Config::spelling, &SpellingSection::budget_ms, 1, 60 * 1000),
+      String("route.listen", &Config::route, &RouteSection::listen, false),
+      String("route.metrics_listen", &Config::route, &RouteSection::metrics_listen, false),
+      Enum("route.policy", &Config::route, &RouteSection::policy,
+           {"p2c", "round_robin", "least_request"}),
+      Int("route.max_in_flight", &Config::route, &RouteSection::max_in_flight, 1, 1 << 24),
+      Int("route.channels_per_endpoint", &Config::route, &RouteSection::channels_per_endpoint, 1,
+          64),
+      Int("route.slow_start_s", &Config::route, &RouteSection::slow_start_s, 0, 3600),
+      Double("route.slow_start_min_weight", &Config::route, &RouteSection::slow_start_min_weight,
+             0.0, 1.0, /*min_allowed=*/false),
+      Double("route.slow_start_aggression", &Config::route, &RouteSection::slow_start_aggression,
+             0.0, 100.0, /*min_allowed=*/false),
+      Int("route.ejection_failures", &Config::route, &RouteSection::ejection_failures, 1, 1000),
+      Int("route.ejection_base_ms", &Config::route, &RouteSection::ejection_base_ms, 1,
+          3600 * 1000),
+      Int("route.ejection_max_ms", &Config::route, &RouteSection::ejection_max_ms, 1,
+          3600 * 1000),
+      Int("route.grace_period_ms", &Config::route, &RouteSection::grace_period_ms, 0,
+          3600 * 1000),
+      Enum("route.endpoints.source", At(&Config::route, &RouteSection::source),
+           {"static", "dns", "kubernetes"}),
+      HostPortList("route.endpoints.static", At(&Config::route, &RouteSection::static_endpoints)),
+      Field{"route.endpoints.dns", "a string",
+            [](Config& c, const std::string& v) -> absl::Status {
+              if (!v.empty()) RETURN_IF_ERROR(CheckHostPort("route.endpoints.dns", v));
+              c.route.dns = v;
+              return absl::OkStatus();
+            }},
+      Int("route.dns_refresh_s", &Config::route, &RouteSection::dns_refresh_s, 1, 3600),
+      String("route.kubernetes.service", [](Config& c) -> std::string& {
+        return c.route.kubernetes.service;
+      }, true),
+      String("route.kubernetes.namespace", [](Config& c) -> std::string& {
+        return c.route.kubernetes.namespace_;
+      }, true),
+      String("route.kubernetes.port", [](Config& c) -> std::string& {
+        return c.route.kubernetes.port;
+      }, false),
+      String("route.kubernetes.kubeconfig", [](Config& c) -> std::string& {
+        return c.route.kubernetes.kubeconfig;
+      }, true),
+      Int("route.kubernetes.token_refresh_s", [](Config& c) -> int& {
+        return c.route.kubernetes.token_refresh_s;
+      }, 1, 24 * 3600),
       Enum("logging.level", &Config::logging, &LoggingSection::level,
            {"trace", "debug", "info", "warn", "error"}),
       Enum("logging.format", &Config::logging, &LoggingSection::format, {"text", "json"}),
@@ -203,6 +302,19 @@ absl::Status Walk(const YAML::Node& node, const std::string& prefix, std::string
     const std::string path =
         prefix.empty() ? key.Scalar() : absl::StrCat(prefix, ".", key.Scalar());
     if (const Field* field = FindField(path)) {
+      if (field->list && (value.IsSequence() || value.IsNull())) {
+        std::vector<std::string> items;
+        for (const YAML::Node& item : value) {
+          if (!item.IsScalar()) {
+            return Invalid(file, item.Mark(), absl::StrCat(path, ": expected ", field->kind));
+          }
+          items.push_back(item.Scalar());
+        }
+        if (absl::Status s = field->set(config, absl::StrJoin(items, ",")); !s.ok()) {
+          return Invalid(file, value.Mark(), std::string(s.message()));
+        }
+        continue;
+      }
       if (!value.IsScalar()) {
         return Invalid(file, value.Mark(), absl::StrCat(path, ": expected ", field->kind));
       }
@@ -247,8 +359,8 @@ absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
   ASSIGN_OR_RETURN(Config config, ParseConfig(text, path));
   // Relative paths are relative to the config file, so the config works from any working
   // directory (systemd starts services in /).
-  for (std::string* file :
-       {&config.model.dir, &config.spelling.dictionary, &config.spelling.lexicon}) {
+  for (std::string* file : {&config.model.dir, &config.spelling.dictionary,
+                            &config.spelling.lexicon, &config.route.kubernetes.kubeconfig}) {
     const std::filesystem::path p(*file);
     if (!file->empty() && p.is_relative()) {
       *file = (std::filesystem::path(path).parent_path() / p).lexically_normal().string();
@@ -290,6 +402,25 @@ absl::Status ValidateConfig(const Config& c) {
                                                    " MB exceeds the memory this process may use (",
                                                    Megabytes(memory.bytes), ", ", memory.source,
                                                    ")"));
+  }
+  const RouteSection& r = c.route;
+  if (r.source == "static" && r.static_endpoints.empty()) {
+    return absl::InvalidArgumentError(
+        "route.endpoints.static: must list at least one host:port when route.endpoints.source "
+        "is static");
+  }
+  if (r.source == "dns" && r.dns.empty()) {
+    return absl::InvalidArgumentError(
+        "route.endpoints.dns: must be set (name:port) when route.endpoints.source is dns");
+  }
+  if (r.source == "kubernetes" && r.kubernetes.service.empty()) {
+    return absl::InvalidArgumentError(
+        "route.kubernetes.service: must be set when route.endpoints.source is kubernetes");
+  }
+  if (r.ejection_max_ms < r.ejection_base_ms) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "route.ejection_max_ms (", r.ejection_max_ms, ") must be at least route.ejection_base_ms (",
+        r.ejection_base_ms, ")"));
   }
   if ((c.server.ring_slots & (c.server.ring_slots - 1)) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("server.ring_slots: must be a power of two, got ",

@@ -69,6 +69,43 @@ struct SpellingSection {
   int budget_ms = 25;
 };
 
+// The Kubernetes endpoint source of `gecd route` (route.endpoints.source: kubernetes): the
+// EndpointSlices of one Service, by list + watch.
+struct KubernetesSection {
+  std::string service;     // the Service whose slices are watched (a headless one)
+  std::string namespace_;  // "" = the pod's own (in cluster) or the kubeconfig context's
+  std::string port = "grpc";  // the slice port, by name; a number matches the port number
+  std::string kubeconfig;  // "" = in-cluster (service-account token, ca.crt, KUBERNETES_SERVICE_*)
+  int token_refresh_s = 60;  // the token file is re-read this often (bound tokens expire)
+};
+
+// `gecd route`: a gRPC proxy for gecd.v1.GrammarCorrection that spreads requests over the
+// endpoints a discovery source reports (src/route).
+struct RouteSection {
+  std::string listen = "0.0.0.0:50061";
+  std::string metrics_listen = "0.0.0.0:9101";  // /metrics, /healthz, /readyz
+  std::string policy = "p2c";  // p2c | round_robin | least_request
+  int max_in_flight = 10000;   // the router's own cap; beyond: RESOURCE_EXHAUSTED
+  int channels_per_endpoint = 1;  // HTTP/2 connections to each endpoint
+  // A newly eligible endpoint's weight ramps from min_weight to 1 over slow_start_s (0 = off):
+  // weight = max(min_weight, (t / slow_start_s)^(1 / aggression)).
+  int slow_start_s = 10;
+  double slow_start_min_weight = 0.1;
+  double slow_start_aggression = 1.0;
+  // This many consecutive connect failures or UNAVAILABLE answers eject an endpoint for
+  // ejection_base_ms, doubling with each ejection in a row up to ejection_max_ms; it returns
+  // after a passing grpc.health.v1 check.
+  int ejection_failures = 5;
+  int ejection_base_ms = 1000;
+  int ejection_max_ms = 30000;
+  int grace_period_ms = 10000;  // SIGTERM: time for the calls in flight to finish
+  std::string source = "static";  // route.endpoints.source: static | dns | kubernetes
+  std::vector<std::string> static_endpoints = {"127.0.0.1:50051"};  // route.endpoints.static
+  std::string dns;        // route.endpoints.dns: "name:port", every A/AAAA record is an endpoint
+  int dns_refresh_s = 5;  // route.dns_refresh_s
+  KubernetesSection kubernetes;  // route.kubernetes
+};
+
 struct LoggingSection {
   std::string level = "info";  // trace | debug | info | warn | error
   std::string format = "text";  // text | json
@@ -80,6 +117,7 @@ struct Config {
   EngineSection engine;
   ServerSection server;
   SpellingSection spelling;
+  RouteSection route;
   LoggingSection logging;
 };
 

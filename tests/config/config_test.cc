@@ -218,5 +218,57 @@ TEST(Config, ShippedDefaultConfigParses) {
   ASSERT_TRUE(c.ok()) << c.status();
 }
 
+TEST(Config, RouteSectionParsesEndpointsAsAListOrACommaString) {
+  auto c = ParseConfig(R"(
+route:
+  policy: least_request
+  endpoints:
+    source: static
+    static:
+      - 10.0.0.1:50051
+      - "[::1]:50052"
+  kubernetes:
+    service: gecd-pods
+    port: grpc
+)",
+                       "r.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->route.policy, "least_request");
+  EXPECT_THAT(c->route.static_endpoints, ::testing::ElementsAre("10.0.0.1:50051", "[::1]:50052"));
+  EXPECT_EQ(c->route.kubernetes.service, "gecd-pods");
+  ASSERT_TRUE(ApplyOverride(*c, "route.endpoints.static", "a:1, b:2").ok());
+  EXPECT_THAT(c->route.static_endpoints, ::testing::ElementsAre("a:1", "b:2"));
+}
+
+TEST(Config, MalformedRouteEndpointsNameTheKeyAndLine) {
+  for (const char* bad : {"static: [10.0.0.1]", "static: [\"h:0\"]", "static: [\"h:99999\"]",
+                          "static: [\":80\"]", "static: [\"::1:80\"]", "static: [[a:1]]",
+                          "dns: gecd-headless", "source: consul"}) {
+    auto c = ParseConfig(absl::StrCat("route:\n  endpoints:\n    ", bad, "\n"), "r.yaml");
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_THAT(c.status().message(), HasSubstr("r.yaml:3")) << bad;
+    EXPECT_THAT(c.status().message(), HasSubstr("route.endpoints.")) << bad;
+  }
+  Config d;
+  EXPECT_THAT(ApplyOverride(d, "route.endpoints.static", "a:1,b").message(),
+              HasSubstr("route.endpoints.static: expected host:port or [v6]:port, got 'b'"));
+}
+
+TEST(Config, RouteSourcesNeedTheirSettings) {
+  auto empty = ParseConfig("route:\n  endpoints:\n    static: []\n", "r.yaml");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_THAT(empty.status().message(), HasSubstr("route.endpoints.static: must list"));
+  auto dns = ParseConfig("route:\n  endpoints:\n    source: dns\n", "r.yaml");
+  ASSERT_FALSE(dns.ok());
+  EXPECT_THAT(dns.status().message(), HasSubstr("route.endpoints.dns: must be set"));
+  auto kube = ParseConfig("route:\n  endpoints:\n    source: kubernetes\n", "r.yaml");
+  ASSERT_FALSE(kube.ok());
+  EXPECT_THAT(kube.status().message(), HasSubstr("route.kubernetes.service: must be set"));
+  auto ejection =
+      ParseConfig("route:\n  ejection_base_ms: 5000\n  ejection_max_ms: 100\n", "r.yaml");
+  ASSERT_FALSE(ejection.ok());
+  EXPECT_THAT(ejection.status().message(), HasSubstr("route.ejection_max_ms (100)"));
+}
+
 }  // namespace
 }  // namespace gecd::config
