@@ -14,6 +14,10 @@
 #include "gtest/gtest.h"
 #include "route/fake_daemon.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 namespace gecd::route {
 namespace {
 
@@ -228,6 +232,55 @@ TEST_F(ProxyTest, ADeadEndpointIsEjectedAndCallsGoElsewhere) {
   EXPECT_EQ(good.calls(), 40);
   EXPECT_EQ(set_->counts().ejected, 1);
   EXPECT_THAT(Metrics(), HasSubstr("gecd_route_endpoints{state=\"ejected\"} 1"));
+}
+
+// A TCP server that answers every connection with bytes that are not HTTP/2, then closes it.
+class GarbageServer {
+ public:
+  GarbageServer() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    listen(fd_, 16);
+    socklen_t len = sizeof(addr);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] {
+      for (;;) {
+        const int c = accept(fd_, nullptr, nullptr);
+        if (c < 0) return;  // shutdown
+        const char junk[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello\xff\xfe";
+        (void)!write(c, junk, sizeof(junk));
+        close(c);
+      }
+    });
+  }
+  ~GarbageServer() {
+    shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    close(fd_);
+  }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+TEST_F(ProxyTest, AnEndpointThatAnswersGarbageIsEjected) {
+  FakeDaemon good("good");
+  GarbageServer garbage;
+  StartRouter({garbage.address(), good.address()}, 1000, /*ejection_failures=*/3);
+  for (int i = 0; i < 40; ++i) {
+    v1::CorrectResponse response;
+    const grpc::Status s = Correct("x", &response);
+    ASSERT_TRUE(s.ok()) << i << ": " << s.error_message();
+  }
+  EXPECT_EQ(good.calls(), 40);
+  EXPECT_EQ(set_->counts().ejected, 1);
 }
 
 TEST_F(ProxyTest, AnEndpointSetChangeNeverDropsACallInFlight) {
