@@ -190,6 +190,31 @@ TEST(Config, CopyBias) {
   ASSERT_TRUE(cuda.ok()) << cuda.status();
 }
 
+TEST(Config, EchoStepDelayIsForTheEchoBackendOnly) {
+  EXPECT_EQ(Config().engine.echo_step_ms, 0);
+  auto c = ParseConfig("engine:\n  backend: echo\n  echo_step_ms: 20\n", "conf.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->engine.echo_step_ms, 20);
+  for (const char* bad : {"-1", "60001", "slow"}) {
+    auto e = ParseConfig(absl::StrCat("engine:\n  backend: echo\n  echo_step_ms: ", bad, "\n"),
+                         "conf.yaml");
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_THAT(e.status().message(), HasSubstr("conf.yaml:3: engine.echo_step_ms")) << bad;
+  }
+  // A model backend with it set is a mistake, not a silently ignored key; 0 is fine anywhere.
+  auto cpu = ParseConfig("engine:\n  backend: cpu\n  echo_step_ms: 5\n", "conf.yaml");
+  ASSERT_FALSE(cpu.ok());
+  EXPECT_THAT(
+      cpu.status().message(),
+      HasSubstr("engine.echo_step_ms: only the echo backend has it (engine.backend is cpu)"));
+  EXPECT_TRUE(ParseConfig("engine:\n  backend: cpu\n  echo_step_ms: 0\n", "conf.yaml").ok());
+  // On the command line the backend may come after the delay: the rule is checked at the end.
+  Config o;
+  ASSERT_TRUE(ApplyOverride(o, "engine.echo_step_ms", "20").ok());
+  ASSERT_TRUE(ApplyOverride(o, "engine.backend", "echo").ok());
+  EXPECT_TRUE(ValidateConfig(o).ok());
+}
+
 TEST(Config, AdmissionDrainAndStreamKeys) {
   auto defaults = ParseConfig("", "conf.yaml");
   ASSERT_TRUE(defaults.ok()) << defaults.status();
