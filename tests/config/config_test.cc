@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/test_paths.h"
+#include "yaml-cpp/yaml.h"
 
 namespace gecd::config {
 namespace {
@@ -241,6 +242,18 @@ TEST(Config, AdmissionDrainAndStreamKeys) {
 TEST(Config, ShippedDefaultConfigParses) {
   auto c = LoadConfigFile(gecd::testing::SourceDir() + "/configs/gecd.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
+}
+
+// deploy/k8s/router/configmap.yaml carries the router's gecd.yaml: the same rules apply to it.
+TEST(Config, RouterConfigMapParses) {
+  const YAML::Node config_map =
+      YAML::LoadFile(gecd::testing::SourceDir() + "/deploy/k8s/router/configmap.yaml");
+  auto c = ParseConfig(config_map["data"]["gecd.yaml"].as<std::string>(), "configmap.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->route.source, "kubernetes");
+  EXPECT_EQ(c->route.kubernetes.service, "gecd-daemons");
+  EXPECT_EQ(c->route.kubernetes.port, "grpc");
+  EXPECT_EQ(c->route.listen, "0.0.0.0:50061");
 }
 
 TEST(Config, RouteSectionParsesEndpointsAsAListOrACommaString) {
