@@ -3,7 +3,7 @@
 # Builds nothing; first: cmake --build "$BUILD_DIR" --target gecd gecd-load
 #
 #   bench/route_bench.sh [--out FILE] [--qps N] [--duration S] [--warmup S] [--slow-ms N]
-#                        [--find-max] [--slo-p99 D]
+#                        [--find-max] [--slo-p99 D] [--scenario A|B|both]
 #
 # Three echo daemons (engine.backend=echo, 1 worker each, the repository's default model for
 # its tokenizer): A and B fast, C with engine.echo_step_ms=--slow-ms (a slow backend: every
@@ -38,6 +38,7 @@ WARMUP=1
 SLOW_MS=20
 FIND_MAX=0
 SLO_P99=20ms
+SCENARIOS=both
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -48,10 +49,15 @@ while [[ $# -gt 0 ]]; do
     --slow-ms) SLOW_MS="$2"; shift 2 ;;
     --find-max) FIND_MAX=1; shift ;;
     --slo-p99) SLO_P99="$2"; shift 2 ;;
+    --scenario) SCENARIOS="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "route_bench.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+case "$SCENARIOS" in
+  A|B|both) ;;
+  *) echo "route_bench.sh: --scenario must be A, B or both, got '$SCENARIOS'" >&2; exit 2 ;;
+esac
 for bin in "$GECD" "$LOAD"; do
   [[ -x "$bin" ]] || { echo "missing $bin: cmake --build $BUILD_DIR --target gecd gecd-load" >&2; exit 1; }
 done
@@ -296,7 +302,7 @@ find_max() {
   if [[ $rc -ne 0 ]]; then
     max="gecd-load failed (exit $rc)"
   else
-    max="$(python3 -c 'import json,sys; print(f"{json.load(open(sys.argv[1]))["max_qps"]:.0f}")' \
+    max="$(python3 -c "import json, sys; print('%.0f' % json.load(open(sys.argv[1]))['max_qps'])" \
       "$WORK/$name.json")"
   fi
   FINDMAX_ROWS+=("| $path | $policy | $max |")
@@ -311,8 +317,8 @@ fi
 
 echo "starting daemons (echo backend, 1 worker each; C: engine.echo_step_ms=$SLOW_MS)" >&2
 start_daemon A
-start_daemon B
-start_daemon C --set "engine.echo_step_ms=$SLOW_MS"
+if [[ $SCENARIOS != B ]]; then start_daemon B; fi
+if [[ $SCENARIOS != A ]]; then start_daemon C --set "engine.echo_step_ms=$SLOW_MS"; fi
 PROXY_PORT="$(free_port)"
 PROXY_PID=""
 
@@ -343,8 +349,12 @@ scenario() {
   done
 }
 
-scenario A A B "leastconn random(2)" "p2c"
-scenario B A C "roundrobin leastconn random(2)" "round_robin p2c least_request"
+if [[ $SCENARIOS == A || $SCENARIOS == both ]]; then
+  scenario A A B "leastconn random(2)" "p2c"
+fi
+if [[ $SCENARIOS == B || $SCENARIOS == both ]]; then
+  scenario B A C "roundrobin leastconn random(2)" "round_robin p2c least_request"
+fi
 
 {
   echo "## gecd route vs HAProxy $(haproxy -v | head -1 | awk '{print $3}'): two echo daemons"
