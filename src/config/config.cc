@@ -197,6 +197,7 @@ const std::vector<Field>& Fields() {
       Bool("engine.attention_fp8", &Config::engine, &EngineSection::attention_fp8),
       Enum("engine.fp8_scaling", &Config::engine, &EngineSection::fp8_scaling,
            {"per_channel", "per_tensor"}),
+      Int("engine.echo_step_ms", &Config::engine, &EngineSection::echo_step_ms, 0, 60 * 1000),
       String("server.listen", &Config::server, &ServerSection::listen, false),
       Int("server.workers", &Config::server, &ServerSection::workers, 0, 256),
       Int("server.max_in_flight", &Config::server, &ServerSection::max_in_flight, 1, 1 << 20),
@@ -388,6 +389,11 @@ absl::Status ValidateConfig(const Config& c) {
         "engine.max_step_tokens (", c.engine.max_step_tokens,
         ") must be at least engine.max_batch_size (", c.engine.max_batch_size,
         ") so every running sequence can decode in one step"));
+  }
+  if (c.engine.echo_step_ms > 0 && c.engine.backend != "echo") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("engine.echo_step_ms: only the echo backend has it (engine.backend is ",
+                     c.engine.backend, ")"));
   }
   if (c.spelling.dictionary.empty() != c.spelling.lexicon.empty()) {
     return absl::InvalidArgumentError(

@@ -38,6 +38,9 @@ struct EngineSection {
   std::string quantization = "fp8";       // fp8 | none
   bool attention_fp8 = true;              // false: q/k/v/o stay bf16
   std::string fp8_scaling = "per_channel";  // per_channel | per_tensor
+  // The echo backend only: each step takes this long (a slowed batching engine, for
+  // benchmarks of what sits in front of daemons); 0 = as fast as it goes.
+  int echo_step_ms = 0;
 };
 
 struct ServerSection {

@@ -3,9 +3,11 @@
 #include <fstream>
 #include <optional>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 
@@ -16,7 +18,10 @@ const char kLoadUsage[] = R"(usage: gecd-load --input FILE [options]
 Drives a gecd.v1.GrammarCorrection server with one sentence per request and reports achieved
 QPS, latency percentiles (of successful requests) and errors by status code.
 
-  --target HOST:PORT     server address (127.0.0.1:50051)
+  --target HOST:PORT[,HOST:PORT...]
+                         server address (127.0.0.1:50051); with several, the channels are
+                         spread round-robin over them (channel i on target i mod count), and
+                         so is the load when --channels is a multiple of their count
   --input FILE           sentences, one per line, cycled (required)
   --qps N                open loop: Poisson arrivals at N requests/s (default 100)
   --profile SPEC         open loop with a varying rate: ramp:FROM:TO (linear over --duration)
@@ -61,6 +66,33 @@ absl::StatusOr<double> ParsePositive(std::string_view flag, std::string_view val
     return BadValue(flag, value, "a number > 0");
   }
   return v;
+}
+
+// "host:port" or "[v6]:port", port in [1, 65535]; IPv6 without brackets is ambiguous.
+bool IsHostPort(absl::string_view v) {
+  const size_t colon = v.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) return false;
+  absl::string_view host = v.substr(0, colon);
+  const bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
+  if (!bracketed && host.find_first_of("[]:") != absl::string_view::npos) return false;
+  int port;
+  return absl::SimpleAtoi(v.substr(colon + 1), &port) && port >= 1 && port <= 65535;
+}
+
+absl::StatusOr<std::vector<std::string>> ParseTargets(std::string_view flag,
+                                                      std::string_view value) {
+  std::vector<std::string> targets;
+  for (absl::string_view item :
+       absl::StrSplit(absl::string_view(value.data(), value.size()), ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    if (!IsHostPort(item)) {
+      return absl::InvalidArgumentError(absl::StrCat(std::string(flag), ": '", std::string(item),
+                                                     "' in '", std::string(value),
+                                                     "' is not HOST:PORT or [V6]:PORT"));
+    }
+    targets.emplace_back(item);
+  }
+  return targets;
 }
 
 absl::StatusOr<int> ParseCount(std::string_view flag, std::string_view value) {
@@ -123,7 +155,7 @@ absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& arg
       return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value (see --help)"));
     }
     if (flag == "--target") {
-      run.target = value;
+      ASSIGN_OR_RETURN(run.targets, ParseTargets(flag, value));
     } else if (flag == "--input") {
       options.input_path = value;
     } else if (flag == "--qps") {
@@ -166,6 +198,11 @@ absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& arg
   if (options.help) return options;
   if (options.input_path.empty()) return absl::InvalidArgumentError("--input FILE is required");
   if (!(run.duration_s > 0)) return absl::InvalidArgumentError("--duration must be > 0");
+  if (run.channels < static_cast<int>(run.targets.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("--channels ", run.channels,
+                                                   " is fewer than the ", run.targets.size(),
+                                                   " --target addresses: each needs one"));
+  }
   if (run.concurrency > 0 && (qps.has_value() || !profile.empty() || options.find_max)) {
     return absl::InvalidArgumentError(
         "--concurrency (closed loop) excludes --qps, --profile and --find-max (open loop)");

@@ -124,6 +124,7 @@ class Driver {
 
  private:
   struct Lane {
+    std::string target;
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<GrammarCorrection::Stub> stub;
     grpc::CompletionQueue* cq;
@@ -264,15 +265,15 @@ Driver::Driver(const RunConfig& config) : config_(config) {
   for (int i = 0; i < std::max(config.threads, 1); ++i) {
     cqs_.push_back(std::make_unique<grpc::CompletionQueue>());
   }
-  for (int i = 0; i < std::max(config.channels, 1); ++i) {
+  for (int i = 0; i < config.channels; ++i) {
     grpc::ChannelArguments args;
     // Channels with equal args share one connection; a distinct arg and a private subchannel
     // pool give each its own.
     args.SetInt("gecd.load.channel", i);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     Lane& lane = lanes_.emplace_back();
-    lane.channel =
-        grpc::CreateCustomChannel(config.target, grpc::InsecureChannelCredentials(), args);
+    lane.target = config.targets[i % config.targets.size()];
+    lane.channel = grpc::CreateCustomChannel(lane.target, grpc::InsecureChannelCredentials(), args);
     lane.stub = GrammarCorrection::NewStub(lane.channel);
     lane.cq = cqs_[i % cqs_.size()].get();
   }
@@ -286,8 +287,7 @@ Driver::~Driver() {
 absl::Status Driver::Connect() {
   for (Lane& lane : lanes_) {
     if (!lane.channel->WaitForConnected(DeadlineFromNow(5000))) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot connect to ", config_.target, " within 5 s"));
+      return absl::UnavailableError(absl::StrCat("cannot connect to ", lane.target, " within 5 s"));
     }
   }
   return absl::OkStatus();
@@ -371,6 +371,12 @@ RunResult Driver::Run() {
 
 absl::StatusOr<RunResult> RunLoad(const RunConfig& config) {
   if (config.sentences.empty()) return absl::InvalidArgumentError("no sentences to send");
+  if (config.targets.empty()) return absl::InvalidArgumentError("no target to send to");
+  if (config.channels < static_cast<int>(config.targets.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(config.channels, " channels for ",
+                                                   config.targets.size(),
+                                                   " targets: each target needs one"));
+  }
   Driver driver(config);
   absl::Status connected = driver.Connect();
   if (!connected.ok()) return connected;

@@ -13,9 +13,11 @@ namespace gecd::load {
 
 // One load run against a gecd.v1.GrammarCorrection server.
 struct RunConfig {
-  std::string target = "127.0.0.1:50051";
+  // Channel i connects to targets[i % targets.size()], and requests go round-robin over the
+  // channels, so each target gets its share of the channels and of the load.
+  std::vector<std::string> targets = {"127.0.0.1:50051"};
   // Each channel gets distinct channel args, hence its own TCP connection, so that the kernel
-  // spreads them over the server's SO_REUSEPORT workers.
+  // spreads them over the server's SO_REUSEPORT workers. At least one per target.
   int channels = 8;
   int threads = 2;      // completion-queue threads
   bool stream = false;  // CorrectStream, one stream per channel, instead of unary Correct
@@ -30,7 +32,8 @@ struct RunConfig {
   std::vector<std::string> sentences;  // cycled; must not be empty
 };
 
-// Connects every channel (UNAVAILABLE if the target does not answer within 5 s), drives the
+// Connects every channel (UNAVAILABLE, naming the target, if one does not answer within 5 s;
+// INVALID_ARGUMENT for no targets, fewer channels than targets or no sentences), drives the
 // load, waits for the requests in flight to end, and returns what the window measured. In open
 // loop a request's latency runs from its intended send time, so a client or server that falls
 // behind shows up as latency rather than as fewer requests (no coordinated omission).

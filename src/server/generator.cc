@@ -1,5 +1,8 @@
 #include "server/generator.h"
 
+#include <chrono>
+#include <deque>
+#include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -62,25 +65,42 @@ class ModelGenerator final : public Generator {
   engine::PipelinedEngine engine_;
 };
 
-// Every sequence's output is its prompt, all of it in the step after it arrived.
+// Every sequence's output is its prompt, all of it in one step: the first step after it
+// arrived with room for it. A step runs at most max_batch_size sequences, oldest first, and,
+// with a step delay, sleeps that long, so that the daemon behaves like a slowed batching
+// engine (higher latency, at most max_batch_size answers per delay).
 class EchoGenerator final : public Generator {
  public:
+  EchoGenerator(int max_batch_size, std::chrono::milliseconds step_delay)
+      : max_batch_size_(max_batch_size), step_delay_(step_delay) {}
+
   absl::Status Add(engine::SequenceId id, std::vector<int32_t> prompt,
                    engine::GenerationParams) override {
     if (prompt.empty()) return absl::InvalidArgumentError("empty prompt");
     if (!prompts_.emplace(id, std::move(prompt)).second) {
       return absl::AlreadyExistsError(absl::StrCat("sequence ", id, " is live"));
     }
+    order_.push_back(id);
     return absl::OkStatus();
   }
-  bool Free(engine::SequenceId id) override { return prompts_.erase(id) > 0; }
+  // Its place in order_ is skipped when reached (or dropped with the rest once none is live).
+  bool Free(engine::SequenceId id) override {
+    if (prompts_.erase(id) == 0) return false;
+    if (prompts_.empty()) order_.clear();
+    return true;
+  }
   bool HasWork() const override { return !prompts_.empty(); }
 
   absl::Status Step(StepOutcome* out) override {
     out->ran.clear();
     out->events.clear();
-    for (auto& [id, prompt] : prompts_) {
+    while (!order_.empty() && static_cast<int>(out->ran.size()) < max_batch_size_) {
+      const engine::SequenceId id = order_.front();
+      order_.pop_front();
+      auto it = prompts_.find(id);
+      if (it == prompts_.end()) continue;  // freed
       out->ran.push_back(id);
+      const std::vector<int32_t>& prompt = it->second;
       for (size_t i = 0; i < prompt.size(); ++i) {
         const bool last = i + 1 == prompt.size();
         out->events.push_back(
@@ -89,8 +109,9 @@ class EchoGenerator final : public Generator {
              .finished = last,
              .reason = last ? engine::FinishReason::kLength : engine::FinishReason::kNone});
       }
+      prompts_.erase(it);
     }
-    prompts_.clear();
+    if (step_delay_.count() > 0) std::this_thread::sleep_for(step_delay_);
     return absl::OkStatus();
   }
 
@@ -99,7 +120,10 @@ class EchoGenerator final : public Generator {
   }
 
  private:
+  const int max_batch_size_;
+  const std::chrono::milliseconds step_delay_;
   absl::flat_hash_map<engine::SequenceId, std::vector<int32_t>> prompts_;
+  std::deque<engine::SequenceId> order_;  // arrival order; may hold freed ids
 };
 
 absl::Status WarmUp(Generator& generator) {
@@ -117,7 +141,8 @@ absl::Status WarmUp(Generator& generator) {
 absl::StatusOr<std::unique_ptr<Generator>> MakeGenerator(const config::Config& config) {
   std::unique_ptr<Generator> generator;
   if (config.engine.backend == "echo") {
-    generator = std::make_unique<EchoGenerator>();
+    generator = std::make_unique<EchoGenerator>(
+        config.engine.max_batch_size, std::chrono::milliseconds(config.engine.echo_step_ms));
   } else if (config.engine.backend == "cpu" || config.engine.backend == "cuda") {
     ASSIGN_OR_RETURN(generator, ModelGenerator::Create(config));
   } else {

@@ -13,8 +13,9 @@
 
 // What the engine process runs sequences on (engine.backend): the model, pipelined
 // (engine::PipelinedEngine over the cpu or cuda backend), or `echo`, which answers every prompt
-// with itself so that the daemon's front-end path can be measured without a model. The
-// engine process's loop (server::EngineLoop) only moves records between the rings and this.
+// with itself so that the daemon's front-end path can be measured without a model (and, with
+// engine.echo_step_ms, a slow daemon imitated). The engine process's loop (server::EngineLoop)
+// only moves records between the rings and this.
 namespace gecd::server {
 
 class Generator {

@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/test_paths.h"
+#include "yaml-cpp/yaml.h"
 
 namespace gecd::config {
 namespace {
@@ -190,6 +191,31 @@ TEST(Config, CopyBias) {
   ASSERT_TRUE(cuda.ok()) << cuda.status();
 }
 
+TEST(Config, EchoStepDelayIsForTheEchoBackendOnly) {
+  EXPECT_EQ(Config().engine.echo_step_ms, 0);
+  auto c = ParseConfig("engine:\n  backend: echo\n  echo_step_ms: 20\n", "conf.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->engine.echo_step_ms, 20);
+  for (const char* bad : {"-1", "60001", "slow"}) {
+    auto e = ParseConfig(absl::StrCat("engine:\n  backend: echo\n  echo_step_ms: ", bad, "\n"),
+                         "conf.yaml");
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_THAT(e.status().message(), HasSubstr("conf.yaml:3: engine.echo_step_ms")) << bad;
+  }
+  // A model backend with it set is a mistake, not a silently ignored key; 0 is fine anywhere.
+  auto cpu = ParseConfig("engine:\n  backend: cpu\n  echo_step_ms: 5\n", "conf.yaml");
+  ASSERT_FALSE(cpu.ok());
+  EXPECT_THAT(
+      cpu.status().message(),
+      HasSubstr("engine.echo_step_ms: only the echo backend has it (engine.backend is cpu)"));
+  EXPECT_TRUE(ParseConfig("engine:\n  backend: cpu\n  echo_step_ms: 0\n", "conf.yaml").ok());
+  // On the command line the backend may come after the delay: the rule is checked at the end.
+  Config o;
+  ASSERT_TRUE(ApplyOverride(o, "engine.echo_step_ms", "20").ok());
+  ASSERT_TRUE(ApplyOverride(o, "engine.backend", "echo").ok());
+  EXPECT_TRUE(ValidateConfig(o).ok());
+}
+
 TEST(Config, AdmissionDrainAndStreamKeys) {
   auto defaults = ParseConfig("", "conf.yaml");
   ASSERT_TRUE(defaults.ok()) << defaults.status();
@@ -216,6 +242,18 @@ TEST(Config, AdmissionDrainAndStreamKeys) {
 TEST(Config, ShippedDefaultConfigParses) {
   auto c = LoadConfigFile(gecd::testing::SourceDir() + "/configs/gecd.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
+}
+
+// deploy/k8s/router/configmap.yaml carries the router's gecd.yaml: the same rules apply to it.
+TEST(Config, RouterConfigMapParses) {
+  const YAML::Node config_map =
+      YAML::LoadFile(gecd::testing::SourceDir() + "/deploy/k8s/router/configmap.yaml");
+  auto c = ParseConfig(config_map["data"]["gecd.yaml"].as<std::string>(), "configmap.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->route.source, "kubernetes");
+  EXPECT_EQ(c->route.kubernetes.service, "gecd-daemons");
+  EXPECT_EQ(c->route.kubernetes.port, "grpc");
+  EXPECT_EQ(c->route.listen, "0.0.0.0:50061");
 }
 
 TEST(Config, RouteSectionParsesEndpointsAsAListOrACommaString) {

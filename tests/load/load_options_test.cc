@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace gecd::load {
@@ -24,12 +25,34 @@ TEST(ParseLoadOptionsTest, OpenLoopDefaultsAndValues) {
       Parse({"--input", "s.txt", "--qps=250", "--duration", "3s", "--stream", "--json", "o.json"});
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->input_path, "s.txt");
-  EXPECT_EQ(options->run.target, "127.0.0.1:50051");
+  EXPECT_EQ(options->run.targets, (std::vector<std::string>{"127.0.0.1:50051"}));
   EXPECT_EQ(options->run.concurrency, 0);
   EXPECT_DOUBLE_EQ(options->run.profile.At(0), 250);
   EXPECT_DOUBLE_EQ(options->run.duration_s, 3);
   EXPECT_TRUE(options->run.stream);
   EXPECT_EQ(options->json_path, "o.json");
+}
+
+TEST(ParseLoadOptionsTest, SeveralTargets) {
+  absl::StatusOr<LoadOptions> options =
+      Parse({"--input", "s", "--target", "10.0.0.1:50051, [::1]:50052,localhost:7"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->run.targets,
+            (std::vector<std::string>{"10.0.0.1:50051", "[::1]:50052", "localhost:7"}));
+  for (const char* bad :
+       {"a:1,b", "a:1,,b:2", "a:0", "a:65536", ":80", "::1:80", "[]:80", "", "a:1,"}) {
+    absl::StatusOr<LoadOptions> e = Parse({"--input", "s", "--target", bad});
+    ASSERT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(e.status().message()), ::testing::StartsWith("--target: '")) << bad;
+  }
+  EXPECT_THAT(std::string(Parse({"--input", "s", "--target", "a:1,b"}).status().message()),
+              ::testing::HasSubstr("'b' in 'a:1,b' is not HOST:PORT"));
+  // Every target needs a channel of its own.
+  absl::StatusOr<LoadOptions> few =
+      Parse({"--input", "s", "--target", "a:1,b:2,c:3", "--channels", "2"});
+  ASSERT_EQ(few.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(few.status().message()),
+              ::testing::HasSubstr("--channels 2 is fewer than the 3 --target addresses"));
 }
 
 TEST(ParseLoadOptionsTest, RampSpansTheDuration) {

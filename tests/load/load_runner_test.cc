@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "echo_server.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace gecd::load {
@@ -10,7 +11,7 @@ namespace {
 
 RunConfig ConfigFor(const testing::EchoServer& server) {
   RunConfig config;
-  config.target = server.target();
+  config.targets = {server.target()};
   config.channels = 4;
   config.threads = 2;
   config.duration_s = 1.0;
@@ -94,6 +95,47 @@ TEST(LoadRunnerStreamTest, SentencesAStreamNeverAnswersAreUnanswered) {
 INSTANTIATE_TEST_SUITE_P(UnaryAndStream, LoadRunnerTest, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "Stream" : "Unary"; });
 
+TEST(LoadRunnerTargetsTest, ChannelsAndLoadSpreadOverEveryTarget) {
+  testing::EchoServer a;
+  testing::EchoServer b;
+  RunConfig config = ConfigFor(a);
+  config.targets = {a.target(), b.target()};
+  config.profile = RateProfile::Constant(400);
+  absl::StatusOr<RunResult> result = RunLoad(config);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ExpectAllAnswered(*result);
+  // Requests go round-robin over 4 channels, two on each server: an even split (warm-up and
+  // drain answers included), whatever the arrival times.
+  const uint64_t total = a.answered() + b.answered();
+  EXPECT_GE(total, result->ok);
+  EXPECT_LE(a.answered() > b.answered() ? a.answered() - b.answered() : b.answered() - a.answered(),
+            1u);
+}
+
+TEST(LoadRunnerTargetsTest, AnUnreachableTargetIsNamed) {
+  testing::EchoServer up;
+  std::string gone_target;
+  {
+    testing::EchoServer gone;
+    gone_target = gone.target();
+  }
+  RunConfig config = ConfigFor(up);
+  config.targets = {up.target(), gone_target};
+  absl::StatusOr<RunResult> result = RunLoad(config);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(result.status().message()), ::testing::HasSubstr(gone_target));
+}
+
+TEST(LoadRunnerErrorsTest, EveryTargetNeedsAChannel) {
+  RunConfig config;
+  config.sentences = {"x"};
+  config.targets = {"127.0.0.1:1", "127.0.0.1:2"};
+  config.channels = 1;
+  EXPECT_EQ(RunLoad(config).status().code(), absl::StatusCode::kInvalidArgument);
+  config.targets.clear();
+  EXPECT_EQ(RunLoad(config).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(LoadRunnerErrorsTest, NoServerIsUnavailable) {
   std::string target;
   {
@@ -101,7 +143,7 @@ TEST(LoadRunnerErrorsTest, NoServerIsUnavailable) {
     target = gone.target();
   }
   RunConfig config;
-  config.target = target;
+  config.targets = {target};
   config.sentences = {"x"};
   EXPECT_EQ(RunLoad(config).status().code(), absl::StatusCode::kUnavailable);
 }

@@ -103,9 +103,9 @@ class EngineProcessTest : public ::testing::Test {
   MetricsSnapshot metrics() const { return MetricsRegion(segment_.metrics_region()).Sum(); }
 
   // What the supervisor does to start an engine, in a thread instead of a process.
-  void StartEngine(const std::string& backend) {
-    absl::StatusOr<std::unique_ptr<EngineLoop>> loop =
-        EngineLoop::Create(EngineConfig(backend), segment_);
+  void StartEngine(const std::string& backend) { StartEngine(EngineConfig(backend)); }
+  void StartEngine(const config::Config& config) {
+    absl::StatusOr<std::unique_ptr<EngineLoop>> loop = EngineLoop::Create(config, segment_);
     ASSERT_TRUE(loop.ok()) << loop.status();
     loop_ = *std::move(loop);
     engine_thread_ = std::thread([this] { run_status_ = loop_->Run(); });
@@ -198,6 +198,41 @@ TEST_F(EngineProcessTest, EchoAnswersEveryRequestOfEveryWorker) {
   EXPECT_THAT(text, HasSubstr(absl::StrCat("gecd_prompt_tokens_total ", 2 * kPerWorker * 3)));
   EXPECT_THAT(text, HasSubstr(absl::StrCat("gecd_generated_tokens_total ", 2 * kPerWorker * 3)));
   EXPECT_THAT(text, HasSubstr(absl::StrCat("gecd_batch_size_count ", steps, "\n")));
+}
+
+TEST_F(EngineProcessTest, EchoStepDelaySlowsEveryStepAndCapsItsBatch) {
+  config::Config config = EngineConfig("echo");
+  config.engine.echo_step_ms = 50;
+  config.engine.max_batch_size = 8;
+  StartEngine(config);
+  ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready(); }));
+  const int64_t delay_us = config.engine.echo_step_ms * 1000;
+  const auto start = std::chrono::steady_clock::now();
+  // One request starts a step; three batches' worth arrive while it sleeps, so without the cap
+  // they would all run in the next step.
+  std::vector<std::future<EngineReply>> futures;
+  futures.push_back(Submit(Link(0), 0, {3, 7}, 8));
+  ASSERT_TRUE(WaitUntil([&] { return metrics().prompt_tokens == 2; }));
+  constexpr int kRequests = 1 + 3 * 8;
+  for (int i = 1; i < kRequests; ++i) futures.push_back(Submit(Link(0), i, {i + 3, 7}, 8));
+  for (int i = 0; i < kRequests; ++i) {
+    EngineReply reply = Get(futures[i]);
+    ASSERT_TRUE(reply.status.ok()) << reply.status;
+    EXPECT_EQ(reply.tokens, (std::vector<int32_t>{i + 3, 7}));
+    EXPECT_GE(reply.engine_us, delay_us) << "answered after its step's delay";
+  }
+  // At least four steps, each no shorter than the delay.
+  EXPECT_GE(std::chrono::steady_clock::now() - start,
+            4 * std::chrono::milliseconds(config.engine.echo_step_ms));
+  const MetricsSnapshot m = metrics();
+  EXPECT_EQ(m.batch_size.sum_units, static_cast<uint64_t>(kRequests));
+  uint64_t steps = 0;
+  for (uint64_t count : m.batch_size.counts) steps += count;
+  EXPECT_GE(steps, 4u);
+  // Buckets 1, 2, 4, 8, then above: no step ran more than max_batch_size sequences.
+  for (size_t b = 4; b < m.batch_size.counts.size(); ++b) {
+    EXPECT_EQ(m.batch_size.counts[b], 0u) << "a step above max_batch_size, bucket " << b;
+  }
 }
 
 TEST_F(EngineProcessTest, CpuModelGivesWhatTheInProcessEngineGives) {

@@ -1,0 +1,157 @@
+"""Offline checks of deploy/k8s/router (no cluster): every manifest parses and is listed in the
+kustomization, the names and labels that tie them together agree (selectors, named ports,
+probes, the ConfigMap mount, RBAC), and the pod runs locked down. With the `kubernetes` Python
+package installed, each manifest also round-trips through its typed model unchanged, which
+catches misspelt or misplaced fields (the client drops what its model does not know)."""
+
+import copy
+import os
+import unittest
+
+import yaml
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+DIR = os.path.join(ROOT, "deploy", "k8s", "router")
+
+
+def load(name):
+    with open(os.path.join(DIR, name)) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d is not None]
+    assert len(docs) == 1, f"{name}: expected one document, found {len(docs)}"
+    return docs[0]
+
+
+def is_subset(small, big):
+    return all(big.get(k) == v for k, v in small.items())
+
+
+class RouterManifestsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.kustomization = load("kustomization.yaml")
+        cls.resources = {}
+        for name in cls.kustomization["resources"]:
+            doc = load(name)
+            cls.resources[(doc["kind"], doc["metadata"]["name"])] = doc
+        cls.namespace = cls.kustomization["namespace"]
+
+    def of_kind(self, kind):
+        found = [d for (k, _), d in self.resources.items() if k == kind]
+        self.assertTrue(found, f"no {kind}")
+        return found
+
+    def one(self, kind, name):
+        self.assertIn((kind, name), self.resources, f"no {kind} {name}")
+        return self.resources[(kind, name)]
+
+    @property
+    def deployment(self):
+        (d,) = self.of_kind("Deployment")
+        return d
+
+    @property
+    def pod(self):
+        return self.deployment["spec"]["template"]["spec"]
+
+    @property
+    def container(self):
+        (c,) = self.pod["containers"]
+        return c
+
+    def route_config(self):
+        """The ConfigMap the pod mounts and the route section of the gecd.yaml in it."""
+        mount = next(m for m in self.container["volumeMounts"] if m["mountPath"] == "/etc/gecd")
+        volume = next(v for v in self.pod["volumes"] if v["name"] == mount["name"])
+        config_map = self.one("ConfigMap", volume["configMap"]["name"])
+        args = self.container["args"]
+        self.assertEqual(args[:2], ["route", "--config"])
+        self.assertTrue(args[2].startswith("/etc/gecd/"), args)
+        key = args[2][len("/etc/gecd/"):]
+        self.assertIn(key, config_map["data"], "--config names a file the ConfigMap lacks")
+        return yaml.safe_load(config_map["data"][key])["route"]
+
+    def test_every_manifest_is_in_the_kustomization(self):
+        files = sorted(f for f in os.listdir(DIR)
+                       if f.endswith(".yaml") and f != "kustomization.yaml")
+        self.assertEqual(sorted(self.kustomization["resources"]), files)
+        for doc in self.resources.values():
+            self.assertNotIn("namespace", doc["metadata"], "the kustomization sets it")
+
+    def test_deployment_selects_its_pods_and_the_service_selects_them(self):
+        labels = self.deployment["spec"]["template"]["metadata"]["labels"]
+        self.assertTrue(is_subset(self.deployment["spec"]["selector"]["matchLabels"], labels))
+        service = self.one("Service", self.deployment["metadata"]["name"])
+        self.assertTrue(is_subset(service["spec"]["selector"], labels))
+        port_names = {p["name"]: p["containerPort"] for p in self.container["ports"]}
+        for port in service["spec"]["ports"]:
+            self.assertIn(port["targetPort"], port_names, port)
+            self.assertEqual(port["port"], port_names[port["targetPort"]])
+
+    def test_the_watched_headless_service_matches_the_route_config(self):
+        route = self.route_config()
+        self.assertEqual(route["endpoints"]["source"], "kubernetes")
+        headless = self.one("Service", route["kubernetes"]["service"])
+        self.assertEqual(headless["spec"]["clusterIP"], "None")
+        ports = {p["name"]: p for p in headless["spec"]["ports"]}
+        self.assertIn(route["kubernetes"]["port"], ports)
+        self.assertEqual(ports[route["kubernetes"]["port"]]["port"], 50051)
+        # It must select the daemons, never the router itself.
+        router_labels = self.deployment["spec"]["template"]["metadata"]["labels"]
+        self.assertFalse(is_subset(headless["spec"]["selector"], router_labels))
+
+    def test_ports_and_probes_agree_with_the_listen_addresses(self):
+        route = self.route_config()
+        ports = {p["name"]: p["containerPort"] for p in self.container["ports"]}
+        self.assertEqual(ports["grpc"], int(route["listen"].rsplit(":", 1)[1]))
+        self.assertEqual(ports["metrics"], int(route["metrics_listen"].rsplit(":", 1)[1]))
+        self.assertEqual(ports, {"grpc": 50061, "metrics": 9101})
+        for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+            get = self.container[probe]["httpGet"]
+            self.assertEqual((get["path"], get["port"]), (path, "metrics"), probe)
+        grace_ms = route.get("grace_period_ms", 10000)
+        self.assertGreater(self.pod["terminationGracePeriodSeconds"] * 1000, grace_ms)
+
+    def test_pod_is_locked_down(self):
+        pod_sc, sc = self.pod["securityContext"], self.container["securityContext"]
+        self.assertTrue(pod_sc["runAsNonRoot"])
+        self.assertGreater(pod_sc["runAsUser"], 0)
+        self.assertEqual(pod_sc["seccompProfile"]["type"], "RuntimeDefault")
+        self.assertTrue(sc["readOnlyRootFilesystem"])
+        self.assertFalse(sc["allowPrivilegeEscalation"])
+        self.assertEqual(sc["capabilities"]["drop"], ["ALL"])
+        self.assertNotIn("add", sc["capabilities"])
+        self.assertIn("cpu", self.container["resources"]["requests"])
+        self.assertIn("memory", self.container["resources"]["limits"])
+
+    def test_rbac_grants_the_service_account_endpointslice_reads_only(self):
+        account = self.one("ServiceAccount", self.pod["serviceAccountName"])
+        (binding,) = self.of_kind("RoleBinding")
+        self.assertEqual(binding["roleRef"]["kind"], "Role")
+        role = self.one("Role", binding["roleRef"]["name"])
+        self.assertEqual(binding["subjects"], [{"kind": "ServiceAccount",
+                                                "name": account["metadata"]["name"],
+                                                "namespace": self.namespace}])
+        self.assertEqual(role["rules"], [{"apiGroups": ["discovery.k8s.io"],
+                                          "resources": ["endpointslices"],
+                                          "verbs": ["get", "list", "watch"]}])
+
+    def test_typed_models_keep_every_field(self):
+        try:
+            import kubernetes.client as k8s
+        except ImportError:
+            self.skipTest("the kubernetes Python package is not installed")
+        api = k8s.ApiClient()
+        models = {"Deployment": "V1Deployment", "Service": "V1Service",
+                  "ServiceAccount": "V1ServiceAccount", "ConfigMap": "V1ConfigMap",
+                  "Role": "V1Role", "RoleBinding": "V1RoleBinding"}
+        # The client's own decoder of API answers (its public deserialize() wants an HTTP
+        # response, and its signature changed between releases).
+        decode = api._ApiClient__deserialize
+        for (kind, name), doc in self.resources.items():
+            model = decode(copy.deepcopy(doc), models[kind])
+            self.assertEqual(api.sanitize_for_serialization(model), copy.deepcopy(doc),
+                             f"{kind} {name}: a field its model does not have")
+
+
+if __name__ == "__main__":
+    unittest.main()
