@@ -48,7 +48,9 @@ absl::Status FleetOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(field, " is ", value, ", want ", want));
   };
   if (pods < 1) return bad("pods", pods, ">= 1");
-  if (!(slow_fraction >= 0 && slow_fraction <= 1)) return bad("slow_fraction", slow_fraction, "in [0, 1]");
+  if (!(slow_fraction >= 0 && slow_fraction <= 1)) {
+    return bad("slow_fraction", slow_fraction, "in [0, 1]");
+  }
   if (!(slow_factor >= 1) || !std::isfinite(slow_factor)) {
     return bad("slow_factor", slow_factor, ">= 1");
   }
@@ -102,9 +104,11 @@ absl::StatusOr<FleetResult> RunFleet(const FleetOptions& options) {
   double next_arrival = arrivals.Exponential(options.rate_rps);
   std::vector<SimRequest> done;
   while (true) {
-    const bool arrival = sent < total && (step_ends.empty() || next_arrival < step_ends.top().first);
+    const bool arrival =
+        sent < total && (step_ends.empty() || next_arrival < step_ends.top().first);
     if (arrival) {
-      const int r = options.routers == 1 ? 0 : static_cast<int>(router_choice.Below(options.routers));
+      const int r =
+          options.routers == 1 ? 0 : static_cast<int>(router_choice.Below(options.routers));
       const int pod = routers[r].Pick(views[r]);
       ++views[r][pod];
       const bool measured = sent >= options.warmup_requests;
@@ -147,7 +151,9 @@ absl::StatusOr<FleetResult> RunFleet(const FleetOptions& options) {
     sequences += pod.batched_sequences();
   }
   result.mean_batch = steps > 0 ? static_cast<double>(sequences) / steps : 0;
-  if (last_done > first_done) result.throughput_rps = (result.measured - 1) / (last_done - first_done);
+  if (last_done > first_done) {
+    result.throughput_rps = (result.measured - 1) / (last_done - first_done);
+  }
   return result;
 }
 

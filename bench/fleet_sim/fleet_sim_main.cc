@@ -33,8 +33,8 @@ absl::Status Main(int argc, char** argv) {
       "%d router(s); %lld measured requests per run after %lld, seed %llu\n\n",
       m.step_fixed_s * 1e3, m.decode_token_s * 1e3, m.prompt_token_s * 1e3, options.time_scale,
       m.max_batch, m.steps_per_request, m.prompt_tokens, m.Capacity(), fleet.pods,
-      static_cast<int>(fleet.slow_fraction * 100 + 0.5), fleet.slow_factor, capacity,
-      fleet.routers, static_cast<long long>(fleet.measured_requests),
+      static_cast<int>(fleet.slow_fraction * 100 + 0.5), fleet.slow_factor, capacity, fleet.routers,
+      static_cast<long long>(fleet.measured_requests),
       static_cast<long long>(fleet.warmup_requests), static_cast<unsigned long long>(fleet.seed));
 
   std::vector<std::pair<double, double>> points;  // (utilisation, rate)
@@ -47,7 +47,9 @@ absl::Status Main(int argc, char** argv) {
   std::ofstream csv;
   if (!options.csv_path.empty()) {
     csv.open(options.csv_path);
-    if (!csv) return absl::InvalidArgumentError(absl::StrCat("--csv: cannot write ", options.csv_path));
+    if (!csv) {
+      return absl::InvalidArgumentError(absl::StrCat("--csv: cannot write ", options.csv_path));
+    }
     csv << "policy,routers,utilisation,rate_rps,measured,mean_ms,p50_ms,p99_ms,p999_ms,max_ms,"
            "slow_share,mean_batch,throughput_rps,unbounded\n";
   }
@@ -72,21 +74,23 @@ absl::Status Main(int argc, char** argv) {
       if (csv.is_open()) {
         csv << absl::StrFormat("%s,%d,%.4f,%.1f,%lld,%.3f,%.3f,%.3f,%.3f,%.3f,%.4f,%.2f,%.1f,%d\n",
                                PolicyName(policy), fleet.routers, utilisation, rate,
-                               static_cast<long long>(r.measured), r.mean_s * 1e3,
-                               r.p50_s * 1e3, r.p99_s * 1e3, r.p999_s * 1e3, r.max_s * 1e3,
-                               r.slow_share, r.mean_batch, r.throughput_rps, unbounded);
+                               static_cast<long long>(r.measured), r.mean_s * 1e3, r.p50_s * 1e3,
+                               r.p99_s * 1e3, r.p999_s * 1e3, r.max_s * 1e3, r.slow_share,
+                               r.mean_batch, r.throughput_rps, unbounded);
       }
     }
     std::cout << row << std::endl;
   }
   if (any_unbounded) {
     std::cout << "\n† the policy gives every pod the same share, which is more than a slow pod "
-               "serves: its queue grows for as long as the load lasts (no steady state; the "
-               "figure grows with the run's length)\n";
+                 "serves: its queue grows for as long as the load lasts (no steady state; the "
+                 "figure grows with the run's length)\n";
   }
   if (csv.is_open()) {
     csv.close();
-    if (!csv) return absl::InternalError(absl::StrCat("--csv: writing ", options.csv_path, " failed"));
+    if (!csv) {
+      return absl::InternalError(absl::StrCat("--csv: writing ", options.csv_path, " failed"));
+    }
   }
   return absl::OkStatus();
 }

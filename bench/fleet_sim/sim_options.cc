@@ -3,11 +3,11 @@
 #include <climits>
 #include <cmath>
 #include <optional>
-#include "absl/strings/string_view.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "common/status_macros.h"
 
 namespace gecd::fleet_sim {
@@ -109,7 +109,9 @@ absl::StatusOr<SweepOptions> ParseSweepOptions(const std::vector<std::string>& a
       options.policies.clear();
       for (absl::string_view name : absl::StrSplit(value, ',')) {
         absl::StatusOr<Policy> policy = ParsePolicy(name);
-        if (!policy.ok()) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", policy.status().message()));
+        if (!policy.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat(flag, ": ", policy.status().message()));
+        }
         options.policies.push_back(*policy);
       }
     } else if (flag == "--utilisation") {

@@ -3,14 +3,15 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace gecd::fleet_sim {
 
 namespace {
 
-absl::Status OutOfRange(const char* field, double value, const char* want) {
-  return absl::InvalidArgumentError(absl::StrCat("pod model: ", field, " is ", value, ", want ",
-                                                 want));
+absl::Status OutOfRange(const char* field, double value, absl::string_view want) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("pod model: ", field, " is ", value, ", want ", want));
 }
 
 }  // namespace
@@ -32,10 +33,9 @@ absl::Status PodModel::Validate() const {
   const double joiners = static_cast<double>(max_batch) / steps_per_request;
   const double tokens = max_batch - joiners + joiners * prompt_tokens;
   if (max_step_tokens < prompt_tokens || max_step_tokens < std::ceil(tokens)) {
-    return OutOfRange("max_step_tokens", max_step_tokens,
-                      absl::StrCat(">= a full batch's steady-state step (", std::ceil(tokens),
-                                   " tokens)")
-                          .c_str());
+    return OutOfRange(
+        "max_step_tokens", max_step_tokens,
+        absl::StrCat(">= a full batch's steady-state step (", std::ceil(tokens), " tokens)"));
   }
   return absl::OkStatus();
 }

@@ -22,8 +22,8 @@ absl::StatusOr<Policy> ParsePolicy(absl::string_view name) {
   for (Policy p : {Policy::kRoundRobin, Policy::kRandom, Policy::kP2C, Policy::kLeastRequest}) {
     if (name == PolicyName(p)) return p;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "policy '", name, "' is not one of round_robin, random, p2c, least_request"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("policy '", name, "' is not one of round_robin, random, p2c, least_request"));
 }
 
 SimRouter::SimRouter(Policy policy, int pods, uint64_t seed)

@@ -2,10 +2,10 @@
 #define GECD_BENCH_FLEET_SIM_SIM_ROUTER_H_
 
 #include <cstdint>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "fleet_sim/sim_random.h"
 
