@@ -47,14 +47,15 @@ absl::Status FleetOptions::Validate() const {
   auto bad = [](const char* field, double value, const char* want) {
     return absl::InvalidArgumentError(absl::StrCat(field, " is ", value, ", want ", want));
   };
-  if (pods < 1) return bad("pods", pods, ">= 1");
+  // The bounds keep the routers' views (routers x pods counts) to a few hundred MB at most.
+  if (pods < 1 || pods > 100'000) return bad("pods", pods, "in [1, 100000]");
   if (!(slow_fraction >= 0 && slow_fraction <= 1)) {
     return bad("slow_fraction", slow_fraction, "in [0, 1]");
   }
   if (!(slow_factor >= 1) || !std::isfinite(slow_factor)) {
     return bad("slow_factor", slow_factor, ">= 1");
   }
-  if (routers < 1) return bad("routers", routers, ">= 1");
+  if (routers < 1 || routers > 1'000) return bad("routers", routers, "in [1, 1000]");
   if (!(rate_rps > 0) || !std::isfinite(rate_rps)) return bad("rate_rps", rate_rps, "> 0");
   if (warmup_requests < 0) return bad("warmup_requests", warmup_requests, ">= 0");
   if (measured_requests < 1) return bad("measured_requests", measured_requests, ">= 1");

@@ -134,7 +134,7 @@ absl::StatusOr<SweepOptions> ParseSweepOptions(const std::vector<std::string>& a
       // The latencies are kept for exact percentiles: 8 bytes each.
       ASSIGN_OR_RETURN(fleet.measured_requests, ParseInteger(flag, value, 1, 100'000'000));
     } else if (flag == "--warmup") {
-      ASSIGN_OR_RETURN(fleet.warmup_requests, ParseInteger(flag, value, 0, INT64_MAX));
+      ASSIGN_OR_RETURN(fleet.warmup_requests, ParseInteger(flag, value, 0, 1'000'000'000));
     } else if (flag == "--seed") {
       int64_t seed;
       ASSIGN_OR_RETURN(seed, ParseInteger(flag, value, 0, INT64_MAX));
@@ -164,6 +164,9 @@ absl::StatusOr<SweepOptions> ParseSweepOptions(const std::vector<std::string>& a
   }
   // A model that is wrong before scaling is reported as written, not as scaled.
   RETURN_IF_ERROR(model.Validate());
+  FleetOptions check = fleet;
+  check.rate_rps = 1;  // each load point's rate is checked by RunFleet
+  RETURN_IF_ERROR(check.Validate());
   if (options.pod_capacity > 0) {
     options.time_scale = model.Capacity() / options.pod_capacity;
     model = model.Scaled(options.time_scale);

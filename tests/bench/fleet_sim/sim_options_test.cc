@@ -49,6 +49,7 @@ TEST(SimOptionsTest, BadValuesNameTheFlag) {
   EXPECT_NE(Error({"--requests"}).find("--requests needs a value"), std::string::npos);
   EXPECT_NE(Error({"--pods-count", "3"}).find("unknown flag --pods-count"), std::string::npos);
   EXPECT_NE(Error({"--max-step-tokens", "100"}).find("max_step_tokens"), std::string::npos);
+  EXPECT_NE(Error({"--routers", "5000"}).find("routers"), std::string::npos);
 }
 
 }  // namespace
