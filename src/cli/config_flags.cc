@@ -32,8 +32,8 @@ absl::StatusOr<DaemonFlags> LoadDaemonFlags(const Args& args) {
   DaemonFlags f;
   // Absolute, because the daemon's children re-read it and the supervisor's cwd is theirs only
   // by luck.
-  f.config_path = args.Has("config") ? std::filesystem::absolute(*args.Get("config")).string()
-                                     : std::string();
+  f.config_path =
+      args.Has("config") ? std::filesystem::absolute(*args.Get("config")).string() : std::string();
   f.overrides = args.GetAll("set");
   ASSIGN_OR_RETURN(f.config, LoadConfigWithOverrides(f.config_path, f.overrides));
   return f;

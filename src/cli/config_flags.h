@@ -21,7 +21,7 @@ absl::StatusOr<config::Config> LoadConfigWithOverrides(const std::string& path,
 struct DaemonFlags {
   std::string config_path;  // absolute ("" for the built-in defaults)
   std::vector<std::string> overrides;
-  config::Config config;    // loaded, overrides applied, validated
+  config::Config config;  // loaded, overrides applied, validated
 };
 
 // Parses `argv` for `gecd <command>`. nullopt when the command should end now with

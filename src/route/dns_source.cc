@@ -28,8 +28,7 @@ absl::StatusOr<std::vector<std::string>> ResolveAll(const std::string& host,
   for (addrinfo* a = list; a != nullptr; a = a->ai_next) {
     char text[INET6_ADDRSTRLEN] = {};
     if (a->ai_family == AF_INET) {
-      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr, text,
-                sizeof(text));
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr, text, sizeof(text));
       out.push_back(absl::StrCat(text, ":", port));
     } else if (a->ai_family == AF_INET6) {
       inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, text,

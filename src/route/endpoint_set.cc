@@ -71,10 +71,9 @@ void EndpointSet::Update(std::vector<DiscoveredEndpoint> reported) {
       }
       // The endpoints of the first report are the fleet as it stands, not pods just started.
       e->eligible_since.store(first_update_ ? Ticks(now - std::chrono::hours(1)) : Ticks(now));
-      spdlog::info("endpoint {} added ({}{})", d.address, d.draining ? "draining" : "eligible",
-                   !first_update_ && !d.draining && options_.slow_start.window_s > 0
-                       ? ", slow start"
-                       : "");
+      spdlog::info(
+          "endpoint {} added ({}{})", d.address, d.draining ? "draining" : "eligible",
+          !first_update_ && !d.draining && options_.slow_start.window_s > 0 ? ", slow start" : "");
       e->draining.store(d.draining);
     }
     if (e->draining.load() != d.draining) {
@@ -132,8 +131,8 @@ std::shared_ptr<Endpoint> EndpointSet::Pick(const Endpoint* exclude) {
       [&](int k) {
         const Endpoint& e = *list[k];
         const double age =
-            std::chrono::duration<double>(Clock::duration(now - e.eligible_since.load(
-                                                                    std::memory_order_relaxed)))
+            std::chrono::duration<double>(
+                Clock::duration(now - e.eligible_since.load(std::memory_order_relaxed)))
                 .count();
         return Candidate{.in_flight = e.in_flight(), .weight = options_.slow_start.Weight(age)};
       },
@@ -145,8 +144,8 @@ void EndpointSet::CallEnded(Endpoint& endpoint, grpc::StatusCode code) {
   if (!endpoint.CallEnded(code, Clock::now())) return;
   std::lock_guard lock(mu_);
   ++ejections_;
-  spdlog::warn("endpoint {} ejected for {} ms after {} consecutive failures",
-               endpoint.address(), endpoint.back_off().count(), options_.ejection.failures);
+  spdlog::warn("endpoint {} ejected for {} ms after {} consecutive failures", endpoint.address(),
+               endpoint.back_off().count(), options_.ejection.failures);
   RebuildLocked();
   wake_.notify_all();
 }
@@ -194,9 +193,8 @@ bool EndpointSet::HealthCheck(Endpoint& endpoint) {
   grpc::Slice empty("", 0);
   grpc::ByteBuffer request(&empty, 1), response;  // an empty message, not a missing one
   std::promise<grpc::Status> done;
-  endpoint.stub().UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
-                            &request, &response,
-                            [&done](grpc::Status s) { done.set_value(std::move(s)); });
+  endpoint.stub().UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
+                            &response, [&done](grpc::Status s) { done.set_value(std::move(s)); });
   const grpc::Status status = done.get_future().get();
   return status.ok() && IsServing(response);
 }

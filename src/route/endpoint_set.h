@@ -84,7 +84,7 @@ class EndpointSet {
 
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Endpoint>> endpoints_;  // what discovery reports
-  std::vector<std::shared_ptr<Endpoint>> retired_;  // dropped, with calls in flight
+  std::vector<std::shared_ptr<Endpoint>> retired_;              // dropped, with calls in flight
   bool first_update_ = true;
   uint64_t ejections_ = 0;
   bool stopping_ = false;

@@ -38,8 +38,7 @@ int Picker::Pick(int n, absl::FunctionRef<Candidate(int)> candidate, int exclude
   if (left == 1) return Skip(0, exclude);
   switch (policy_) {
     case Policy::kRoundRobin:
-      return Skip(static_cast<int>(next_.fetch_add(1, std::memory_order_relaxed) % left),
-                  exclude);
+      return Skip(static_cast<int>(next_.fetch_add(1, std::memory_order_relaxed) % left), exclude);
     case Policy::kP2c: {
       // Two distinct draws: the second from the left - 1 others, shifted past the first.
       const int a = Uniform(left);

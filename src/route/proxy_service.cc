@@ -30,7 +30,8 @@ bool IsTransportHeader(std::string_view key) {
 void CopyClientMetadata(const grpc::CallbackServerContext& from, grpc::ClientContext& to) {
   for (const auto& [key, value] : from.client_metadata()) {
     const std::string_view k(key.data(), key.size());
-    if (!IsTransportHeader(k)) to.AddMetadata(std::string(k), std::string(value.data(), value.size()));
+    if (!IsTransportHeader(k))
+      to.AddMetadata(std::string(k), std::string(value.data(), value.size()));
   }
 }
 
@@ -78,7 +79,7 @@ class UnaryProxy final : public grpc::ServerUnaryReactor {
     // when the client's call is.
     client_ = grpc::ClientContext::FromCallbackServerContext(*context_);
     CopyClientMetadata(*context_, *client_);
-    attempt_request_ = *request_;  // shares the slices; each attempt sends its own
+    attempt_request_ = *request_;     // shares the slices; each attempt sends its own
     if (!attempt_request_.Valid()) {  // defensive: gRPC hands an empty message as a buffer
       grpc::Slice empty("", 0);
       attempt_request_ = grpc::ByteBuffer(&empty, 1);
@@ -108,10 +109,9 @@ class UnaryProxy final : public grpc::ServerUnaryReactor {
     CopyServerMetadata(client_->GetServerInitialMetadata(), [this](std::string k, std::string v) {
       context_->AddInitialMetadata(std::move(k), std::move(v));
     });
-    CopyServerMetadata(client_->GetServerTrailingMetadata(),
-                       [this](std::string k, std::string v) {
-                         context_->AddTrailingMetadata(std::move(k), std::move(v));
-                       });
+    CopyServerMetadata(client_->GetServerTrailingMetadata(), [this](std::string k, std::string v) {
+      context_->AddTrailingMetadata(std::move(k), std::move(v));
+    });
     Answer(status);
   }
 
@@ -225,10 +225,9 @@ class StreamProxy final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
     }
     if (!sent_initial_metadata_) {
       sent_initial_metadata_ = true;
-      CopyServerMetadata(client_->GetServerInitialMetadata(),
-                         [this](std::string k, std::string v) {
-                           context_->AddInitialMetadata(std::move(k), std::move(v));
-                         });
+      CopyServerMetadata(client_->GetServerInitialMetadata(), [this](std::string k, std::string v) {
+        context_->AddInitialMetadata(std::move(k), std::move(v));
+      });
     }
     service_.metrics_.StreamMessage(/*to_endpoint=*/false);
     upstream_.AddHold();  // released in OnWriteDone, after the next upstream read starts
@@ -252,10 +251,9 @@ class StreamProxy final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
         service_.endpoints_.CallEnded(*endpoint_, status.error_code());
       }
     }
-    CopyServerMetadata(client_->GetServerTrailingMetadata(),
-                       [this](std::string k, std::string v) {
-                         context_->AddTrailingMetadata(std::move(k), std::move(v));
-                       });
+    CopyServerMetadata(client_->GetServerTrailingMetadata(), [this](std::string k, std::string v) {
+      context_->AddTrailingMetadata(std::move(k), std::move(v));
+    });
     Answer(status);
   }
 

@@ -31,8 +31,8 @@ void RouteMetrics::CallFinished(int grpc_code, double seconds) {
   const int code = grpc_code >= 0 && grpc_code < server::prometheus::kNumCodes ? grpc_code : 2;
   calls_[code].fetch_add(1, std::memory_order_relaxed);
   const auto& bounds = server::prometheus::kLatencyBounds;
-  const size_t bucket = std::lower_bound(std::begin(bounds), std::end(bounds), seconds) -
-                        std::begin(bounds);
+  const size_t bucket =
+      std::lower_bound(std::begin(bounds), std::end(bounds), seconds) - std::begin(bounds);
   duration_counts_[bucket].fetch_add(1, std::memory_order_relaxed);
   duration_sum_us_.fetch_add(static_cast<uint64_t>(std::max(0.0, std::round(seconds * 1e6))),
                              std::memory_order_relaxed);
@@ -52,12 +52,13 @@ std::string RouteMetrics::Format(const EndpointSet& endpoints, const DiscoveryCo
   }
   std::array<uint64_t, kBuckets> counts;
   for (size_t i = 0; i < kBuckets; ++i) counts[i] = load(duration_counts_[i]);
-  server::prometheus::AppendHistogram(
-      out, "gecd_route_request_duration_seconds",
-      "Time from a call's arrival at the router to its answer.",
-      server::prometheus::kLatencyBounds, counts, static_cast<double>(load(duration_sum_us_)) / 1e6);
-  AppendScalar(out, "gecd_route_in_flight", "Calls in the router now (route.max_in_flight caps it).",
-               "gauge", absl::StrCat(in_flight));
+  server::prometheus::AppendHistogram(out, "gecd_route_request_duration_seconds",
+                                      "Time from a call's arrival at the router to its answer.",
+                                      server::prometheus::kLatencyBounds, counts,
+                                      static_cast<double>(load(duration_sum_us_)) / 1e6);
+  AppendScalar(out, "gecd_route_in_flight",
+               "Calls in the router now (route.max_in_flight caps it).", "gauge",
+               absl::StrCat(in_flight));
   AppendScalar(out, "gecd_route_retries_total",
                "Unary calls sent again to another endpoint after UNAVAILABLE.", "counter",
                absl::StrCat(load(retries_)));
@@ -80,8 +81,7 @@ std::string RouteMetrics::Format(const EndpointSet& endpoints, const DiscoveryCo
                "Endpoints ejected (consecutive failures, or a failed health check after one).",
                "counter", absl::StrCat(c.ejections));
   const std::vector<EndpointSet::EndpointStats> stats = endpoints.Stats();
-  AppendHeader(out, "gecd_route_endpoint_in_flight", "Calls in flight on each endpoint.",
-               "gauge");
+  AppendHeader(out, "gecd_route_endpoint_in_flight", "Calls in flight on each endpoint.", "gauge");
   for (const auto& e : stats) {
     absl::StrAppend(&out, "gecd_route_endpoint_in_flight{endpoint=\"", EscapeLabel(e.address),
                     "\"} ", e.in_flight, "\n");
@@ -95,8 +95,8 @@ std::string RouteMetrics::Format(const EndpointSet& endpoints, const DiscoveryCo
   AppendHeader(out, "gecd_route_endpoint_requests_total",
                "Calls (stream messages included) sent to each endpoint.", "counter");
   for (const auto& e : stats) {
-    absl::StrAppend(&out, "gecd_route_endpoint_requests_total{endpoint=\"",
-                    EscapeLabel(e.address), "\"} ", e.requests, "\n");
+    absl::StrAppend(&out, "gecd_route_endpoint_requests_total{endpoint=\"", EscapeLabel(e.address),
+                    "\"} ", e.requests, "\n");
   }
   AppendScalar(out, "gecd_route_discovery_updates_total", "Endpoint sets discovery reported.",
                "counter", absl::StrCat(discovery.updates.load()));

@@ -61,13 +61,13 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Start(const config::Config& conf
   r->health_thread_ = std::thread([r] { r->PollHealth(); });
 
   absl::StatusOr<std::unique_ptr<server::StatusHttpServer>> status =
-      server::StatusHttpServer::Start(
-          config.route.metrics_listen,
-          {.metrics =
-               [r] {
-                 return r->metrics_.Format(r->endpoints_, r->discovery_, r->proxy_.in_flight());
-               },
-           .ready = [r] { return r->Ready(); }});
+      server::StatusHttpServer::Start(config.route.metrics_listen,
+                                      {.metrics =
+                                           [r] {
+                                             return r->metrics_.Format(r->endpoints_, r->discovery_,
+                                                                       r->proxy_.in_flight());
+                                           },
+                                       .ready = [r] { return r->Ready(); }});
   if (!status.ok()) {
     return absl::Status(status.status().code(),
                         absl::StrCat("route.metrics_listen: ", status.status().message()));
@@ -126,8 +126,8 @@ int RunRouter(const config::Config& config) {
     return 2;
   }
   spdlog::info("routing on {} (port {}), policy {}, endpoints from {}; metrics on port {}",
-               config.route.listen, (*router)->port(), config.route.policy,
-               config.route.source, (*router)->metrics_port());
+               config.route.listen, (*router)->port(), config.route.policy, config.route.source,
+               (*router)->metrics_port());
   (void)server::NotifySystemd("READY=1");
   int signal_number = 0;
   sigwait(&signals, &signal_number);

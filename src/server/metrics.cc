@@ -28,14 +28,15 @@ constexpr double kBatchBounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
 static_assert(std::size(kBatchBounds) <= HistogramBlock::kMaxBuckets);
 static_assert(std::size(prometheus::kLatencyBounds) <= HistogramBlock::kMaxBuckets);
 
-constexpr HistogramSpec kRequestDuration = {
-    "gecd_request_duration_seconds", "Time from RPC arrival to its answer.", prometheus::kLatencyBounds, 1e6};
+constexpr HistogramSpec kRequestDuration = {"gecd_request_duration_seconds",
+                                            "Time from RPC arrival to its answer.",
+                                            prometheus::kLatencyBounds, 1e6};
 constexpr HistogramSpec kTimeToFirstToken = {
     "gecd_time_to_first_token_seconds", "Time from RPC arrival to the first generated token.",
     prometheus::kLatencyBounds, 1e6};
 constexpr HistogramSpec kSpellingDuration = {
-    "gecd_spelling_seconds", "Time the spelling stage took for one request.", prometheus::kLatencyBounds,
-    1e6};
+    "gecd_spelling_seconds", "Time the spelling stage took for one request.",
+    prometheus::kLatencyBounds, 1e6};
 constexpr HistogramSpec kBatchSize = {"gecd_batch_size", "Sequences per engine step.",
                                       kBatchBounds, 1};
 

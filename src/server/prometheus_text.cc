@@ -7,10 +7,10 @@ namespace gecd::server::prometheus {
 namespace {
 
 constexpr std::string_view kCodeNames[kNumCodes] = {
-    "OK",        "CANCELLED",         "UNKNOWN",          "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-    "NOT_FOUND", "ALREADY_EXISTS",    "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",     "UNIMPLEMENTED",    "INTERNAL",
-    "UNAVAILABLE", "DATA_LOSS",       "UNAUTHENTICATED"};
+    "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+    "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+    "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+    "DATA_LOSS", "UNAUTHENTICATED"};
 
 }  // namespace
 
@@ -47,8 +47,7 @@ void AppendScalar(std::string& out, std::string_view name, std::string_view help
 }
 
 void AppendHistogram(std::string& out, std::string_view name, std::string_view help,
-                     std::span<const double> bounds, std::span<const uint64_t> counts,
-                     double sum) {
+                     std::span<const double> bounds, std::span<const uint64_t> counts, double sum) {
   const std::string n(name);
   AppendHeader(out, name, help, "histogram");
   uint64_t cumulative = 0;

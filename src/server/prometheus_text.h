@@ -28,8 +28,7 @@ void AppendScalar(std::string& out, std::string_view name, std::string_view help
 // `counts` per bucket, not cumulative: counts[i] for values <= bounds[i] (and above the one
 // before), counts[bounds.size()] for values above the last bound. `sum` in the base unit.
 void AppendHistogram(std::string& out, std::string_view name, std::string_view help,
-                     std::span<const double> bounds, std::span<const uint64_t> counts,
-                     double sum);
+                     std::span<const double> bounds, std::span<const uint64_t> counts, double sum);
 
 }  // namespace gecd::server::prometheus
 

@@ -1,5 +1,9 @@
 #include "route/proxy_service.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -14,15 +18,11 @@
 #include "gtest/gtest.h"
 #include "route/fake_daemon.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 namespace gecd::route {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::FakeDaemon;
+using ::testing::HasSubstr;
 
 // The router's data path alone: an EndpointSet and the ProxyService on a loopback server.
 class ProxyTest : public ::testing::Test {
@@ -45,8 +45,8 @@ class ProxyTest : public ::testing::Test {
     builder.RegisterService(proxy_.get());
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
-    stub_ = v1::GrammarCorrection::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+    stub_ = v1::GrammarCorrection::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   }
 
   void TearDown() override {
@@ -178,8 +178,7 @@ TEST_F(ProxyTest, DeadlineAndCancellationPropagate) {
     a.WaitForCalls(2);
     context.TryCancel();
   });
-  EXPECT_EQ(stub_->Correct(&context, request, &response).error_code(),
-            grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(stub_->Correct(&context, request, &response).error_code(), grpc::StatusCode::CANCELLED);
   cancel.join();
   for (int i = 0; i < 200 && a.cancelled() < 2; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -328,8 +327,7 @@ TEST_F(ProxyTest, AStreamIsPinnedToOneEndpoint) {
     EXPECT_TRUE(rw->Finish().ok());
   }
   EXPECT_EQ(a.calls() + b.calls(), 4);
-  EXPECT_THAT(Metrics(),
-              HasSubstr("gecd_route_stream_messages_total{direction=\"to_client\"} 40"));
+  EXPECT_THAT(Metrics(), HasSubstr("gecd_route_stream_messages_total{direction=\"to_client\"} 40"));
   // The router's reactor is done a moment after the client's Finish returns.
   for (int i = 0; i < 200 && proxy_->in_flight() > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -112,8 +112,8 @@ TEST(RouteDaemonTest, SigtermOfOneDaemonUnderLoadFailsNoRequest) {
 
 TEST(RouteDaemonTest, TheUnaryCallsOfAKilledDaemonAreRetriedElsewhere) {
   // 100 ms steps keep ~10 calls in flight on each daemon when it dies.
-  Fleet fleet({{"engine.echo_step_ms=100"}, {"engine.echo_step_ms=100"},
-               {"engine.echo_step_ms=100"}});
+  Fleet fleet(
+      {{"engine.echo_step_ms=100"}, {"engine.echo_step_ms=100"}, {"engine.echo_step_ms=100"}});
   auto router = fleet.Router("p2c");
   DaemonProcess& victim = *fleet.daemons[0];
   const std::map<std::string, pid_t> children = victim.WaitForChildren(1);

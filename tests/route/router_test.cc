@@ -20,8 +20,8 @@
 namespace gecd::route {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::FakeDaemon;
+using ::testing::HasSubstr;
 
 config::Config RouterConfig(const std::vector<std::string>& endpoints) {
   config::Config c;
@@ -52,8 +52,8 @@ std::string HealthCheck(grpc::GenericStub& stub) {
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   grpc::ByteBuffer request = Buffer(""), response;
   std::promise<grpc::Status> done;
-  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
-                 &response, [&](grpc::Status s) { done.set_value(s); });
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status s) { done.set_value(s); });
   const grpc::Status s = done.get_future().get();
   return s.ok() ? Bytes(response) : absl::StrCat("error ", s.error_code());
 }
