@@ -151,8 +151,8 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
   for (int c = 0; c < ProcessMetrics::kNumCodes; ++c) {
     // OK always, so the series exists before the first request; other codes once seen.
     if (c != 0 && s.requests[c] == 0) continue;
-    absl::StrAppend(&out, "gecd_requests_total{code=\"", std::string(prometheus::CodeName(c)), "\"} ",
-                    s.requests[c], "\n");
+    absl::StrAppend(&out, "gecd_requests_total{code=\"", std::string(prometheus::CodeName(c)),
+                    "\"} ", s.requests[c], "\n");
   }
   AppendScalar(out, "gecd_request_concurrency", "Requests admitted and not yet answered.",
                "gauge", absl::StrCat(s.concurrency));
