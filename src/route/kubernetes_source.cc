@@ -130,6 +130,7 @@ void KubernetesSource::Run() {
       }
       if (listed_once) counters_->relists.fetch_add(1, std::memory_order_relaxed);
       listed_once = true;
+      ReportIfChanged("list");
       resource_version = *std::move(listed);
       backoff.Reset();
     }
@@ -230,7 +231,6 @@ absl::StatusOr<std::string> KubernetesSource::List() {
   }
   spdlog::debug("kubernetes discovery {}: listed {} slices ({} pages) at resourceVersion {}", what_,
                 slices_.size(), pages, resource_version);
-  ReportIfChanged("list");
   return resource_version;
 }
 

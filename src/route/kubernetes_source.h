@@ -50,7 +50,7 @@ class KubernetesSource final : public EndpointSource {
   enum class WatchEnd { kEnded, kGone, kFailed, kResync, kStopped };
 
   void Run();
-  // One full list, every page; replaces the slices and reports. Returns its resourceVersion.
+  // One full list, every page; replaces the slices. Returns its resourceVersion.
   absl::StatusOr<std::string> List();
   // One watch from *resource_version, which it advances.
   WatchEnd Watch(std::string* resource_version, bool* saw_event);

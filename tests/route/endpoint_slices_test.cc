@@ -173,16 +173,28 @@ TEST(ParseEndpointSlice, WrongTypesAreErrorsNamingTheField) {
 
 TEST(SliceSet, MergesSlicesDeduplicatedAndSorted) {
   SliceSet set;
-  set.Upsert({.name = "b", .endpoints = Eps({{"10.0.0.3:1", false}, {"10.0.0.1:1", false}})});
-  set.Upsert({.name = "a", .endpoints = Eps({{"10.0.0.2:1", true}, {"10.0.0.1:1", false}})});
+  set.Upsert({.name = "b",
+              .resource_version = "",
+              .ignored = "",
+              .endpoints = Eps({{"10.0.0.3:1", false}, {"10.0.0.1:1", false}})});
+  set.Upsert({.name = "a",
+              .resource_version = "",
+              .ignored = "",
+              .endpoints = Eps({{"10.0.0.2:1", true}, {"10.0.0.1:1", false}})});
   EXPECT_EQ(set.Merged(),
             Eps({{"10.0.0.1:1", false}, {"10.0.0.2:1", true}, {"10.0.0.3:1", false}}));
   // Eligible in one slice, draining in another (a pod moving between slices): eligible.
-  set.Upsert({.name = "c", .endpoints = Eps({{"10.0.0.3:1", true}, {"10.0.0.2:1", false}})});
+  set.Upsert({.name = "c",
+              .resource_version = "",
+              .ignored = "",
+              .endpoints = Eps({{"10.0.0.3:1", true}, {"10.0.0.2:1", false}})});
   EXPECT_EQ(set.Merged(),
             Eps({{"10.0.0.1:1", false}, {"10.0.0.2:1", false}, {"10.0.0.3:1", false}}));
   set.Erase("c");
-  set.Upsert({.name = "a", .endpoints = {}});  // replaced, not added to
+  set.Upsert({.name = "a",
+              .resource_version = "",
+              .ignored = "",
+              .endpoints = {}});  // replaced, not added to
   EXPECT_EQ(set.Merged(), Eps({{"10.0.0.1:1", false}, {"10.0.0.3:1", false}}));
   set.Erase("b");
   set.Erase("unknown");

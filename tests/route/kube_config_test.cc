@@ -181,7 +181,9 @@ TEST_F(KubeconfigTest, MalformedYamlAndMissingFile) {
 
 TEST_F(KubeconfigTest, ResolvedNamespace) {
   const std::string path = Write("    server: https://k8s.example", "    token: t");
-  config::KubernetesSection kube{.service = "gecd", .kubeconfig = path};
+  config::KubernetesSection kube;
+  kube.service = "gecd";
+  kube.kubeconfig = path;
   absl::StatusOr<KubernetesSourceOptions> options = ResolveKubernetesOptions(kube, {});
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->namespace_, "gec-dev");  // the context's
@@ -246,13 +248,14 @@ TEST_F(InClusterTest, MissingTokenOrNamespace) {
               HasSubstr("service-account file " + dir_.path() + "/token cannot be read"));
   WriteFile(dir_.path() + "/token", "t");
   std::filesystem::remove(dir_.path() + "/namespace");
-  const config::KubernetesSection kube{.service = "gecd"};
+  config::KubernetesSection kube;
+  kube.service = "gecd";
   absl::StatusOr<KubernetesSourceOptions> options = ResolveKubernetesOptions(kube, env_);
   ASSERT_FALSE(options.ok());
   EXPECT_THAT(std::string(options.status().message()),
               HasSubstr("route.kubernetes.namespace: not set"));
-  const config::KubernetesSection with_ns{.service = "gecd", .namespace_ = "gec"};
-  EXPECT_EQ(ResolveKubernetesOptions(with_ns, env_)->namespace_, "gec");
+  kube.namespace_ = "gec";
+  EXPECT_EQ(ResolveKubernetesOptions(kube, env_)->namespace_, "gec");
 }
 
 }  // namespace
