@@ -14,8 +14,9 @@ namespace {
 
 using nlohmann::json;
 
-// A watch that ends this soon without a single event was refused in effect (a server or proxy
-// that closes at once): it waits the back-off before the next, so it cannot spin.
+// A watch that ends (or is Gone) this soon without a single event was refused in effect (a
+// server or proxy that closes at once, a list from a lagging cache): it waits the back-off
+// before the next request, so that nothing spins.
 constexpr absl::Duration kShortWatch = absl::Seconds(1);
 
 // Exponential back-off with jitter: each delay is drawn from [d/2, d], d doubling from
@@ -141,10 +142,12 @@ void KubernetesSource::Run() {
     switch (end) {
       case WatchEnd::kStopped:
         return;
-      case WatchEnd::kGone:  // too old to resume: the state is listed again, at once
+      case WatchEnd::kGone:  // too old to resume: the state is listed again, at once unless
+                             // the list before was already too old (a lagging cache)
         spdlog::info("kubernetes discovery {}: resourceVersion {} is gone (410); listing again",
                      what_, resource_version);
         resource_version.clear();
+        if (!saw_event && absl::Now() - opened < kShortWatch && !Sleep(backoff.Next())) return;
         break;
       case WatchEnd::kEnded:
         counters_->watch_restarts.fetch_add(1, std::memory_order_relaxed);
@@ -243,8 +246,7 @@ KubernetesSource::WatchEnd KubernetesSource::Watch(std::string* resource_version
       client_.Stream(path, absl::Seconds(options_.watch_timeout_s) + options_.list_timeout,
                      [&](absl::string_view line) {
                        const bool more = OnEvent(line, resource_version, &end);
-                       if (more || end == WatchEnd::kGone)
-                         *saw_event = true;  // a well-formed event
+                       *saw_event = *saw_event || more;  // progress: a change or a bookmark
                        return more;
                      });
   if (stop_.HasBeenNotified() || absl::IsCancelled(response.status())) return WatchEnd::kStopped;
