@@ -224,14 +224,16 @@ absl::StatusOr<std::string> KubernetesSource::List() {
   } while (!continue_token.empty() && !stop_.HasBeenNotified());
   if (stop_.HasBeenNotified()) return absl::CancelledError("stopping");
   slices_ = std::move(fresh);
-  ignored_logged_.clear();
+  std::set<std::string> ignored;  // logged when newly so, as in Upsert
   for (const auto& [name, slice] : slices_.slices()) {
-    if (!slice.ignored.empty()) {
+    if (slice.ignored.empty()) continue;
+    if (ignored_logged_.count(name) == 0) {
       spdlog::warn("kubernetes discovery {}: EndpointSlice {} ignored: {}", what_, name,
                    slice.ignored);
-      ignored_logged_.insert(name);
     }
+    ignored.insert(name);
   }
+  ignored_logged_ = std::move(ignored);
   spdlog::debug("kubernetes discovery {}: listed {} slices ({} pages) at resourceVersion {}", what_,
                 slices_.size(), pages, resource_version);
   return resource_version;

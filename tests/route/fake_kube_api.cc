@@ -61,6 +61,7 @@ FakeKubeApi::FakeKubeApi(Options options) : options_(std::move(options)), token_
                 : std::make_unique<httplib::SSLServer>(cert.c_str(), key.c_str());
   if (!server_->is_valid()) throw std::runtime_error("FakeKubeApi: the TLS fixtures do not load");
   server_->set_keep_alive_timeout(1);
+  server_->set_tcp_nodelay(true);  // headers and body in separate writes: no Nagle wait
   server_->Get(".*",
                [this](const httplib::Request& req, httplib::Response& res) { Serve(req, res); });
   port_ = server_->bind_to_any_port("127.0.0.1");
