@@ -1,12 +1,12 @@
 #include "route/kubernetes_source.h"
 
 #include <algorithm>
-#include <random>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "route/backoff.h"
 #include "spdlog/spdlog.h"
 
 namespace gecd::route {
@@ -18,28 +18,6 @@ using nlohmann::json;
 // server or proxy that closes at once, a list from a lagging cache): it waits the back-off
 // before the next request, so that nothing spins.
 constexpr absl::Duration kShortWatch = absl::Seconds(1);
-
-// Exponential back-off with jitter: each delay is drawn from [d/2, d], d doubling from
-// `initial` up to `max`; Reset() after a success.
-class Backoff {
- public:
-  Backoff(absl::Duration initial, absl::Duration max)
-      : initial_(initial), max_(max), next_(initial), random_(std::random_device{}()) {}
-
-  absl::Duration Next() {
-    const absl::Duration d = next_;
-    next_ = std::min(next_ * 2, max_);
-    std::uniform_real_distribution<double> jitter(0.5, 1.0);
-    return d * jitter(random_);
-  }
-  void Reset() { next_ = initial_; }
-
- private:
-  const absl::Duration initial_;
-  const absl::Duration max_;
-  absl::Duration next_;
-  std::mt19937_64 random_;
-};
 
 // Percent-encoding of a query value (RFC 3986 unreserved characters pass).
 std::string QueryEscape(absl::string_view value) {
