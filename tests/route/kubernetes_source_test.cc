@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -458,13 +459,24 @@ TEST_F(KubernetesSourceTest, AMalformedSliceInAListIsSkipped) {
   EXPECT_EQ(counters_.errors.load(), 1u);
 }
 
+// The threads of this process.
+size_t ThreadCount() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    ++n;
+  }
+  return n;
+}
+
 TEST_F(KubernetesSourceTest, StopsAtOnceMidWatch) {
   fake_.Apply(MakeSlice("gecd-a", "gecd", kTwoPods));
   Start();
   ASSERT_TRUE(WaitForWatch());
+  const size_t threads = ThreadCount();  // the fake server's pool is up by now
   const auto start = std::chrono::steady_clock::now();
   source_.reset();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+  EXPECT_EQ(ThreadCount(), threads - 1);  // the source's own thread joined, nothing left
   EXPECT_TRUE(fake_.WaitFor([](const Requests&, int open) { return open == 0; }));
 }
 
@@ -478,6 +490,15 @@ TEST_F(KubernetesSourceTest, StopsAtOnceInBackoff) {
   const auto start = std::chrono::steady_clock::now();
   source_.reset();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+}
+
+TEST_F(KubernetesSourceTest, InsecureSkipTlsVerifyTrustsAnyServer) {
+  fake_.Apply(MakeSlice("gecd-a", "gecd", kTwoPods));
+  KubernetesSourceOptions options = Options();
+  options.api.ca_file = "";
+  options.api.insecure_skip_tls_verify = true;
+  Start(options);
+  ASSERT_TRUE(reports_.WaitFor(Ready({"10.0.0.1:50051", "10.0.0.2:50051"})));
 }
 
 TEST_F(KubernetesSourceTest, AnUntrustedServerCertificateIsAnErrorNotAReport) {
