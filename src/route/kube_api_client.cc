@@ -164,8 +164,13 @@ absl::StatusOr<KubeResponse> KubeApiClient::Perform(const std::string& path_and_
   curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 10L);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Transfer::Write);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, &transfer);
-  if (!config_.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, config_.ca_file.c_str());
-  if (!config_.ca_pem.empty()) SetBlob(e, CURLOPT_CAINFO_BLOB, config_.ca_pem);
+  if (!config_.ca_file.empty() || !config_.ca_pem.empty()) {
+    // The cluster's CA alone, as kubectl: not the system's bundle or folder besides.
+    curl_easy_setopt(e, CURLOPT_CAPATH, nullptr);
+    curl_easy_setopt(e, CURLOPT_CAINFO,
+                     config_.ca_file.empty() ? nullptr : config_.ca_file.c_str());
+    if (!config_.ca_pem.empty()) SetBlob(e, CURLOPT_CAINFO_BLOB, config_.ca_pem);
+  }
   if (config_.insecure_skip_tls_verify) {
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);

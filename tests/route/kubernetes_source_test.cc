@@ -557,6 +557,15 @@ TEST_F(ClientCertificateTest, KubeconfigWithClientCertificateData) {
   ASSERT_TRUE(reports_.WaitFor(Ready({"10.0.0.1:50051", "10.0.0.2:50051"})));
 }
 
+TEST_F(KubernetesSourceTest, OnlyTheGivenCaIsTrusted) {
+  fake_.Apply(MakeSlice("gecd-a", "gecd", kTwoPods));
+  KubernetesSourceOptions options = Options();
+  options.api.ca_file = gecd::testing::FixturePath("k8s/client.crt");  // not the server's CA
+  Start(options);
+  ASSERT_TRUE(WaitUntil([&] { return counters_.errors.load() >= 2; }));
+  EXPECT_EQ(reports_.size(), 0u);
+}
+
 TEST_F(ClientCertificateTest, WithoutTheCertificateTheHandshakeFails) {
   const config::KubernetesSection kube = Section(Kubeconfig(false));
   absl::StatusOr<KubernetesSourceOptions> options = ResolveKubernetesOptions(kube, {});
