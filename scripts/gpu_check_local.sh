@@ -6,15 +6,15 @@
 #   - the CMake and pkg-config directories: /usr/lib/x86_64-linux-gnu/{cmake,pkgconfig},
 #     /usr/share/{cmake,pkgconfig} (and so yaml-cpp, gRPC, protobuf too);
 #   - their header folders and headers under /usr/include (Abseil ... OpenBLAS, and the daemon's:
-#     gRPC, protobuf, re2, c-ares, OpenSSL, zlib, yaml-cpp, Hunspell, libmicrohttpd), and their
-#     .a/.so files (overlaid with /dev/null, so that a stray use fails loudly);
+#     gRPC, protobuf, re2, c-ares, OpenSSL, zlib, yaml-cpp, Hunspell, libmicrohttpd, libcurl),
+#     and their .a/.so files (overlaid with /dev/null, so that a stray use fails loudly);
 #   - the code generators /usr/bin/protoc and /usr/bin/grpc_cpp_plugin (/dev/null too: not
 #     executable), so protoc can only be the bundle's, and pkg-config (the GPU machine may have
 #     none: the bundle defines the PkgConfig::* targets itself);
 #   - the hunspell dictionaries /usr/share/hunspell (the bundle has en_US).
 # Shared libraries that programs used here (cmake, ninja, the compiler) need stay: libz.so.1,
-# libssl.so.3, libcrypto.so.3 and GnuTLS's; their .a and headers are hidden, and a gecd that
-# picked them up at run time would show in gpu_check.sh's "runtime:" line only as "found"
+# libssl.so.3, libcrypto.so.3, libcurl.so.4 and GnuTLS's; their .a and headers are hidden, and a
+# gecd that picked them up at run time would show in gpu_check.sh's "runtime:" line only as "found"
 # (ldd sees the system copy), so the bundle's build checks (scripts/gpu_deps.sh) cover those.
 # Needs root or unprivileged user namespaces (unshare). Arguments and environment pass through
 # to gpu_check.sh; GPU_JOBS defaults to 2 here.
@@ -33,6 +33,7 @@ L=/usr/lib/x86_64-linux-gnu
 for d in $L/cmake $L/pkgconfig /usr/share/cmake /usr/share/pkgconfig $L/openblas-pthread \
          /usr/include/{absl,gtest,gmock,benchmark,spdlog,fmt,nlohmann,yaml-cpp,google,grpc,grpcpp} \
          /usr/include/{grpc++,re2,openssl,hunspell} /usr/include/x86_64-linux-gnu/openssl \
+         /usr/include/x86_64-linux-gnu/curl \
          /usr/include/x86_64-linux-gnu/openblas-pthread /usr/share/hunspell; do
   [[ -d "$d" ]] && mount -t tmpfs -o ro,size=1m gecd-hidden "$d"
 done

@@ -16,13 +16,16 @@
 #   share/hunspell/en_US.{aff,dic}  the dictionary configs/gecd.yaml names
 #                                 (spelling.dictionary=$PWD/.gpu-deps/share/hunspell/en_US there)
 # The prefix:
-#   include/                      headers (OpenBLAS's under include/openblas/)
+#   include/                      headers (OpenBLAS's under include/openblas/, libcurl's under
+#                                 include/curl/)
 #   lib/x86_64-linux-gnu/         static .a where Debian ships them: Abseil, GTest, GMock, PCRE2,
 #                                 utf8proc, gRPC (grpc++, grpc++_reflection, grpc, gpr, upb,
-#                                 address_sorting), re2, c-ares, OpenSSL, zlib, protobuf,
+#                                 address_sorting), re2, c-ares, zlib, protobuf,
 #                                 yaml-cpp, Hunspell; otherwise .so under their SONAMEs
 #                                 (benchmark, spdlog, fmt, sentencepiece, libmicrohttpd and the
-#                                 GnuTLS libraries it needs), each with RUNPATH $ORIGIN
+#                                 GnuTLS libraries it needs, libcurl and what it needs, OpenSSL's
+#                                 libssl.so.3/libcrypto.so.3 among them), each with RUNPATH
+#                                 $ORIGIN
 #   lib/x86_64-linux-gnu/libopenblas.so.0   linked from Debian's libopenblas.a keeping only
 #                                 cblas_sgemm + openblas_set_num_threads (and what they pull)
 #   lib/x86_64-linux-gnu/cmake/   Debian's config files for absl, GTest, benchmark, spdlog, fmt,
@@ -57,6 +60,7 @@ for d in absl gtest gmock benchmark spdlog fmt nlohmann grpc grpcpp grpc++ googl
 done
 cp -a /usr/include/pcre2.h /usr/include/utf8proc.h /usr/include/sentencepiece_processor.h \
   /usr/include/microhttpd.h "$P/include/"
+cp -a /usr/include/x86_64-linux-gnu/curl "$P/include/"
 mkdir -p "$P/include/openblas"
 cp -aL /usr/include/x86_64-linux-gnu/openblas-pthread/. "$P/include/openblas/"
 
@@ -67,15 +71,16 @@ cp -a "$ARCH_LIB"/libabsl_*.a "$ARCH_LIB"/libgtest.a "$ARCH_LIB"/libgtest_main.a
   "$ARCH_LIB"/libpcre2-8.a "$ARCH_LIB"/libutf8proc.a \
   "$ARCH_LIB"/libgrpc++.a "$ARCH_LIB"/libgrpc++_reflection.a "$ARCH_LIB"/libgrpc.a \
   "$ARCH_LIB"/libgpr.a "$ARCH_LIB"/libupb.a "$ARCH_LIB"/libaddress_sorting.a \
-  "$ARCH_LIB"/libre2.a "$ARCH_LIB"/libcares.a "$ARCH_LIB"/libssl.a "$ARCH_LIB"/libcrypto.a \
+  "$ARCH_LIB"/libre2.a "$ARCH_LIB"/libcares.a \
   "$ARCH_LIB"/libz.a "$ARCH_LIB"/libprotobuf.a "$ARCH_LIB"/libyaml-cpp.a \
   "$ARCH_LIB"/libhunspell-1.7.a "$L/"
 
-# deps_closure FILE...: the shared libraries FILE needs, beyond glibc, libstdc++ and libgcc
-# (which every machine with g++ has, newer).
+# deps_closure FILE...: the shared libraries FILE needs, beyond glibc (libresolv is glibc's too),
+# libstdc++ and libgcc (which every machine with g++ has, newer).
+SYSTEM_LIBS='libc|libm|libdl|librt|libpthread|libresolv|libstdc\+\+|libgcc_s'
 deps_closure() {
   ldd "$@" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' |
-    grep -vE '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
+    grep -vE "/($SYSTEM_LIBS|ld-linux[^/]*)\.so" |
     sort -u
 }
 # copy_so DIR FILE...: copies FILE (resolved) under its SONAME into DIR.
@@ -98,6 +103,12 @@ find "$L" -maxdepth 1 -type l -name '*.so' -delete
 copy_so "$L" "$ARCH_LIB"/libmicrohttpd.so.12
 # shellcheck disable=SC2046
 copy_so "$L" $(deps_closure "$ARCH_LIB"/libmicrohttpd.so.12 | grep -v libmicrohttpd)
+# libcurl (gecd route's Kubernetes discovery) likewise. Its closure holds libssl.so.3 and
+# libcrypto.so.3, and gRPC links those too (OpenSSL::SSL below): one OpenSSL in the process,
+# where static archives for gRPC would have put a second copy beside libcurl's.
+copy_so "$L" "$ARCH_LIB"/libcurl.so.4
+# shellcheck disable=SC2046
+copy_so "$L" $(deps_closure "$ARCH_LIB"/libcurl.so.4 | grep -v libcurl)
 
 # The code generators and what they load, in lib/tools (apart from what gecd links).
 cp -L /usr/bin/protoc /usr/bin/grpc_cpp_plugin "$P/bin/"
@@ -158,7 +169,7 @@ done
 # Every .so and tool finds what it needs inside the prefix, without the system's copies.
 for f in "$L"/*.so.* "$P"/lib/tools/*.so* "$P"/bin/*; do
   if missing="$(env -u LD_LIBRARY_PATH ldd "$f" | grep -E '=> /(usr/)?lib/' |
-                grep -vE '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s)\.so')" &&
+                grep -vE "/($SYSTEM_LIBS)\.so")" &&
      [[ -n "$missing" ]]; then
     echo "gpu_deps.sh: $f loads from the system:" >&2; echo "$missing" >&2; exit 1
   fi
@@ -222,6 +233,7 @@ _gecd_deps_import(PkgConfig::HUNSPELL STATIC libhunspell-1.7.a)
 set_property(TARGET PkgConfig::HUNSPELL APPEND PROPERTY
   INTERFACE_INCLUDE_DIRECTORIES "${_gecd_deps_include}/hunspell")
 _gecd_deps_import(PkgConfig::MICROHTTPD SHARED libmicrohttpd.so.12)
+_gecd_deps_import(PkgConfig::CURL SHARED libcurl.so.4)
 
 # What gRPC's config (and FindProtobuf) would look for with CMake's Find modules and
 # pkg-config: defined here as the static archives, and marked found so that it does not.
@@ -229,8 +241,9 @@ _gecd_deps_import(ZLIB::ZLIB STATIC libz.a)
 set(ZLIB_FOUND TRUE)
 set(ZLIB_INCLUDE_DIRS "${_gecd_deps_include}")
 set(ZLIB_LIBRARIES ZLIB::ZLIB)
-_gecd_deps_import(OpenSSL::Crypto STATIC libcrypto.a LINK ${CMAKE_DL_LIBS} Threads::Threads)
-_gecd_deps_import(OpenSSL::SSL STATIC libssl.a LINK OpenSSL::Crypto)
+# OpenSSL: the shared libraries libcurl loads, so that gRPC and libcurl share one copy.
+_gecd_deps_import(OpenSSL::Crypto SHARED libcrypto.so.3)
+_gecd_deps_import(OpenSSL::SSL SHARED libssl.so.3 LINK OpenSSL::Crypto)
 set(OPENSSL_FOUND TRUE)
 _gecd_deps_import(c-ares::cares STATIC libcares.a)
 set(c-ares_FOUND TRUE)
