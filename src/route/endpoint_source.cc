@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "route/dns_source.h"
+#include "route/kubernetes_source.h"
 #include "route/static_source.h"
 
 namespace gecd::route {
@@ -13,9 +14,7 @@ absl::StatusOr<std::unique_ptr<EndpointSource>> CreateEndpointSource(
     return std::make_unique<DnsSource>(route.dns, std::chrono::seconds(route.dns_refresh_s),
                                        counters);
   }
-  if (route.source == "kubernetes") {
-    return absl::UnimplementedError("route.endpoints.source: kubernetes is not built in yet");
-  }
+  if (route.source == "kubernetes") return CreateKubernetesSource(route.kubernetes, counters);
   return std::make_unique<StaticSource>(route.static_endpoints);
 }
 
