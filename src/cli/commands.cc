@@ -6,6 +6,8 @@ const std::vector<Command>& AllCommands() {
   static const std::vector<Command> commands = {
 #ifdef GECD_HAVE_SERVER
       {"serve", "run the daemon: supervisor, engine and gRPC workers", RunServe},
+      {"route", "run the router: spreads gRPC calls over daemons (p2c), with discovery",
+       RunRoute},
 #endif
       {"generate", "run the model on prompts and print the outputs", RunGenerate},
       {"eval", "score a model or server on JFLEG (GLEU) and the synthetic test set", RunEval},

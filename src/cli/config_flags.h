@@ -1,6 +1,7 @@
 #ifndef GECD_CLI_CONFIG_FLAGS_H_
 #define GECD_CLI_CONFIG_FLAGS_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,18 @@ namespace gecd::cli {
 // applied in order. InvalidArgument names an override without '=' or an unknown key.
 absl::StatusOr<config::Config> LoadConfigWithOverrides(const std::string& path,
                                                        const std::vector<std::string>& overrides);
+
+// What `gecd serve` and `gecd route` take: [--config FILE] [--set KEY=VALUE]... [--help].
+struct DaemonFlags {
+  std::string config_path;  // absolute ("" for the built-in defaults)
+  std::vector<std::string> overrides;
+  config::Config config;  // loaded, overrides applied, validated
+};
+
+// Parses `argv` for `gecd <command>`. nullopt when the command should end now with
+// `*exit_code`: 0 after printing the help, 2 after printing the error to stderr.
+std::optional<DaemonFlags> ParseDaemonFlags(const std::vector<std::string>& argv,
+                                            const char* command, int* exit_code);
 
 }  // namespace gecd::cli
 

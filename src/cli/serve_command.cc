@@ -1,7 +1,7 @@
 #ifdef GECD_HAVE_SERVER
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/config_flags.h"
 #include "common/logging.h"
@@ -34,36 +33,15 @@ absl::Status SetUpRoleLogging(std::string_view role, const config::Config& cfg) 
 }  // namespace
 
 int RunServe(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = {
-      {"config", true, "gecd YAML config (default: built-in defaults)"},
-      {"set", true, "override a config key, e.g. --set server.workers=2 (repeatable)"},
-      {"help", false, "show this help"},
-  };
-  absl::StatusOr<Args> args = Args::Parse(argv, specs);
-  if (args.ok() && args->Has("help")) {
-    std::printf("usage: gecd serve [--config FILE] [--set KEY=VALUE]...\n\n%s",
-                FlagHelp(specs).c_str());
-    return 0;
-  }
-  if (args.ok() && !args->positionals().empty()) {
-    args = absl::InvalidArgumentError("serve takes no positional arguments");
-  }
-  if (!args.ok()) {
-    std::fprintf(stderr, "gecd serve: %s\n", std::string(args.status().message()).c_str());
+  int exit_code = 0;
+  std::optional<DaemonFlags> flags = ParseDaemonFlags(argv, "serve", &exit_code);
+  if (!flags.has_value()) return exit_code;
+  if (absl::Status s = SetUpRoleLogging("supervisor", flags->config); !s.ok()) {
+    std::fprintf(stderr, "gecd serve: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  // Absolute, because the children re-read it and the supervisor's cwd is theirs only by luck.
-  const std::string path = args->Has("config")
-                               ? std::filesystem::absolute(*args->Get("config")).string()
-                               : std::string();
-  const std::vector<std::string> overrides = args->GetAll("set");
-  absl::StatusOr<config::Config> cfg = LoadConfigWithOverrides(path, overrides);
-  absl::Status status = cfg.ok() ? SetUpRoleLogging("supervisor", *cfg) : cfg.status();
-  if (!status.ok()) {
-    std::fprintf(stderr, "gecd serve: %s\n", std::string(status.message()).c_str());
-    return 2;
-  }
-  return server::RunSupervisor(*cfg, path, absl::StrJoin(overrides, "\n"));
+  return server::RunSupervisor(flags->config, flags->config_path,
+                               absl::StrJoin(flags->overrides, "\n"));
 }
 
 int RunChildRole(const std::string& role) {

@@ -14,8 +14,7 @@ std::vector<DiscoveredEndpoint> ReadyEndpoints(std::vector<std::string> addresse
   return endpoints;
 }
 
-StaticSource::StaticSource(std::vector<std::string> addresses)
-    : addresses_(std::move(addresses)) {}
+StaticSource::StaticSource(std::vector<std::string> addresses) : addresses_(std::move(addresses)) {}
 
 absl::Status StaticSource::Start(UpdateCallback on_update) {
   on_update(ReadyEndpoints(addresses_));

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/prometheus_text.h"
 
 namespace gecd::server {
 namespace {
@@ -20,28 +21,25 @@ struct HistogramSpec {
   double units;
 };
 
-constexpr double kLatencyBounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                     0.25,  0.5,    1,     2.5,  5,     10};
-constexpr double kBatchBounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
-static_assert(std::size(kLatencyBounds) <= HistogramBlock::kMaxBuckets);
-static_assert(std::size(kBatchBounds) <= HistogramBlock::kMaxBuckets);
+using prometheus::AppendHeader;
+using prometheus::AppendScalar;
 
-constexpr HistogramSpec kRequestDuration = {
-    "gecd_request_duration_seconds", "Time from RPC arrival to its answer.", kLatencyBounds, 1e6};
+constexpr double kBatchBounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+static_assert(std::size(kBatchBounds) <= HistogramBlock::kMaxBuckets);
+static_assert(std::size(prometheus::kLatencyBounds) <= HistogramBlock::kMaxBuckets);
+
+constexpr HistogramSpec kRequestDuration = {"gecd_request_duration_seconds",
+                                            "Time from RPC arrival to its answer.",
+                                            prometheus::kLatencyBounds, 1e6};
 constexpr HistogramSpec kTimeToFirstToken = {
     "gecd_time_to_first_token_seconds", "Time from RPC arrival to the first generated token.",
-    kLatencyBounds, 1e6};
+    prometheus::kLatencyBounds, 1e6};
 constexpr HistogramSpec kSpellingDuration = {
-    "gecd_spelling_seconds", "Time the spelling stage took for one request.", kLatencyBounds,
-    1e6};
+    "gecd_spelling_seconds", "Time the spelling stage took for one request.",
+    prometheus::kLatencyBounds, 1e6};
 constexpr HistogramSpec kBatchSize = {"gecd_batch_size", "Sequences per engine step.",
                                       kBatchBounds, 1};
 
-constexpr std::string_view kCodeNames[ProcessMetrics::kNumCodes] = {
-    "OK",        "CANCELLED",         "UNKNOWN",          "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-    "NOT_FOUND", "ALREADY_EXISTS",    "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",     "UNIMPLEMENTED",    "INTERNAL",
-    "UNAVAILABLE", "DATA_LOSS",       "UNAUTHENTICATED"};
 constexpr int kUnknownCode = 2;
 constexpr std::string_view kShedReasonNames[ProcessMetrics::kNumShedReasons] = {
     "max_in_flight", "max_queue", "deadline"};
@@ -62,33 +60,11 @@ void AddTo(MetricsSnapshot::Histogram& sum, const HistogramBlock& h) {
   sum.sum_units += h.sum_units.load(std::memory_order_relaxed);
 }
 
-void AppendHeader(std::string& out, std::string_view name, std::string_view help,
-                  std::string_view type) {
-  absl::StrAppend(&out, "# HELP ", std::string(name), " ", std::string(help), "\n# TYPE ",
-                  std::string(name), " ", std::string(type), "\n");
-}
-
-void AppendScalar(std::string& out, std::string_view name, std::string_view help,
-                  std::string_view type, const std::string& value) {
-  AppendHeader(out, name, help, type);
-  absl::StrAppend(&out, std::string(name), " ", value, "\n");
-}
-
 void AppendHistogram(std::string& out, const HistogramSpec& spec,
                      const MetricsSnapshot::Histogram& h) {
-  AppendHeader(out, spec.name, spec.help, "histogram");
-  uint64_t cumulative = 0;
-  for (size_t i = 0; i < spec.bounds.size(); ++i) {
-    cumulative += h.counts[i];
-    absl::StrAppendFormat(&out, "%s_bucket{le=\"%g\"} %d\n", spec.name, spec.bounds[i],
-                          cumulative);
-  }
-  // Observations above the last bound sit in the slot after it.
-  cumulative += h.counts[spec.bounds.size()];
-  absl::StrAppendFormat(&out, "%s_bucket{le=\"+Inf\"} %d\n", spec.name, cumulative);
-  absl::StrAppendFormat(&out, "%s_sum %.6f\n", spec.name,
-                        static_cast<double>(h.sum_units) / spec.units);
-  absl::StrAppendFormat(&out, "%s_count %d\n", spec.name, cumulative);
+  prometheus::AppendHistogram(out, spec.name, spec.help, spec.bounds,
+                              std::span(h.counts).first(spec.bounds.size() + 1),
+                              static_cast<double>(h.sum_units) / spec.units);
 }
 
 }  // namespace
@@ -175,8 +151,8 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
   for (int c = 0; c < ProcessMetrics::kNumCodes; ++c) {
     // OK always, so the series exists before the first request; other codes once seen.
     if (c != 0 && s.requests[c] == 0) continue;
-    absl::StrAppend(&out, "gecd_requests_total{code=\"", std::string(kCodeNames[c]), "\"} ",
-                    s.requests[c], "\n");
+    absl::StrAppend(&out, "gecd_requests_total{code=\"", std::string(prometheus::CodeName(c)),
+                    "\"} ", s.requests[c], "\n");
   }
   AppendScalar(out, "gecd_request_concurrency", "Requests admitted and not yet answered.",
                "gauge", absl::StrCat(s.concurrency));

@@ -179,21 +179,37 @@ const std::string& SmallModelDir() {
 }
 
 DaemonProcess::DaemonProcess(std::vector<std::string> sets, std::map<std::string, std::string> env)
+    : DaemonProcess(Command::kServe, sets, env) {}
+
+std::unique_ptr<DaemonProcess> DaemonProcess::Router(std::vector<std::string> sets) {
+  return std::unique_ptr<DaemonProcess>(new DaemonProcess(Command::kRoute, sets, {}));
+}
+
+DaemonProcess::DaemonProcess(Command command, const std::vector<std::string>& sets,
+                             const std::map<std::string, std::string>& env)
     : grpc_port_(FreeTcpPort()),
       metrics_port_(FreeTcpPort()),
       log_path_(MakeTempDir() + "/gecd.log") {
-  std::vector<std::string> args = {
-      BinaryDir() + "/gecd", "serve",
-      "--set", "server.workers=2",
-      "--set", absl::StrCat("server.listen=127.0.0.1:", grpc_port_),
-      "--set", absl::StrCat("server.metrics_listen=127.0.0.1:", metrics_port_),
-      "--set", absl::StrCat("server.grace_period_ms=", kGracePeriod.count()),
-      // Shedding by predicted wait depends on how fast this (shared) machine is at the moment;
-      // tests that want it set it. The calls' deadlines still apply.
-      "--set", "server.max_queue_ms=0",
-      "--set", "engine.backend=echo",
-      "--set", "engine.threads=1",
-      "--set", absl::StrCat("model.dir=", SmallModelDir())};
+  std::vector<std::string> args;
+  if (command == Command::kRoute) {
+    args = {BinaryDir() + "/gecd", "route",
+            "--set", absl::StrCat("route.listen=127.0.0.1:", grpc_port_),
+            "--set", absl::StrCat("route.metrics_listen=127.0.0.1:", metrics_port_),
+            "--set", absl::StrCat("route.grace_period_ms=", kGracePeriod.count()),
+            "--set", "route.slow_start_s=0"};
+  } else {
+    args = {BinaryDir() + "/gecd", "serve",
+            "--set", "server.workers=2",
+            "--set", absl::StrCat("server.listen=127.0.0.1:", grpc_port_),
+            "--set", absl::StrCat("server.metrics_listen=127.0.0.1:", metrics_port_),
+            "--set", absl::StrCat("server.grace_period_ms=", kGracePeriod.count()),
+            // Shedding by predicted wait depends on how fast this (shared) machine is at the
+            // moment; tests that want it set it. The calls' deadlines still apply.
+            "--set", "server.max_queue_ms=0",
+            "--set", "engine.backend=echo",
+            "--set", "engine.threads=1",
+            "--set", absl::StrCat("model.dir=", SmallModelDir())};
+  }
   for (const std::string& s : sets) {
     args.push_back("--set");
     args.push_back(s);
@@ -252,7 +268,7 @@ bool DaemonProcess::WaitReady(milliseconds timeout) {
       },
       timeout);
   if (!ready && exit_status_) {
-    ADD_FAILURE() << "gecd serve exited with wait status " << *exit_status_ << " before ready";
+    ADD_FAILURE() << "gecd exited with wait status " << *exit_status_ << " before ready";
   }
   return ready;
 }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -79,6 +80,9 @@ class DaemonProcess {
 
   explicit DaemonProcess(std::vector<std::string> sets = {},
                          std::map<std::string, std::string> env = {});
+  // `gecd route` instead, on free 127.0.0.1 ports (route.listen, route.metrics_listen), with
+  // a 5 s grace period and no slow start, then `sets`.
+  static std::unique_ptr<DaemonProcess> Router(std::vector<std::string> sets);
   ~DaemonProcess();
   DaemonProcess(const DaemonProcess&) = delete;
   DaemonProcess& operator=(const DaemonProcess&) = delete;
@@ -110,6 +114,10 @@ class DaemonProcess {
   std::string SegmentPath() const;
 
  private:
+  enum class Command { kServe, kRoute };
+  DaemonProcess(Command command, const std::vector<std::string>& sets,
+                const std::map<std::string, std::string>& env);
+
   int grpc_port_;
   int metrics_port_;
   std::string log_path_;

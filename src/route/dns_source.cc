@@ -1,0 +1,93 @@
+#include "route/dns_source.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "route/static_source.h"
+#include "spdlog/spdlog.h"
+
+namespace gecd::route {
+
+absl::StatusOr<std::vector<std::string>> ResolveAll(const std::string& host,
+                                                    const std::string& port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* list = nullptr;
+  if (int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &list); rc != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("resolving ", host, " (route.endpoints.dns): ", gai_strerror(rc)));
+  }
+  std::vector<std::string> out;
+  for (addrinfo* a = list; a != nullptr; a = a->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    if (a->ai_family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr, text, sizeof(text));
+      out.push_back(absl::StrCat(text, ":", port));
+    } else if (a->ai_family == AF_INET6) {
+      inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, text,
+                sizeof(text));
+      out.push_back(absl::StrCat("[", text, "]:", port));
+    }
+  }
+  freeaddrinfo(list);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+DnsSource::DnsSource(std::string name_and_port, std::chrono::milliseconds refresh,
+                     DiscoveryCounters* counters)
+    : refresh_(refresh), counters_(counters) {
+  // Validated by the config ("host:port" or "[v6]:port").
+  const size_t colon = name_and_port.rfind(':');
+  host_ = name_and_port.substr(0, colon);
+  port_ = name_and_port.substr(colon + 1);
+  if (host_.size() >= 2 && host_.front() == '[') host_ = host_.substr(1, host_.size() - 2);
+}
+
+DnsSource::~DnsSource() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::Status DnsSource::Start(UpdateCallback on_update) {
+  thread_ = std::thread([this, cb = std::move(on_update)]() mutable { Loop(std::move(cb)); });
+  return absl::OkStatus();
+}
+
+void DnsSource::Loop(UpdateCallback on_update) {
+  std::vector<std::string> last;
+  bool reported = false;
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    lock.unlock();  // getaddrinfo blocks; the destructor waits at most one resolution
+    absl::StatusOr<std::vector<std::string>> addresses = ResolveAll(host_, port_);
+    lock.lock();
+    if (stopping_) break;
+    if (!addresses.ok()) {
+      counters_->errors.fetch_add(1, std::memory_order_relaxed);
+      spdlog::warn("{}; keeping the {} endpoints known", addresses.status().ToString(),
+                   last.size());
+    } else if (!reported || *addresses != last) {
+      spdlog::info("{} resolves to {}", host_, absl::StrJoin(*addresses, ", "));
+      last = *addresses;
+      reported = true;
+      counters_->updates.fetch_add(1, std::memory_order_relaxed);
+      on_update(ReadyEndpoints(last));
+    }
+    wake_.wait_for(lock, refresh_, [this] { return stopping_; });
+  }
+}
+
+}  // namespace gecd::route

@@ -1,0 +1,45 @@
+#ifndef GECD_ROUTE_DNS_SOURCE_H_
+#define GECD_ROUTE_DNS_SOURCE_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "route/endpoint_source.h"
+
+namespace gecd::route {
+
+// route.endpoints.source: dns — "name:port" resolved (getaddrinfo: A and AAAA) every
+// route.dns_refresh_s, each address an endpoint: a headless Service's records. A failed
+// resolution is logged and counted and keeps the last set. Owns the resolving thread.
+class DnsSource final : public EndpointSource {
+ public:
+  DnsSource(std::string name_and_port, std::chrono::milliseconds refresh,
+            DiscoveryCounters* counters);
+  ~DnsSource() override;
+  absl::Status Start(UpdateCallback on_update) override;
+
+ private:
+  void Loop(UpdateCallback on_update);
+
+  std::string host_;
+  std::string port_;
+  const std::chrono::milliseconds refresh_;
+  DiscoveryCounters* const counters_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// The addresses `host` resolves to, as "a.b.c.d:port" / "[v6]:port", sorted and unique.
+absl::StatusOr<std::vector<std::string>> ResolveAll(const std::string& host,
+                                                    const std::string& port);
+
+}  // namespace gecd::route
+
+#endif  // GECD_ROUTE_DNS_SOURCE_H_

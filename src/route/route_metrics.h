@@ -1,0 +1,46 @@
+#ifndef GECD_ROUTE_ROUTE_METRICS_H_
+#define GECD_ROUTE_ROUTE_METRICS_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "route/endpoint_set.h"
+#include "route/endpoint_source.h"
+#include "server/prometheus_text.h"
+
+// The router's own counters (gecd_route_*), and their Prometheus text together with the
+// endpoint set's per-endpoint figures and discovery's counters. Lock-free; any thread.
+namespace gecd::route {
+
+class RouteMetrics {
+ public:
+  // A call (unary, or a whole CorrectStream) answered to the client with `code`.
+  void CallFinished(int grpc_code, double seconds);
+  void Retried() { retries_.fetch_add(1, std::memory_order_relaxed); }
+  // Refused at the router's own cap (route.max_in_flight).
+  void Shed() { shed_.fetch_add(1, std::memory_order_relaxed); }
+  // A CorrectStream message forwarded to the endpoint / back to the client.
+  void StreamMessage(bool to_endpoint) {
+    (to_endpoint ? stream_requests_ : stream_responses_).fetch_add(1, std::memory_order_relaxed);
+  }
+
+  std::string Format(const EndpointSet& endpoints, const DiscoveryCounters& discovery,
+                     int64_t in_flight) const;
+
+ private:
+  static constexpr size_t kBuckets = std::size(server::prometheus::kLatencyBounds) + 1;
+
+  std::array<std::atomic<uint64_t>, server::prometheus::kNumCodes> calls_{};
+  std::array<std::atomic<uint64_t>, kBuckets> duration_counts_{};
+  std::atomic<uint64_t> duration_sum_us_{0};
+  std::atomic<uint64_t> retries_{0};
+  std::atomic<uint64_t> shed_{0};
+  std::atomic<uint64_t> stream_requests_{0};
+  std::atomic<uint64_t> stream_responses_{0};
+};
+
+}  // namespace gecd::route
+
+#endif  // GECD_ROUTE_ROUTE_METRICS_H_

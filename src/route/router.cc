@@ -1,0 +1,142 @@
+#include "route/router.h"
+
+#include <signal.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "server/sd_notify.h"
+#include "spdlog/spdlog.h"
+
+namespace gecd::route {
+namespace {
+
+constexpr std::chrono::milliseconds kHealthPoll{100};
+
+EndpointSet::Options SetOptions(const config::RouteSection& r) {
+  EndpointSet::Options o;
+  o.policy = ParsePolicy(r.policy).value_or(Policy::kP2c);  // validated by the config
+  o.channels_per_endpoint = r.channels_per_endpoint;
+  o.slow_start = {.window_s = static_cast<double>(r.slow_start_s),
+                  .min_weight = r.slow_start_min_weight,
+                  .aggression = r.slow_start_aggression};
+  o.ejection = {.failures = r.ejection_failures,
+                .base = std::chrono::milliseconds(r.ejection_base_ms),
+                .max = std::chrono::milliseconds(r.ejection_max_ms)};
+  return o;
+}
+
+}  // namespace
+
+Router::Router(const config::Config& config)
+    : endpoints_(SetOptions(config.route)),
+      proxy_(endpoints_, metrics_, config.route.max_in_flight) {}
+
+absl::StatusOr<std::unique_ptr<Router>> Router::Start(const config::Config& config) {
+  std::unique_ptr<Router> router(new Router(config));
+  ASSIGN_OR_RETURN(router->source_, CreateEndpointSource(config.route, &router->discovery_));
+  Router* r = router.get();
+  RETURN_IF_ERROR(r->source_->Start([r](std::vector<DiscoveredEndpoint> endpoints) {
+    r->discovery_.updates.fetch_add(1, std::memory_order_relaxed);
+    r->endpoints_.Update(std::move(endpoints));
+  }));
+
+  // Both are process-wide switches read by the builder.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config.route.listen, grpc::InsecureServerCredentials(), &r->port_);
+  builder.RegisterService(&r->proxy_);
+  r->server_ = builder.BuildAndStart();
+  if (r->server_ == nullptr || r->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", config.route.listen, " (route.listen)"));
+  }
+  r->server_->GetHealthCheckService()->SetServingStatus(r->Ready());
+  r->health_thread_ = std::thread([r] { r->PollHealth(); });
+
+  absl::StatusOr<std::unique_ptr<server::StatusHttpServer>> status =
+      server::StatusHttpServer::Start(config.route.metrics_listen,
+                                      {.metrics =
+                                           [r] {
+                                             return r->metrics_.Format(r->endpoints_, r->discovery_,
+                                                                       r->proxy_.in_flight());
+                                           },
+                                       .ready = [r] { return r->Ready(); }});
+  if (!status.ok()) {
+    return absl::Status(status.status().code(),
+                        absl::StrCat("route.metrics_listen: ", status.status().message()));
+  }
+  r->status_ = std::move(*status);
+  return router;
+}
+
+Router::~Router() { Drain(std::chrono::milliseconds(0)); }
+
+void Router::PollHealth() {
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  bool serving = Ready();
+  std::unique_lock lock(mu_);
+  while (!stop_.wait_for(lock, kHealthPoll, [this] { return stopping_; })) {
+    const bool ready = Ready();
+    if (ready == serving) continue;
+    serving = ready;
+    spdlog::info("{}: health {}", ready ? "an endpoint is eligible" : "no eligible endpoint",
+                 ready ? "SERVING" : "NOT_SERVING");
+    health->SetServingStatus(ready);
+  }
+}
+
+void Router::Drain(std::chrono::milliseconds grace) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  draining_.store(true);
+  stop_.notify_all();
+  if (health_thread_.joinable()) health_thread_.join();
+  if (server_ != nullptr) {
+    server_->GetHealthCheckService()->Shutdown();
+    spdlog::info("draining: {} calls in flight, grace {} ms", proxy_.in_flight(), grace.count());
+    server_->Shutdown(std::chrono::system_clock::now() + grace);
+    server_->Wait();
+  }
+  source_.reset();  // no more updates into the set
+}
+
+int RunRouter(const config::Config& config) {
+  // Blocked before any thread starts, so every thread inherits the mask and sigwait alone
+  // takes them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  absl::StatusOr<std::unique_ptr<Router>> router = Router::Start(config);
+  if (!router.ok()) {
+    spdlog::critical("{}", router.status().ToString());
+    return 2;
+  }
+  spdlog::info("routing on {} (port {}), policy {}, endpoints from {}; metrics on port {}",
+               config.route.listen, (*router)->port(), config.route.policy, config.route.source,
+               (*router)->metrics_port());
+  (void)server::NotifySystemd("READY=1");
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  spdlog::info("{}: draining", strsignal(signal_number));
+  (void)server::NotifySystemd("STOPPING=1");
+  (*router)->Drain(std::chrono::milliseconds(config.route.grace_period_ms));
+  router->reset();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace gecd::route

@@ -1,0 +1,138 @@
+// gecd route in front of real `gecd serve` daemons (echo backend) on loopback.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "load/load_runner.h"
+#include "testing/daemon_process.h"
+
+namespace gecd::route {
+namespace {
+
+using gecd::testing::DaemonProcess;
+
+struct Fleet {
+  std::vector<std::unique_ptr<DaemonProcess>> daemons;
+
+  // `sets[i]` for daemon i, on top of one worker each (two shared cores, several daemons).
+  explicit Fleet(const std::vector<std::vector<std::string>>& sets) {
+    for (const auto& s : sets) {
+      std::vector<std::string> all = {"server.workers=1", "server.drain_quiet_ms=300"};
+      all.insert(all.end(), s.begin(), s.end());
+      daemons.push_back(std::make_unique<DaemonProcess>(all));
+    }
+    for (auto& d : daemons) EXPECT_TRUE(d->WaitReady()) << d->log();
+  }
+
+  std::string Endpoints() const {
+    std::vector<std::string> targets;
+    for (const auto& d : daemons) targets.push_back(d->grpc_target());
+    return absl::StrJoin(targets, ",");
+  }
+
+  std::unique_ptr<DaemonProcess> Router(const std::string& policy) const {
+    auto router = DaemonProcess::Router({absl::StrCat("route.endpoints.static=", Endpoints()),
+                                         absl::StrCat("route.policy=", policy)});
+    EXPECT_TRUE(router->WaitReady()) << router->log();
+    return router;
+  }
+};
+
+load::RunResult Load(const DaemonProcess& router, double qps, double seconds) {
+  load::RunConfig run;
+  run.targets = {router.grpc_target()};
+  run.channels = 4;
+  run.profile = load::RateProfile::Constant(qps);
+  run.duration_s = seconds;
+  run.warmup_s = 0.5;
+  run.sentences = {"She go to school yesterday.", "The cat sat on the mat.",
+                   "Their is a problem with this sentence."};
+  absl::StatusOr<load::RunResult> result = load::RunLoad(run);
+  EXPECT_TRUE(result.ok()) << result.status();
+  if (result.ok()) return *std::move(result);
+  return load::RunResult();
+}
+
+std::string Errors(const load::RunResult& r) {
+  std::vector<std::string> parts;
+  for (const auto& [code, n] : r.errors) parts.push_back(absl::StrCat(code, "=", n));
+  return absl::StrJoin(parts, " ");
+}
+
+TEST(RouteDaemonTest, P2cKeepsTheTailOffASlowDaemonThatRoundRobinOverloads) {
+  // The slow daemon runs one sequence per 20 ms step: 50 calls/s at most. Round robin hands it
+  // a third of 180/s, more than it can take, so its queue grows for the whole run; p2c sees its
+  // calls pile up and sends it fewer.
+  Fleet fleet({{}, {}, {"engine.echo_step_ms=20", "engine.max_batch_size=1"}});
+  auto p2c = fleet.Router("p2c");
+  auto rr = fleet.Router("round_robin");
+  const load::RunResult by_p2c = Load(*p2c, 180, 4);
+  const load::RunResult by_rr = Load(*rr, 180, 4);
+  EXPECT_EQ(by_p2c.error_count(), 0u) << Errors(by_p2c);
+  EXPECT_EQ(by_p2c.ok, by_p2c.sent);
+  EXPECT_GT(by_p2c.ok, 500u);
+  const int64_t p99_p2c = by_p2c.ok_latency.Percentile(0.99);
+  const int64_t p99_rr = by_rr.ok_latency.Percentile(0.99);
+  RecordProperty("p99_p2c_us", static_cast<int>(p99_p2c));
+  RecordProperty("p99_round_robin_us", static_cast<int>(p99_rr));
+  EXPECT_LT(p99_p2c * 3, p99_rr) << "p2c p99 " << p99_p2c << " us, round robin " << p99_rr;
+  // Where the calls went: the slow daemon got the smallest share under p2c.
+  const std::string slow = fleet.daemons[2]->grpc_target();
+  const auto to_slow =
+      p2c->Metric(absl::StrCat("gecd_route_endpoint_requests_total{endpoint=\"", slow, "\"}"));
+  const auto to_fast = p2c->Metric(absl::StrCat("gecd_route_endpoint_requests_total{endpoint=\"",
+                                                fleet.daemons[0]->grpc_target(), "\"}"));
+  ASSERT_TRUE(to_slow && to_fast);
+  EXPECT_LT(*to_slow, *to_fast);
+}
+
+TEST(RouteDaemonTest, SigtermOfOneDaemonUnderLoadFailsNoRequest) {
+  Fleet fleet({{}, {}, {}});
+  auto router = fleet.Router("p2c");
+  std::thread stop([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+    kill(fleet.daemons[0]->pid(), SIGTERM);
+  });
+  const load::RunResult r = Load(*router, 150, 4);
+  stop.join();
+  EXPECT_TRUE(fleet.daemons[0]->WaitExit(std::chrono::seconds(20)).has_value());
+  EXPECT_GT(r.ok, 400u);
+  EXPECT_EQ(r.error_count(), 0u) << Errors(r) << "\n" << router->log();
+  EXPECT_EQ(r.ok, r.sent);
+}
+
+TEST(RouteDaemonTest, TheUnaryCallsOfAKilledDaemonAreRetriedElsewhere) {
+  // 100 ms steps keep ~10 calls in flight on each daemon when it dies.
+  Fleet fleet(
+      {{"engine.echo_step_ms=100"}, {"engine.echo_step_ms=100"}, {"engine.echo_step_ms=100"}});
+  auto router = fleet.Router("p2c");
+  DaemonProcess& victim = *fleet.daemons[0];
+  const std::map<std::string, pid_t> children = victim.WaitForChildren(1);
+  std::thread kill_it([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+    // The whole pod at once, as the OOM killer or a node failure would.
+    for (const auto& [title, pid] : children) kill(pid, SIGKILL);
+    kill(victim.pid(), SIGKILL);
+  });
+  const load::RunResult r = Load(*router, 150, 4);
+  kill_it.join();
+  EXPECT_TRUE(victim.WaitExit(std::chrono::seconds(10)).has_value());
+  EXPECT_GT(r.ok, 400u);
+  EXPECT_EQ(r.error_count(), 0u) << Errors(r) << "\n" << router->log();
+  const auto retries = router->Metric("gecd_route_retries_total");
+  ASSERT_TRUE(retries.has_value());
+  EXPECT_GE(*retries, 1) << "no call was in flight on the killed daemon";
+  EXPECT_EQ(router->Metric("gecd_route_endpoints{state=\"eligible\"}"), 2);
+}
+
+}  // namespace
+}  // namespace gecd::route

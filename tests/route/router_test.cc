@@ -1,0 +1,163 @@
+#include "route/router.h"
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/client_callback.h"
+#include "gtest/gtest.h"
+#include "route/fake_daemon.h"
+#include "testing/daemon_process.h"
+#include "testing/run_gecd.h"
+
+namespace gecd::route {
+namespace {
+
+using testing::FakeDaemon;
+using ::testing::HasSubstr;
+
+config::Config RouterConfig(const std::vector<std::string>& endpoints) {
+  config::Config c;
+  c.route.listen = "127.0.0.1:0";
+  c.route.metrics_listen = "127.0.0.1:0";
+  c.route.static_endpoints = endpoints;
+  c.route.ejection_failures = 2;
+  c.route.ejection_base_ms = 100;
+  return c;
+}
+
+std::string Bytes(const grpc::ByteBuffer& b) {
+  std::vector<grpc::Slice> slices;
+  (void)b.Dump(&slices);
+  std::string out;
+  for (const auto& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out;
+}
+
+grpc::ByteBuffer Buffer(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+// The router's own grpc.health.v1 answer for the whole server: the raw HealthCheckResponse.
+std::string HealthCheck(grpc::GenericStub& stub) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::ByteBuffer request = Buffer(""), response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status s) { done.set_value(s); });
+  const grpc::Status s = done.get_future().get();
+  return s.ok() ? Bytes(response) : absl::StrCat("error ", s.error_code());
+}
+
+// One ServerReflectionRequest{list_services: ""} on the reflection stream; its raw answer.
+std::string ListServices(grpc::GenericStub& stub) {
+  class Call final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+   public:
+    void OnWriteDone(bool) override { StartWritesDone(); }
+    void OnReadDone(bool ok) override {
+      if (ok) answer = Bytes(response);
+    }
+    void OnDone(const grpc::Status&) override { done.set_value(); }
+    grpc::ByteBuffer request = Buffer(std::string("\x3a\x00", 2));  // field 7, ""
+    grpc::ByteBuffer response;
+    std::string answer;
+    std::promise<void> done;
+  } call;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  stub.PrepareBidiStreamingCall(&context,
+                                "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+                                grpc::StubOptions(), &call);
+  call.StartWrite(&call.request);
+  call.StartRead(&call.response);
+  call.StartCall();
+  call.done.get_future().wait();
+  return call.answer;
+}
+
+TEST(RouterTest, ServesHealthReflectionAndItsOperatorEndpoint) {
+  FakeDaemon a("a");
+  absl::StatusOr<std::unique_ptr<Router>> router = Router::Start(RouterConfig({a.address()}));
+  ASSERT_TRUE(router.ok()) << router.status();
+  grpc::GenericStub stub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*router)->port()),
+                                             grpc::InsecureChannelCredentials()));
+  EXPECT_EQ(HealthCheck(stub), std::string("\x08\x01", 2));  // SERVING
+  EXPECT_THAT(ListServices(stub), HasSubstr("gecd.v1.GrammarCorrection"));
+  const int http = (*router)->metrics_port();
+  EXPECT_EQ(gecd::testing::HttpGet(http, "/healthz"), 200);
+  EXPECT_EQ(gecd::testing::HttpGet(http, "/readyz"), 200);
+  std::string metrics;
+  ASSERT_EQ(gecd::testing::HttpGet(http, "/metrics", &metrics), 200);
+  EXPECT_EQ(gecd::testing::MetricValue(metrics, "gecd_route_endpoints{state=\"eligible\"}"), 1);
+  EXPECT_EQ(gecd::testing::MetricValue(metrics, "gecd_route_discovery_updates_total"), 1);
+
+  (*router)->Drain(std::chrono::milliseconds(100));
+  EXPECT_EQ(gecd::testing::HttpGet(http, "/readyz"), 503);
+}
+
+TEST(RouterTest, NoEligibleEndpointMeansNotReady) {
+  auto gone = std::make_unique<FakeDaemon>("gone");
+  const std::string address = gone->address();
+  gone.reset();
+  absl::StatusOr<std::unique_ptr<Router>> router = Router::Start(RouterConfig({address}));
+  ASSERT_TRUE(router.ok()) << router.status();
+  auto stub = v1::GrammarCorrection::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", (*router)->port()), grpc::InsecureChannelCredentials()));
+  // Refused connections: two failures eject the only endpoint.
+  for (int i = 0; i < 2; ++i) {
+    grpc::ClientContext context;
+    v1::CorrectRequest request;
+    v1::CorrectResponse response;
+    EXPECT_EQ(stub->Correct(&context, request, &response).error_code(),
+              grpc::StatusCode::UNAVAILABLE);
+  }
+  const int http = (*router)->metrics_port();
+  EXPECT_TRUE(gecd::testing::WaitFor([&] { return gecd::testing::HttpGet(http, "/readyz") == 503; },
+                                     std::chrono::seconds(5)));
+  grpc::GenericStub generic(grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*router)->port()),
+                                                grpc::InsecureChannelCredentials()));
+  EXPECT_TRUE(gecd::testing::WaitFor(
+      [&] { return HealthCheck(generic) == std::string("\x08\x02", 2); },  // NOT_SERVING
+      std::chrono::seconds(5)));
+}
+
+TEST(RouterTest, BadSettingsAreStartUpErrorsNamingTheKey) {
+  FakeDaemon a("a");
+  config::Config taken = RouterConfig({a.address()});
+  gecd::testing::HeldTcpPort port;
+  taken.route.listen = absl::StrCat("127.0.0.1:", port.port());
+  absl::StatusOr<std::unique_ptr<Router>> router = Router::Start(taken);
+  // gRPC binds with SO_REUSEPORT; a port held without it is refused.
+  ASSERT_FALSE(router.ok());
+  EXPECT_THAT(router.status().message(), HasSubstr("route.listen"));
+
+  config::Config metrics = RouterConfig({a.address()});
+  metrics.route.metrics_listen = absl::StrCat("127.0.0.1:", port.port());
+  router = Router::Start(metrics);
+  ASSERT_FALSE(router.ok());
+  EXPECT_THAT(router.status().message(), HasSubstr("route.metrics_listen"));
+}
+
+TEST(RouteCommandTest, ConfigErrorsExitTwoNamingTheKey) {
+  auto r = gecd::testing::RunGecd("route --set route.endpoints.static=10.0.0.1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("route.endpoints.static: expected host:port"));
+  r = gecd::testing::RunGecd("route --set route.policy=fastest");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("route.policy"));
+  r = gecd::testing::RunGecd("route extra");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.output, HasSubstr("no positional arguments"));
+}
+
+}  // namespace
+}  // namespace gecd::route
