@@ -5,19 +5,20 @@
 #   bench/route_bench.sh [--out FILE] [--qps N] [--duration S] [--warmup S] [--slow-ms N]
 #                        [--find-max] [--slo-p99 D] [--scenario A|B|both]
 #
-# Three echo daemons (engine.backend=echo, 1 worker each, the repository's default model for
-# its tokenizer): A and B fast, C with engine.echo_step_ms=--slow-ms (a slow backend: every
-# answer waits for a step of that length).
+# Echo daemons (engine.backend=echo, 1 worker each, the repository's default model for its
+# tokenizer): A and B fast, C with engine.echo_step_ms=--slow-ms (a slow backend: every answer
+# waits for a step of that length, and a step answers at most engine.max_batch_size, 128).
 #   Scenario A, A and B: gecd-load straight to both (--target A,B: its channels split over
 #     them), then through HAProxy (balance leastconn, balance random(2)) and gecd route (p2c).
 #   Scenario B, A and C: the same direct row, HAProxy roundrobin, leastconn, random(2), and
 #     gecd route round_robin, p2c, least_request.
 # Every row offers the same open-loop rate (gecd-load --qps, Poisson, --duration after
-# --warmup) and reports achieved req/s, OK and failed answers, p50 and p99 of the OK ones, what
-# the proxy adds to the direct row's p50 and p99, the share of the requests the second daemon
-# answered, and the proxy's CPU per request: utime+stime of its processes (/proc/PID/stat) over
-# the run, divided by the requests the daemons answered meanwhile (their gecd_requests_total). --find-max adds, per proxy in scenario A,
-# the highest rate meeting p99 <= --slo-p99 (gecd-load --find-max, short trials).
+# --warmup) and reports achieved req/s, OK and failed answers, the share of the requests the
+# second daemon answered, p50/p90/p99 of the OK ones, what the proxy adds to the direct row's
+# p50 and p99, and the proxy's CPU per request: utime+stime of its processes (/proc/PID/stat)
+# over the run, divided by the requests the daemons answered meanwhile (the change in their
+# gecd_requests_total). --find-max adds, per proxy in scenario A, the highest rate meeting
+# p99 <= --slo-p99 (gecd-load --find-max, short trials).
 # gecd route rows are skipped, with a note, when `gecd route --help` fails (not built in).
 # The Markdown table goes to stdout and, with --out, to FILE. Every process the script started
 # is stopped on exit. Everything (proxies, daemons, gecd-load) shares this machine's cores: the
@@ -59,9 +60,11 @@ case "$SCENARIOS" in
   *) echo "route_bench.sh: --scenario must be A, B or both, got '$SCENARIOS'" >&2; exit 2 ;;
 esac
 for bin in "$GECD" "$LOAD"; do
-  [[ -x "$bin" ]] || { echo "missing $bin: cmake --build $BUILD_DIR --target gecd gecd-load" >&2; exit 1; }
+  [[ -x "$bin" ]] ||
+    { echo "missing $bin: cmake --build $BUILD_DIR --target gecd gecd-load" >&2; exit 1; }
 done
-command -v haproxy >/dev/null || { echo "haproxy is not installed (scripts/install_deps.sh)" >&2; exit 1; }
+command -v haproxy >/dev/null ||
+  { echo "haproxy is not installed (scripts/install_deps.sh)" >&2; exit 1; }
 [[ -f "$MODEL_DIR/tokenizer.model" ]] || { echo "missing $MODEL_DIR" >&2; exit 1; }
 
 WORK="$(mktemp -d /tmp/gecd-route-bench.XXXXXX)"
@@ -96,7 +99,9 @@ on_exit() {
 trap on_exit EXIT
 trap 'exit 130' INT TERM
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
 http_ok() { curl -sf -o /dev/null --max-time 1 "http://127.0.0.1:$1$2"; }
 tcp_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -172,7 +177,8 @@ start_route() {
     --set logging.level=warn 2>"$WORK/route-$policy.log" &
   PROXY_PID=$!
   PIDS+=("$PROXY_PID")
-  wait_until "$PROXY_PID" "$WORK/route-$policy.log" "gecd route ($policy)" http_ok "$metrics" /readyz
+  wait_until "$PROXY_PID" "$WORK/route-$policy.log" "gecd route ($policy)" \
+    http_ok "$metrics" /readyz
 }
 
 stop_proxy() {
@@ -237,7 +243,7 @@ LOAD_FLAGS=(--input "$SENTENCES" --channels 8 --threads 2)
 # row SCENARIO PATH POLICY TARGET PROXY_PID|- METRICS_PORT...: one gecd-load run, one row.
 row() {
   local scenario="$1" path="$2" policy="$3" target="$4" pid="$5"; shift 5
-  local name="${scenario}-${path}-${policy}" ticks0=0 ticks1=0 n0 n1 rc=0 a0 b0 a1 b1
+  local name="${scenario}-${path}-${policy}" ticks0=0 ticks1=0 rc=0 a0 b0 a1 b1
   name="${name//[^A-Za-z0-9_.-]/_}"
   read -r a0 b0 <<<"$(answered "$@")"
   [[ "$pid" == - ]] || ticks0="$(cpu_ticks "$pid")"
@@ -246,7 +252,9 @@ row() {
   [[ "$pid" == - ]] || ticks1="$(cpu_ticks "$pid")"
   read -r a1 b1 <<<"$(answered "$@")"
   if [[ $rc -ne 0 ]]; then
-    ROWS+=("| $scenario | $path | $policy | gecd-load failed (exit $rc): $(tail -1 "$WORK/$name.txt") |")
+    local why
+    why="$(tail -1 "$WORK/$name.txt")"
+    ROWS+=("| $scenario | $path | $policy | gecd-load failed (exit $rc): $why |")
     echo "  $path $policy: gecd-load failed (exit $rc)" >&2
     return
   fi
@@ -287,7 +295,9 @@ PY
     DIRECT_P99="$(cut -f2 <<<"$rest")"
   fi
   if [[ "$(cut -f3 <<<"$rest")" == 0 ]]; then
-    NOTES+=("$scenario $path $policy answered nothing: see gecd-load's output, $(tail -3 "$WORK/$name.txt" | tr '\n' ' ')")
+    local said
+    said="$(tail -3 "$WORK/$name.txt" | tr '\n' ' ')"
+    NOTES+=("$scenario $path $policy answered nothing; gecd-load said: $said")
   fi
 }
 
@@ -333,7 +343,9 @@ scenario() {
   local search=0
   if [[ $FIND_MAX == 1 && $name == A ]]; then search=1; fi
   row "$name" direct "client round robin" "${backends[0]},${backends[1]}" - "${ports[@]}"
-  if [[ $search == 1 ]]; then find_max direct "client round robin" "${backends[0]},${backends[1]}"; fi
+  if [[ $search == 1 ]]; then
+    find_max direct "client round robin" "${backends[0]},${backends[1]}"
+  fi
   for b in $balances; do
     start_haproxy "$b" "$PROXY_PORT" "${backends[@]}"
     row "$name" haproxy "$b" "$proxy" "$PROXY_PID" "${ports[@]}"
@@ -362,6 +374,7 @@ fi
   echo "$(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), shared by the proxy, both daemons and gecd-load."
   echo "Open loop $QPS req/s (Poisson) for ${DURATION} s after ${WARMUP} s warm-up, 8 channels; daemons: echo backend, 1 worker;"
   echo "scenario A: two fast daemons; scenario B: one fast, one with engine.echo_step_ms=$SLOW_MS."
+  echo "HAProxy: mode http, h2 on both sides, its default threads (one per core)."
   echo "2nd %: the share of the requests the second daemon answered (B in scenario A; C, the slow one, in B)."
   echo "Δ p50/p99: over the scenario's direct row. CPU: the proxy's utime+stime per request answered."
   echo
@@ -370,7 +383,8 @@ fi
   printf '%s\n' "${ROWS[@]}"
   if [[ ${#FINDMAX_ROWS[@]} -gt 0 ]]; then
     echo
-    echo "Scenario A, highest rate with p99 <= $SLO_P99 (gecd-load --find-max, 2 s trials):"
+    echo "Scenario A, highest rate with p99 <= $SLO_P99 (gecd-load --find-max, 2 s trials: a coarse"
+    echo "figure, as noisy as the machine is shared):"
     echo
     echo "| path | policy | max req/s |"
     echo "| --- | --- | ---: |"

@@ -108,7 +108,10 @@ class RouterManifestsTest(unittest.TestCase):
         for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
             get = self.container[probe]["httpGet"]
             self.assertEqual((get["path"], get["port"]), (path, "metrics"), probe)
-        grace_ms = route.get("grace_period_ms", 10000)
+        # SIGTERM comes after the preStop sleep, and the drain must end before the kill.
+        pre_stop = self.container["lifecycle"]["preStop"]["exec"]["command"]
+        self.assertEqual(pre_stop[0], "sleep")
+        grace_ms = int(pre_stop[1]) * 1000 + route.get("grace_period_ms", 10000)
         self.assertGreater(self.pod["terminationGracePeriodSeconds"] * 1000, grace_ms)
 
     def test_pod_is_locked_down(self):
