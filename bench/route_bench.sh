@@ -221,17 +221,7 @@ answered() {
   echo "${counts[*]}"
 }
 
-SENTENCES="$WORK/sentences.txt"
-cat >"$SENTENCES" <<'TXT'
-She go to school every days and like her teachers.
-I has a apple and he have two oranges in his bag..
-Their going too the park tomorrow if it dont rain.
-The results was better then we expected last week.
-He don't know nothing about the new project plans.
-We was waiting for the bus since two hours already
-My brother have visited London three time last yr.
-The informations in this report is very importants
-TXT
+SENTENCES="$ROOT/bench/short_sentences.txt"
 
 ROWS=()         # Markdown rows
 FINDMAX_ROWS=()

@@ -59,17 +59,7 @@ start_daemon() {
 run() { echo "+ $*"; "$@"; }
 
 # Sentences of ~50 bytes, one per line.
-SENTENCES="$OUT/sentences.txt"
-cat >"$SENTENCES" <<'TXT'
-She go to school every days and like her teachers.
-I has a apple and he have two oranges in his bag..
-Their going too the park tomorrow if it dont rain.
-The results was better then we expected last week.
-He don't know nothing about the new project plans.
-We was waiting for the bus since two hours already
-My brother have visited London three time last yr.
-The informations in this report is very importants
-TXT
+SENTENCES="$ROOT/bench/short_sentences.txt"
 
 # The ~9M model (also gives the echo backend its tokenizer).
 "$WRITE_MODEL" "$OUT/model"

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "common/command_line.h"
 #include "common/status_macros.h"
 
 namespace gecd::fleet_sim {
@@ -87,24 +88,13 @@ absl::StatusOr<SweepOptions> ParseSweepOptions(const std::vector<std::string>& a
   options.policies = {Policy::kRoundRobin, Policy::kRandom, Policy::kP2C, Policy::kLeastRequest};
   options.utilisations = {0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98};
   for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::optional<std::string> inline_value;
-    if (const size_t eq = flag.find('='); eq != std::string::npos) {
-      inline_value = flag.substr(eq + 1);
-      flag.resize(eq);
-    }
+    const CommandLineFlag parsed = SplitFlag(args[i]);
+    const std::string& flag = parsed.name;
     if (flag == "--help" || flag == "-h") {
       options.help = true;
       continue;
     }
-    std::string value;
-    if (inline_value.has_value()) {
-      value = *inline_value;
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value (see --help)"));
-    }
+    ASSIGN_OR_RETURN(const std::string value, FlagValue(parsed, args, i));
     if (flag == "--policies") {
       options.policies.clear();
       for (absl::string_view name : absl::StrSplit(value, ',')) {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/command_line.h"
 #include "common/status_macros.h"
 
 namespace gecd::load {
@@ -128,12 +129,8 @@ absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& arg
   std::optional<double> qps;
   std::string profile;
   for (size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::optional<std::string> inline_value;
-    if (const size_t eq = flag.find('='); eq != std::string::npos) {
-      inline_value = flag.substr(eq + 1);
-      flag.resize(eq);
-    }
+    const CommandLineFlag parsed = SplitFlag(args[i]);
+    const std::string& flag = parsed.name;
     if (flag == "--help" || flag == "-h") {
       options.help = true;
       continue;
@@ -146,14 +143,7 @@ absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& arg
       options.find_max = true;
       continue;
     }
-    std::string value;
-    if (inline_value.has_value()) {
-      value = *inline_value;
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value (see --help)"));
-    }
+    ASSIGN_OR_RETURN(const std::string value, FlagValue(parsed, args, i));
     if (flag == "--target") {
       ASSIGN_OR_RETURN(run.targets, ParseTargets(flag, value));
     } else if (flag == "--input") {
