@@ -43,6 +43,17 @@ void CopyServerMetadata(const std::multimap<grpc::string_ref, grpc::string_ref>&
   }
 }
 
+// The context of a call to an endpoint for the client's call: its deadline and metadata.
+// Cancellation is passed on by the reactors' OnCancel. (ClientContext::FromCallbackServerContext
+// would do both by linking the two calls in gRPC's core, which measured at ~15% of the router's
+// CPU per call.)
+std::unique_ptr<grpc::ClientContext> EndpointContext(const grpc::CallbackServerContext& from) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(from.deadline());
+  CopyClientMetadata(from, *context);
+  return context;
+}
+
 double SecondsSince(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
 }
@@ -75,10 +86,17 @@ class UnaryProxy final : public grpc::ServerUnaryReactor {
       Answer(exclude != nullptr ? first_status_ : NoEndpoint());
       return;
     }
-    // From the server context: the endpoint's call inherits the deadline, and is cancelled
-    // when the client's call is.
-    client_ = grpc::ClientContext::FromCallbackServerContext(*context_);
-    CopyClientMetadata(*context_, *client_);
+    auto client = EndpointContext(*context_);
+    {
+      std::lock_guard lock(mu_);
+      if (cancelled_) {
+        Answer(grpc::Status::CANCELLED);
+        return;
+      }
+      // A cancellation from now on reaches this attempt (TryCancel before the call starts
+      // cancels it when it starts). The previous attempt's context is done with.
+      client_ = std::move(client);
+    }
     attempt_request_ = *request_;     // shares the slices; each attempt sends its own
     if (!attempt_request_.Valid()) {  // defensive: gRPC hands an empty message as a buffer
       grpc::Slice empty("", 0);
@@ -88,6 +106,12 @@ class UnaryProxy final : public grpc::ServerUnaryReactor {
     endpoint_->stub().UnaryCall(client_.get(), kCorrectMethod, grpc::StubOptions(),
                                 &attempt_request_, response_,
                                 [this](grpc::Status status) { OnAnswer(std::move(status)); });
+  }
+
+  void OnCancel() override {
+    std::lock_guard lock(mu_);
+    cancelled_ = true;
+    if (client_ != nullptr) client_->TryCancel();
   }
 
   void OnDone() override {
@@ -127,7 +151,9 @@ class UnaryProxy final : public grpc::ServerUnaryReactor {
   const SteadyClock::time_point start_ = SteadyClock::now();
   grpc::ByteBuffer attempt_request_;
   std::shared_ptr<Endpoint> endpoint_;
+  std::mutex mu_;  // client_ and cancelled_, between the attempts and OnCancel
   std::unique_ptr<grpc::ClientContext> client_;
+  bool cancelled_ = false;
   bool retried_ = false;
   grpc::Status first_status_;
 };
@@ -155,8 +181,7 @@ class StreamProxy final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
       Answer(NoEndpoint());
       return;
     }
-    client_ = grpc::ClientContext::FromCallbackServerContext(*context_);
-    CopyClientMetadata(*context_, *client_);
+    client_ = EndpointContext(*context_);
     endpoint_->stub().PrepareBidiStreamingCall(client_.get(), kCorrectStreamMethod,
                                                grpc::StubOptions(), &upstream_);
     upstream_.AddHold();  // writes_hold_
