@@ -41,6 +41,8 @@ class FakeDaemon final : public v1::GrammarCorrection::CallbackService {
 
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
   int calls() const { return calls_.load(); }
+  // CorrectStream calls not yet done.
+  int open_streams() const { return open_streams_.load(); }
   int cancelled() const { return cancelled_.load(); }
   // The deadline the last call arrived with, as time left at arrival.
   std::chrono::milliseconds last_deadline_left() const {
@@ -105,7 +107,10 @@ class FakeDaemon final : public v1::GrammarCorrection::CallbackService {
       grpc::CallbackServerContext* context) override {
     class Echo final : public grpc::ServerBidiReactor<v1::CorrectRequest, v1::CorrectResponse> {
      public:
-      explicit Echo(const std::string& name) : name_(name) { StartRead(&request_); }
+      Echo(const std::string& name, std::atomic<int>& open) : name_(name), open_(open) {
+        ++open_;
+        StartRead(&request_);
+      }
       void OnReadDone(bool ok) override {
         if (!ok) {
           Finish(grpc::Status::OK);
@@ -122,15 +127,19 @@ class FakeDaemon final : public v1::GrammarCorrection::CallbackService {
           Finish(grpc::Status::CANCELLED);
         }
       }
-      void OnDone() override { delete this; }
+      void OnDone() override {
+        --open_;
+        delete this;
+      }
 
      private:
       const std::string name_;
+      std::atomic<int>& open_;
       v1::CorrectRequest request_;
       v1::CorrectResponse response_;
     };
     ++calls_;
-    return new Echo(name_);
+    return new Echo(name_, open_streams_);
   }
 
  private:
@@ -161,6 +170,7 @@ class FakeDaemon final : public v1::GrammarCorrection::CallbackService {
   std::unique_ptr<grpc::Server> server_;
   std::atomic<int> calls_{0};
   std::atomic<int> cancelled_{0};
+  std::atomic<int> open_streams_{0};
   mutable std::mutex mu_;
   std::condition_variable arrived_;
   bool hold_ = false;

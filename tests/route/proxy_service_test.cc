@@ -355,5 +355,25 @@ TEST_F(ProxyTest, AStreamEndsWithTheEndpointsStatus) {
   EXPECT_EQ(proxy_->in_flight(), 0);
 }
 
+TEST_F(ProxyTest, ACancelledStreamCancelsTheEndpointsStream) {
+  FakeDaemon a("a");
+  StartRouter({a.address()});
+  grpc::ClientContext context;
+  auto rw = stub_->CorrectStream(&context);
+  v1::CorrectRequest request;
+  request.set_text("m");
+  ASSERT_TRUE(rw->Write(request));
+  v1::CorrectResponse response;
+  ASSERT_TRUE(rw->Read(&response));
+  context.TryCancel();
+  EXPECT_EQ(rw->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  // The router's reactor ends only after the endpoint's stream has: it is not left open.
+  for (int i = 0; i < 300 && proxy_->in_flight() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(proxy_->in_flight(), 0);
+  EXPECT_EQ(a.open_streams(), 0);
+}
+
 }  // namespace
 }  // namespace gecd::route

@@ -4,6 +4,7 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -145,6 +146,37 @@ TEST(RouterTest, BadSettingsAreStartUpErrorsNamingTheKey) {
   router = Router::Start(metrics);
   ASSERT_FALSE(router.ok());
   EXPECT_THAT(router.status().message(), HasSubstr("route.metrics_listen"));
+}
+
+TEST(RouterTest, DrainLetsTheCallsInFlightFinish) {
+  FakeDaemon a("a");
+  a.Hold();
+  absl::StatusOr<std::unique_ptr<Router>> router = Router::Start(RouterConfig({a.address()}));
+  ASSERT_TRUE(router.ok()) << router.status();
+  auto stub = v1::GrammarCorrection::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", (*router)->port()), grpc::InsecureChannelCredentials()));
+  grpc::Status held_status;
+  v1::CorrectResponse held_response;
+  std::thread held([&] {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::CorrectRequest request;
+    request.set_text("held");
+    held_status = stub->Correct(&context, request, &held_response);
+  });
+  ASSERT_TRUE(a.WaitForCalls(1));
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    a.Release();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  (*router)->Drain(std::chrono::seconds(5));
+  // Drain returned once the call ended, long before the grace period did.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
+  held.join();
+  release.join();
+  EXPECT_TRUE(held_status.ok()) << held_status.error_message();
+  EXPECT_EQ(held_response.corrected_text(), "a:held");
 }
 
 TEST(RouteCommandTest, ConfigErrorsExitTwoNamingTheKey) {
