@@ -23,6 +23,7 @@ seed() {
 seed yaml_config_fuzz configs/*.yaml
 seed model_config_fuzz tests/fixtures/models/*/config.json tests/fixtures/models/*/generation_config.json
 seed safetensors_header_fuzz tests/fixtures/models/*/model.safetensors
+seed endpoint_slice_fuzz tests/fixtures/k8s/*.json
 mkdir -p fuzz-corpus/tokenizer_fuzz
 for i in $(seq 1 40 1200); do  # a spread of the golden strings (as their JSON lines)
   sed -n "${i}p" tests/fixtures/tokenizers/qwen3_golden.jsonl > "fuzz-corpus/tokenizer_fuzz/golden-$i"
