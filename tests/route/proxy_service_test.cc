@@ -64,6 +64,30 @@ class ProxyTest : public ::testing::Test {
 
   std::string Metrics() { return metrics_.Format(*set_, discovery_, proxy_->in_flight()); }
 
+  // A call is counted out when the router's reactor is done, a moment after the client has
+  // its answer.
+  void ExpectNoCallsInFlight() {
+    for (int i = 0; i < 300 && proxy_->in_flight() > 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(proxy_->in_flight(), 0);
+  }
+
+  // A CorrectStream through the router that has had one message answered; nullptr (and a
+  // test failure) otherwise.
+  std::unique_ptr<grpc::ClientReaderWriter<v1::CorrectRequest, v1::CorrectResponse>>
+  OpenStreamWithOneAnswer(grpc::ClientContext& context) {
+    auto rw = stub_->CorrectStream(&context);
+    v1::CorrectRequest request;
+    request.set_text("m");
+    v1::CorrectResponse response;
+    if (!rw->Write(request) || !rw->Read(&response)) {
+      ADD_FAILURE() << "the stream's first message was not answered";
+      return nullptr;
+    }
+    return rw;
+  }
+
   RouteMetrics metrics_;
   DiscoveryCounters discovery_;
   std::unique_ptr<EndpointSet> set_;
@@ -205,11 +229,7 @@ TEST_F(ProxyTest, TheRouterCapsItsOwnCallsInFlight) {
   a.Release();
   for (auto& t : held) t.join();
   EXPECT_THAT(Metrics(), HasSubstr("gecd_route_shed_total 1"));
-  // A call is counted out when its reactor is done, a moment after the client has its answer.
-  for (int i = 0; i < 300 && proxy_->in_flight() > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(proxy_->in_flight(), 0);
+  ExpectNoCallsInFlight();
   EXPECT_TRUE(Correct("x", &response).ok());  // counted out again
 }
 
@@ -333,50 +353,33 @@ TEST_F(ProxyTest, AStreamIsPinnedToOneEndpoint) {
   }
   EXPECT_EQ(a.calls() + b.calls(), 4);
   EXPECT_THAT(Metrics(), HasSubstr("gecd_route_stream_messages_total{direction=\"to_client\"} 40"));
-  // The router's reactor is done a moment after the client's Finish returns.
-  for (int i = 0; i < 200 && proxy_->in_flight() > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(proxy_->in_flight(), 0);
+  ExpectNoCallsInFlight();
 }
 
 TEST_F(ProxyTest, AStreamEndsWithTheEndpointsStatus) {
   FakeDaemon a("a");
   StartRouter({a.address()});
   grpc::ClientContext context;
-  auto rw = stub_->CorrectStream(&context);
-  v1::CorrectRequest request;
-  request.set_text("m");
-  ASSERT_TRUE(rw->Write(request));
+  auto rw = OpenStreamWithOneAnswer(context);
+  ASSERT_NE(rw, nullptr);
   v1::CorrectResponse response;
-  ASSERT_TRUE(rw->Read(&response));
   a.Stop();  // the endpoint goes away mid-stream
   EXPECT_FALSE(rw->Read(&response));
   const grpc::Status s = rw->Finish();
   EXPECT_FALSE(s.ok());
-  for (int i = 0; i < 200 && proxy_->in_flight() > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(proxy_->in_flight(), 0);
+  ExpectNoCallsInFlight();
 }
 
 TEST_F(ProxyTest, ACancelledStreamCancelsTheEndpointsStream) {
   FakeDaemon a("a");
   StartRouter({a.address()});
   grpc::ClientContext context;
-  auto rw = stub_->CorrectStream(&context);
-  v1::CorrectRequest request;
-  request.set_text("m");
-  ASSERT_TRUE(rw->Write(request));
-  v1::CorrectResponse response;
-  ASSERT_TRUE(rw->Read(&response));
+  auto rw = OpenStreamWithOneAnswer(context);
+  ASSERT_NE(rw, nullptr);
   context.TryCancel();
   EXPECT_EQ(rw->Finish().error_code(), grpc::StatusCode::CANCELLED);
   // The router's reactor ends only after the endpoint's stream has: it is not left open.
-  for (int i = 0; i < 300 && proxy_->in_flight() > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(proxy_->in_flight(), 0);
+  ExpectNoCallsInFlight();
   EXPECT_EQ(a.open_streams(), 0);
 }
 
