@@ -42,15 +42,9 @@ absl::StatusOr<std::vector<std::string>> ResolveAll(const std::string& host,
   return out;
 }
 
-DnsSource::DnsSource(std::string name_and_port, std::chrono::milliseconds refresh,
+DnsSource::DnsSource(std::string host, int port, std::chrono::milliseconds refresh,
                      DiscoveryCounters* counters)
-    : refresh_(refresh), counters_(counters) {
-  // Validated by the config ("host:port" or "[v6]:port").
-  const size_t colon = name_and_port.rfind(':');
-  host_ = name_and_port.substr(0, colon);
-  port_ = name_and_port.substr(colon + 1);
-  if (host_.size() >= 2 && host_.front() == '[') host_ = host_.substr(1, host_.size() - 2);
-}
+    : host_(std::move(host)), port_(std::to_string(port)), refresh_(refresh), counters_(counters) {}
 
 DnsSource::~DnsSource() {
   {

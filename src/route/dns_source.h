@@ -18,7 +18,8 @@ namespace gecd::route {
 // resolution is logged and counted and keeps the last set. Owns the resolving thread.
 class DnsSource final : public EndpointSource {
  public:
-  DnsSource(std::string name_and_port, std::chrono::milliseconds refresh,
+  // `host` without the brackets of "[v6]:port".
+  DnsSource(std::string host, int port, std::chrono::milliseconds refresh,
             DiscoveryCounters* counters);
   ~DnsSource() override;
   absl::Status Start(UpdateCallback on_update) override;
@@ -26,8 +27,8 @@ class DnsSource final : public EndpointSource {
  private:
   void Loop(UpdateCallback on_update);
 
-  std::string host_;
-  std::string port_;
+  const std::string host_;
+  const std::string port_;
   const std::chrono::milliseconds refresh_;
   DiscoveryCounters* const counters_;
   std::mutex mu_;

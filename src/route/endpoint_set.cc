@@ -31,6 +31,12 @@ bool IsServing(const grpc::ByteBuffer& response) {
   return bytes == std::string("\x08\x01", 2);
 }
 
+// A dropped endpoint still running calls is draining too.
+Endpoint::State StateOf(const Endpoint& e, bool retired) {
+  if (retired || e.draining.load()) return Endpoint::State::kDraining;
+  return e.ejected() ? Endpoint::State::kEjected : Endpoint::State::kEligible;
+}
+
 }  // namespace
 
 EndpointSet::EndpointSet(Options options)
@@ -155,17 +161,22 @@ bool EndpointSet::AnyEligible() const { return eligible_.load() > 0; }
 EndpointSet::Counts EndpointSet::counts() const {
   std::lock_guard lock(mu_);
   Counts c;
-  for (const auto& [address, e] : endpoints_) {
-    if (e->draining.load()) {
-      ++c.draining;
-    } else if (e->ejected()) {
-      ++c.ejected;
-    } else {
-      ++c.eligible;
+  auto count = [&](Endpoint::State state) {
+    switch (state) {
+      case Endpoint::State::kEligible:
+        ++c.eligible;
+        break;
+      case Endpoint::State::kDraining:
+        ++c.draining;
+        break;
+      case Endpoint::State::kEjected:
+        ++c.ejected;
+        break;
     }
-  }
+  };
+  for (const auto& [address, e] : endpoints_) count(StateOf(*e, /*retired=*/false));
   for (const auto& e : retired_) {
-    if (e->in_flight() > 0) ++c.draining;
+    if (e->in_flight() > 0) count(StateOf(*e, /*retired=*/true));
   }
   c.ejections = ejections_;
   return c;
@@ -175,10 +186,7 @@ std::vector<EndpointSet::EndpointStats> EndpointSet::Stats() const {
   std::lock_guard lock(mu_);
   std::vector<EndpointStats> out;
   auto add = [&](const Endpoint& e, bool retired) {
-    const Endpoint::State state = retired || e.draining.load() ? Endpoint::State::kDraining
-                                  : e.ejected()                ? Endpoint::State::kEjected
-                                                               : Endpoint::State::kEligible;
-    out.push_back({e.address(), state, e.in_flight(), e.requests()});
+    out.push_back({e.address(), StateOf(e, retired), e.in_flight(), e.requests()});
   };
   for (const auto& [address, e] : endpoints_) add(*e, false);
   for (const auto& e : retired_) add(*e, true);

@@ -2,17 +2,21 @@
 
 #include <chrono>
 
+#include "common/status_macros.h"
 #include "route/dns_source.h"
 #include "route/kubernetes_source.h"
 #include "route/static_source.h"
+#include "server/listen_address.h"
 
 namespace gecd::route {
 
 absl::StatusOr<std::unique_ptr<EndpointSource>> CreateEndpointSource(
     const config::RouteSection& route, DiscoveryCounters* counters) {
   if (route.source == "dns") {
-    return std::make_unique<DnsSource>(route.dns, std::chrono::seconds(route.dns_refresh_s),
-                                       counters);
+    ASSIGN_OR_RETURN(const server::ListenAddress name,
+                     server::ParseListenAddress(route.dns, "route.endpoints.dns"));
+    return std::make_unique<DnsSource>(name.host, name.port,
+                                       std::chrono::seconds(route.dns_refresh_s), counters);
   }
   if (route.source == "kubernetes") return CreateKubernetesSource(route.kubernetes, counters);
   return std::make_unique<StaticSource>(route.static_endpoints);

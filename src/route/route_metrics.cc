@@ -1,7 +1,5 @@
 #include "route/route_metrics.h"
 
-#include <algorithm>
-#include <cmath>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
@@ -28,14 +26,8 @@ std::string_view StateName(Endpoint::State s) {
 }  // namespace
 
 void RouteMetrics::CallFinished(int grpc_code, double seconds) {
-  const int code = grpc_code >= 0 && grpc_code < server::prometheus::kNumCodes ? grpc_code : 2;
-  calls_[code].fetch_add(1, std::memory_order_relaxed);
-  const auto& bounds = server::prometheus::kLatencyBounds;
-  const size_t bucket =
-      std::lower_bound(std::begin(bounds), std::end(bounds), seconds) - std::begin(bounds);
-  duration_counts_[bucket].fetch_add(1, std::memory_order_relaxed);
-  duration_sum_us_.fetch_add(static_cast<uint64_t>(std::max(0.0, std::round(seconds * 1e6))),
-                             std::memory_order_relaxed);
+  calls_[server::prometheus::CodeIndex(grpc_code)].fetch_add(1, std::memory_order_relaxed);
+  duration_.Observe(server::prometheus::kLatencyBounds, 1e6, seconds);
 }
 
 std::string RouteMetrics::Format(const EndpointSet& endpoints, const DiscoveryCounters& discovery,
@@ -50,12 +42,14 @@ std::string RouteMetrics::Format(const EndpointSet& endpoints, const DiscoveryCo
     absl::StrAppend(&out, "gecd_route_requests_total{code=\"",
                     std::string(server::prometheus::CodeName(c)), "\"} ", load(calls_[c]), "\n");
   }
-  std::array<uint64_t, kBuckets> counts;
-  for (size_t i = 0; i < kBuckets; ++i) counts[i] = load(duration_counts_[i]);
+  server::MetricsSnapshot::Histogram duration;
+  server::AddTo(duration, duration_);
+  const auto& bounds = server::prometheus::kLatencyBounds;
   server::prometheus::AppendHistogram(out, "gecd_route_request_duration_seconds",
                                       "Time from a call's arrival at the router to its answer.",
-                                      server::prometheus::kLatencyBounds, counts,
-                                      static_cast<double>(load(duration_sum_us_)) / 1e6);
+                                      bounds,
+                                      std::span(duration.counts).first(std::size(bounds) + 1),
+                                      static_cast<double>(duration.sum_units) / 1e6);
   AppendScalar(out, "gecd_route_in_flight",
                "Calls in the router now (route.max_in_flight caps it).", "gauge",
                absl::StrCat(in_flight));

@@ -8,6 +8,7 @@
 
 #include "route/endpoint_set.h"
 #include "route/endpoint_source.h"
+#include "server/metrics.h"
 #include "server/prometheus_text.h"
 
 // The router's own counters (gecd_route_*), and their Prometheus text together with the
@@ -30,11 +31,8 @@ class RouteMetrics {
                      int64_t in_flight) const;
 
  private:
-  static constexpr size_t kBuckets = std::size(server::prometheus::kLatencyBounds) + 1;
-
   std::array<std::atomic<uint64_t>, server::prometheus::kNumCodes> calls_{};
-  std::array<std::atomic<uint64_t>, kBuckets> duration_counts_{};
-  std::atomic<uint64_t> duration_sum_us_{0};
+  server::HistogramBlock duration_{};  // microseconds
   std::atomic<uint64_t> retries_{0};
   std::atomic<uint64_t> shed_{0};
   std::atomic<uint64_t> stream_requests_{0};

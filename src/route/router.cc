@@ -57,8 +57,12 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Start(const config::Config& conf
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", config.route.listen, " (route.listen)"));
   }
-  r->server_->GetHealthCheckService()->SetServingStatus(r->Ready());
-  r->health_thread_ = std::thread([r] { r->PollHealth(); });
+  r->health_ = std::make_unique<server::HealthPoller>(
+      r->server_->GetHealthCheckService(),
+      server::HealthPoller::Subject{.ready = [r] { return r->Ready(); },
+                                    .ready_text = "an endpoint is eligible",
+                                    .not_ready_text = "no eligible endpoint"},
+      kHealthPoll);
 
   absl::StatusOr<std::unique_ptr<server::StatusHttpServer>> status =
       server::StatusHttpServer::Start(config.route.metrics_listen,
@@ -78,29 +82,9 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Start(const config::Config& conf
 
 Router::~Router() { Drain(std::chrono::milliseconds(0)); }
 
-void Router::PollHealth() {
-  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
-  bool serving = Ready();
-  std::unique_lock lock(mu_);
-  while (!stop_.wait_for(lock, kHealthPoll, [this] { return stopping_; })) {
-    const bool ready = Ready();
-    if (ready == serving) continue;
-    serving = ready;
-    spdlog::info("{}: health {}", ready ? "an endpoint is eligible" : "no eligible endpoint",
-                 ready ? "SERVING" : "NOT_SERVING");
-    health->SetServingStatus(ready);
-  }
-}
-
 void Router::Drain(std::chrono::milliseconds grace) {
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_) return;
-    stopping_ = true;
-  }
-  draining_.store(true);
-  stop_.notify_all();
-  if (health_thread_.joinable()) health_thread_.join();
+  if (draining_.exchange(true)) return;
+  if (health_ != nullptr) health_->Stop();
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->Shutdown();
     spdlog::info("draining: {} calls in flight, grace {} ms", proxy_.in_flight(), grace.count());

@@ -3,10 +3,7 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
-#include <thread>
 
 #include "absl/status/statusor.h"
 #include "config/config.h"
@@ -15,6 +12,7 @@
 #include "route/endpoint_source.h"
 #include "route/proxy_service.h"
 #include "route/route_metrics.h"
+#include "server/health_poller.h"
 #include "server/status_http.h"
 
 // `gecd route`, assembled: the endpoint source feeding the EndpointSet, the gRPC server on
@@ -36,7 +34,6 @@ class Router {
 
  private:
   explicit Router(const config::Config& config);
-  void PollHealth();
   bool Ready() const { return !draining_.load() && endpoints_.AnyEligible(); }
 
   DiscoveryCounters discovery_;
@@ -47,12 +44,8 @@ class Router {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<server::StatusHttpServer> status_;
   int port_ = 0;
+  std::unique_ptr<server::HealthPoller> health_;
   std::atomic<bool> draining_{false};
-
-  std::mutex mu_;
-  std::condition_variable stop_;
-  bool stopping_ = false;
-  std::thread health_thread_;
 };
 
 // Runs the router until SIGTERM or SIGINT, then drains for route.grace_period_ms. The exit

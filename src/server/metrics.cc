@@ -31,33 +31,20 @@ static_assert(std::size(prometheus::kLatencyBounds) <= HistogramBlock::kMaxBucke
 constexpr HistogramSpec kRequestDuration = {"gecd_request_duration_seconds",
                                             "Time from RPC arrival to its answer.",
                                             prometheus::kLatencyBounds, 1e6};
-constexpr HistogramSpec kTimeToFirstToken = {
-    "gecd_time_to_first_token_seconds", "Time from RPC arrival to the first generated token.",
-    prometheus::kLatencyBounds, 1e6};
-constexpr HistogramSpec kSpellingDuration = {
-    "gecd_spelling_seconds", "Time the spelling stage took for one request.",
-    prometheus::kLatencyBounds, 1e6};
-constexpr HistogramSpec kBatchSize = {"gecd_batch_size", "Sequences per engine step.",
-                                      kBatchBounds, 1};
+constexpr HistogramSpec kTimeToFirstToken = {"gecd_time_to_first_token_seconds",
+                                             "Time from RPC arrival to the first generated token.",
+                                             prometheus::kLatencyBounds, 1e6};
+constexpr HistogramSpec kSpellingDuration = {"gecd_spelling_seconds",
+                                             "Time the spelling stage took for one request.",
+                                             prometheus::kLatencyBounds, 1e6};
+constexpr HistogramSpec kBatchSize = {"gecd_batch_size", "Sequences per engine step.", kBatchBounds,
+                                      1};
 
-constexpr int kUnknownCode = 2;
 constexpr std::string_view kShedReasonNames[ProcessMetrics::kNumShedReasons] = {
     "max_in_flight", "max_queue", "deadline"};
 
 void Observe(HistogramBlock& h, const HistogramSpec& spec, double value) {
-  // Prometheus buckets are "le": a value equal to a bound belongs to that bound's bucket.
-  const size_t bucket =
-      std::lower_bound(spec.bounds.begin(), spec.bounds.end(), value) - spec.bounds.begin();
-  h.counts[bucket].fetch_add(1, std::memory_order_relaxed);
-  const double units = std::max(0.0, std::round(value * spec.units));
-  h.sum_units.fetch_add(static_cast<uint64_t>(units), std::memory_order_relaxed);
-}
-
-void AddTo(MetricsSnapshot::Histogram& sum, const HistogramBlock& h) {
-  for (size_t i = 0; i < h.counts.size(); ++i) {
-    sum.counts[i] += h.counts[i].load(std::memory_order_relaxed);
-  }
-  sum.sum_units += h.sum_units.load(std::memory_order_relaxed);
+  h.Observe(spec.bounds, spec.units, value);
 }
 
 void AppendHistogram(std::string& out, const HistogramSpec& spec,
@@ -69,8 +56,22 @@ void AppendHistogram(std::string& out, const HistogramSpec& spec,
 
 }  // namespace
 
+void HistogramBlock::Observe(std::span<const double> bounds, double units, double value) {
+  const size_t bucket = std::lower_bound(bounds.begin(), bounds.end(), value) - bounds.begin();
+  counts[bucket].fetch_add(1, std::memory_order_relaxed);
+  const double scaled = std::max(0.0, std::round(value * units));
+  sum_units.fetch_add(static_cast<uint64_t>(scaled), std::memory_order_relaxed);
+}
+
+void AddTo(MetricsSnapshot::Histogram& sum, const HistogramBlock& h) {
+  for (size_t i = 0; i < h.counts.size(); ++i) {
+    sum.counts[i] += h.counts[i].load(std::memory_order_relaxed);
+  }
+  sum.sum_units += h.sum_units.load(std::memory_order_relaxed);
+}
+
 void ProcessMetrics::RequestFinished(int grpc_code, double seconds) {
-  const int code = grpc_code >= 0 && grpc_code < kNumCodes ? grpc_code : kUnknownCode;
+  const int code = prometheus::CodeIndex(grpc_code);
   requests_[code].fetch_add(1, std::memory_order_relaxed);
   Observe(request_duration_, kRequestDuration, seconds);
 }
@@ -154,8 +155,8 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
     absl::StrAppend(&out, "gecd_requests_total{code=\"", std::string(prometheus::CodeName(c)),
                     "\"} ", s.requests[c], "\n");
   }
-  AppendScalar(out, "gecd_request_concurrency", "Requests admitted and not yet answered.",
-               "gauge", absl::StrCat(s.concurrency));
+  AppendScalar(out, "gecd_request_concurrency", "Requests admitted and not yet answered.", "gauge",
+               absl::StrCat(s.concurrency));
   AppendHeader(out, "gecd_requests_shed_total",
                "Sentences refused at admission (RESOURCE_EXHAUSTED), by reason.", "counter");
   for (int r = 0; r < ProcessMetrics::kNumShedReasons; ++r) {
@@ -176,11 +177,11 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
                "counter", absl::StrCat(s.cancelled_sequences));
   AppendScalar(out, "gecd_kv_cache_usage_ratio", "Fraction of KV-cache blocks in use.", "gauge",
                absl::StrFormat("%g", s.kv_cache_usage));
-  AppendScalar(out, "gecd_queue_depth", "Sequences waiting for the engine to admit them.",
-               "gauge", absl::StrCat(s.queue_depth));
+  AppendScalar(out, "gecd_queue_depth", "Sequences waiting for the engine to admit them.", "gauge",
+               absl::StrCat(s.queue_depth));
   AppendHistogram(out, kSpellingDuration, s.spelling_duration);
-  AppendScalar(out, "gecd_spelling_lookups_total", "Words the spelling stage looked up.",
-               "counter", absl::StrCat(s.spelling_lookups));
+  AppendScalar(out, "gecd_spelling_lookups_total", "Words the spelling stage looked up.", "counter",
+               absl::StrCat(s.spelling_lookups));
   AppendScalar(out, "gecd_spelling_skipped_words_total",
                "Words the spelling stage left unchecked: its per-request budget ran out.",
                "counter", absl::StrCat(s.spelling_skipped));

@@ -22,6 +22,10 @@ struct HistogramBlock {
   static constexpr size_t kMaxBuckets = 16;  // finite upper bounds; one more slot for +Inf
   std::array<std::atomic<uint64_t>, kMaxBuckets + 1> counts;  // per bucket, not cumulative
   std::atomic<uint64_t> sum_units;
+
+  // Counts `value` in its bucket of `bounds` (ascending, at most kMaxBuckets; "le": a value
+  // equal to a bound is in that bound's bucket) and adds it, as value * `units`, to the sum.
+  void Observe(std::span<const double> bounds, double units, double value);
 };
 
 // The counters of one process. Every method is lock-free and safe from any thread of the
@@ -53,9 +57,7 @@ class ProcessMetrics {
   void ObserveBatch(int sequences);
   // Engine: tokens prefilled (prompt) and generated.
   void AddPromptTokens(uint64_t n) { prompt_tokens_.fetch_add(n, std::memory_order_relaxed); }
-  void AddGeneratedTokens(uint64_t n) {
-    generated_tokens_.fetch_add(n, std::memory_order_relaxed);
-  }
+  void AddGeneratedTokens(uint64_t n) { generated_tokens_.fetch_add(n, std::memory_order_relaxed); }
   // Engine: a sequence freed before it finished (client cancelled, deadline, worker died).
   void SequenceCancelled() { cancelled_sequences_.fetch_add(1, std::memory_order_relaxed); }
   // Engine gauges: KV blocks in use / total, and sequences waiting for admission.
@@ -107,6 +109,9 @@ struct MetricsSnapshot {
   uint64_t spelling_lookups = 0;
   uint64_t spelling_skipped = 0;
 };
+
+// Adds the block's counts and sum (each read once, relaxed) to `sum`.
+void AddTo(MetricsSnapshot::Histogram& sum, const HistogramBlock& h);
 
 // A view of the metrics region: placement and lookup of the per-process blocks.
 class MetricsRegion {

@@ -14,9 +14,7 @@ constexpr std::string_view kCodeNames[kNumCodes] = {
 
 }  // namespace
 
-std::string_view CodeName(int grpc_code) {
-  return grpc_code >= 0 && grpc_code < kNumCodes ? kCodeNames[grpc_code] : kCodeNames[2];
-}
+std::string_view CodeName(int grpc_code) { return kCodeNames[CodeIndex(grpc_code)]; }
 
 std::string EscapeLabel(std::string_view value) {
   std::string out;

@@ -14,9 +14,13 @@ namespace gecd::server::prometheus {
 inline constexpr double kLatencyBounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                             0.25,  0.5,    1,     2.5,  5,     10};
 
+inline constexpr int kNumCodes = 17;
+// Where a gRPC status code is counted: itself, or UNKNOWN (2) when outside 0..16.
+inline constexpr int CodeIndex(int grpc_code) {
+  return grpc_code >= 0 && grpc_code < kNumCodes ? grpc_code : 2;
+}
 // The gRPC status code's name ("OK", "UNAVAILABLE"); codes outside 0..16 are "UNKNOWN".
 std::string_view CodeName(int grpc_code);
-inline constexpr int kNumCodes = 17;
 
 // A label value with \, " and newline escaped.
 std::string EscapeLabel(std::string_view value);

@@ -25,10 +25,9 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const config::
   ASSIGN_OR_RETURN(pipeline::PromptBuilder prompts,
                    pipeline::PromptBuilder::Create(config, tokenizer, options.service.spelling));
   std::unique_ptr<WorkerServer> server(
-      new WorkerServer(engine,
-                       std::make_unique<GrammarService>(config, tokenizer, std::move(prompts),
+      new WorkerServer(std::make_unique<GrammarService>(config, tokenizer, std::move(prompts),
                                                         engine, metrics, options.service),
-                       options.health_poll, std::chrono::milliseconds(config.server.drain_quiet_ms)));
+                       std::chrono::milliseconds(config.server.drain_quiet_ms)));
   grpc::ServerBuilder builder;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 1);
   // Each open call holds ~18 KB (gRPC's call arena and HTTP/2 stream, the reactor) for as long as
@@ -43,44 +42,24 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const config::
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options.listen, " (server.listen)"));
   }
-  // The default health service starts out SERVING; correct it before anyone can ask twice.
-  server->server_->GetHealthCheckService()->SetServingStatus(engine.Ready());
-  server->health_thread_ = std::thread([s = server.get()] { s->PollHealth(); });
+  server->health_ = std::make_unique<HealthPoller>(
+      server->server_->GetHealthCheckService(),
+      HealthPoller::Subject{.ready = [&engine] { return engine.Ready(); },
+                            .ready_text = "engine ready",
+                            .not_ready_text = "engine not ready"},
+      options.health_poll);
   return server;
 }
 
-WorkerServer::WorkerServer(EngineLink& engine, std::unique_ptr<GrammarService> service,
-                           std::chrono::milliseconds health_poll,
+WorkerServer::WorkerServer(std::unique_ptr<GrammarService> service,
                            std::chrono::milliseconds drain_quiet)
-    : engine_(engine),
-      service_(std::move(service)),
-      health_poll_(health_poll),
-      drain_quiet_(drain_quiet) {}
+    : service_(std::move(service)), drain_quiet_(drain_quiet) {}
 
 WorkerServer::~WorkerServer() { Drain(std::chrono::milliseconds(0)); }
 
-void WorkerServer::PollHealth() {
-  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
-  bool serving = engine_.Ready();
-  std::unique_lock lock(mu_);
-  while (!stop_cv_.wait_for(lock, health_poll_, [this] { return stopping_; })) {
-    const bool ready = engine_.Ready();
-    if (ready == serving) continue;
-    serving = ready;
-    spdlog::info("engine {}: health {}", ready ? "ready" : "not ready",
-                 ready ? "SERVING" : "NOT_SERVING");
-    health->SetServingStatus(ready);
-  }
-}
-
 void WorkerServer::Drain(std::chrono::milliseconds grace) {
-  {
-    std::lock_guard lock(mu_);
-    if (stopping_) return;
-    stopping_ = true;
-  }
-  stop_cv_.notify_all();
-  if (health_thread_.joinable()) health_thread_.join();
+  if (stopping_.exchange(true)) return;
+  if (health_ != nullptr) health_->Stop();
   if (server_ == nullptr) return;  // Start failed
   // NOT_SERVING for every service, and it stays so whatever the engine does.
   server_->GetHealthCheckService()->Shutdown();

@@ -1,12 +1,10 @@
 #ifndef GECD_SERVER_WORKER_SERVER_H_
 #define GECD_SERVER_WORKER_SERVER_H_
 
+#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "absl/status/statusor.h"
 #include "config/config.h"
@@ -14,6 +12,7 @@
 #include "model/tokenizer.h"
 #include "server/engine_link.h"
 #include "server/grammar_service.h"
+#include "server/health_poller.h"
 #include "server/metrics.h"
 
 // One front-end worker's gRPC server: GrammarService plus grpc.health.v1 (SERVING only while
@@ -52,21 +51,14 @@ class WorkerServer {
   void Drain(std::chrono::milliseconds grace);
 
  private:
-  WorkerServer(EngineLink& engine, std::unique_ptr<GrammarService> service,
-               std::chrono::milliseconds health_poll, std::chrono::milliseconds drain_quiet);
-  void PollHealth();
+  WorkerServer(std::unique_ptr<GrammarService> service, std::chrono::milliseconds drain_quiet);
 
-  EngineLink& engine_;
   std::unique_ptr<GrammarService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<HealthPoller> health_;
   int port_ = 0;
-  const std::chrono::milliseconds health_poll_;
   const std::chrono::milliseconds drain_quiet_;
-
-  std::mutex mu_;
-  std::condition_variable stop_cv_;
-  bool stopping_ = false;  // guarded by mu_
-  std::thread health_thread_;
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace gecd::server

@@ -24,7 +24,7 @@ TEST(DnsSourceTest, ReportsTheSetAndCountsFailures) {
   std::condition_variable cv;
   std::vector<std::vector<DiscoveredEndpoint>> reports;
   {
-    DnsSource source("localhost:50051", std::chrono::milliseconds(20), &counters);
+    DnsSource source("localhost", 50051, std::chrono::milliseconds(20), &counters);
     ASSERT_TRUE(source
                     .Start([&](std::vector<DiscoveredEndpoint> e) {
                       std::lock_guard lock(mu);
@@ -47,7 +47,7 @@ TEST(DnsSourceTest, ReportsTheSetAndCountsFailures) {
 
   DiscoveryCounters failing;
   {
-    DnsSource source("no-such-host.invalid:1", std::chrono::milliseconds(20), &failing);
+    DnsSource source("no-such-host.invalid", 1, std::chrono::milliseconds(20), &failing);
     ASSERT_TRUE(source.Start([&](std::vector<DiscoveredEndpoint>) { ADD_FAILURE(); }).ok());
     for (int i = 0; i < 500 && failing.errors.load() < 2; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -1,0 +1,39 @@
+#include "server/health_poller.h"
+
+#include <utility>
+
+#include "spdlog/spdlog.h"
+
+namespace gecd::server {
+
+HealthPoller::HealthPoller(grpc::HealthCheckServiceInterface* health, Subject subject,
+                           std::chrono::milliseconds period)
+    : health_(health), subject_(std::move(subject)), period_(period) {
+  // The default health service starts out SERVING; correct it before anyone can ask twice.
+  health_->SetServingStatus(subject_.ready());
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void HealthPoller::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void HealthPoller::Loop() {
+  bool serving = subject_.ready();
+  std::unique_lock lock(mu_);
+  while (!wake_.wait_for(lock, period_, [this] { return stopping_; })) {
+    const bool ready = subject_.ready();
+    if (ready == serving) continue;
+    serving = ready;
+    spdlog::info("{}: health {}", ready ? subject_.ready_text : subject_.not_ready_text,
+                 ready ? "SERVING" : "NOT_SERVING");
+    health_->SetServingStatus(ready);
+  }
+}
+
+}  // namespace gecd::server
