@@ -60,7 +60,7 @@ for d in absl gtest gmock benchmark spdlog fmt nlohmann grpc grpcpp grpc++ googl
 done
 cp -a /usr/include/pcre2.h /usr/include/utf8proc.h /usr/include/sentencepiece_processor.h \
   /usr/include/microhttpd.h "$P/include/"
-cp -a /usr/include/x86_64-linux-gnu/curl "$P/include/"
+cp -a /usr/include/x86_64-linux-gnu/curl /usr/include/nghttp2 "$P/include/"
 mkdir -p "$P/include/openblas"
 cp -aL /usr/include/x86_64-linux-gnu/openblas-pthread/. "$P/include/openblas/"
 
@@ -234,6 +234,8 @@ set_property(TARGET PkgConfig::HUNSPELL APPEND PROPERTY
   INTERFACE_INCLUDE_DIRECTORIES "${_gecd_deps_include}/hunspell")
 _gecd_deps_import(PkgConfig::MICROHTTPD SHARED libmicrohttpd.so.12)
 _gecd_deps_import(PkgConfig::CURL SHARED libcurl.so.4)
+# gecd route's relay: the libnghttp2 already in libcurl's closure.
+_gecd_deps_import(PkgConfig::NGHTTP2 SHARED libnghttp2.so.14)
 
 # What gRPC's config (and FindProtobuf) would look for with CMake's Find modules and
 # pkg-config: defined here as the static archives, and marked found so that it does not.

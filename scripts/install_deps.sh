@@ -9,7 +9,7 @@ packages=(
   libopenblas-dev libpcre2-dev libsentencepiece-dev libutf8proc-dev
   libhunspell-dev hunspell-en-us
   libgtest-dev libgmock-dev libbenchmark-dev
-  libmicrohttpd-dev libcurl4-openssl-dev python3-grpcio python3-protobuf
+  libmicrohttpd-dev libcurl4-openssl-dev libnghttp2-dev python3-grpcio python3-protobuf
   libcpp-httplib-dev  # the route tests' fake Kubernetes API server
   haproxy  # bench/route_bench.sh: the router's measured peer
   python3-yaml  # tests/tools/k8s_router_test.py

@@ -238,6 +238,8 @@ const std::vector<Field>& Fields() {
           3600 * 1000),
       Int("route.grace_period_ms", &Config::route, &RouteSection::grace_period_ms, 0,
           3600 * 1000),
+      Int("route.drain_quiet_ms", &Config::route, &RouteSection::drain_quiet_ms, 0, 3600 * 1000),
+      Int("route.threads", &Config::route, &RouteSection::threads, 0, 1024),
       Enum("route.endpoints.source", At(&Config::route, &RouteSection::source),
            {"static", "dns", "kubernetes"}),
       HostPortList("route.endpoints.static", At(&Config::route, &RouteSection::static_endpoints)),

@@ -89,7 +89,8 @@ struct RouteSection {
   std::string metrics_listen = "0.0.0.0:9101";  // /metrics, /healthz, /readyz
   std::string policy = "p2c";  // p2c | round_robin | least_request
   int max_in_flight = 10000;   // the router's own cap; beyond: RESOURCE_EXHAUSTED
-  int channels_per_endpoint = 1;  // HTTP/2 connections to each endpoint
+  int channels_per_endpoint = 1;  // HTTP/2 connections to each endpoint, per relay thread
+  int threads = 0;                // relay event-loop threads; 0 = one per core
   // A newly eligible endpoint's weight ramps from min_weight to 1 over slow_start_s (0 = off):
   // weight = max(min_weight, (t / slow_start_s)^(1 / aggression)).
   int slow_start_s = 10;
@@ -102,6 +103,7 @@ struct RouteSection {
   int ejection_base_ms = 1000;
   int ejection_max_ms = 30000;
   int grace_period_ms = 10000;  // SIGTERM: time for the calls in flight to finish
+  int drain_quiet_ms = 500;     // ... and to answer UNAVAILABLE until calls stop coming
   std::string source = "static";  // route.endpoints.source: static | dns | kubernetes
   std::vector<std::string> static_endpoints = {"127.0.0.1:50051"};  // route.endpoints.static
   std::string dns;        // route.endpoints.dns: "name:port", every A/AAAA record is an endpoint

@@ -7,34 +7,19 @@
 
 namespace gecd::route {
 
-grpc::ChannelArguments EndpointChannelArguments(int index) {
-  grpc::ChannelArguments args;
-  // Distinct arguments keep gRPC from sharing one subchannel (one TCP connection) between the
-  // channels of an endpoint.
-  args.SetInt("gecd.route.channel", index);
-  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  return args;
-}
+Endpoint::Endpoint(std::string address, OutlierDetector::Options ejection)
+    : address_(std::move(address)), outlier_(ejection) {}
 
-Endpoint::Endpoint(std::string address, int channels, OutlierDetector::Options ejection)
-    : address_(std::move(address)), outlier_(ejection) {
-  for (int i = 0; i < channels; ++i) {
-    channels_.push_back(grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(),
-                                                  EndpointChannelArguments(i)));
-    stubs_.push_back(std::make_unique<grpc::GenericStub>(channels_.back()));
-  }
-}
-
-grpc::GenericStub& Endpoint::stub() {
-  if (stubs_.size() == 1) return *stubs_.front();
-  return *stubs_[next_stub_.fetch_add(1, std::memory_order_relaxed) % stubs_.size()];
+const std::shared_ptr<grpc::Channel>& Endpoint::channel() {
+  std::call_once(channel_once_, [this] {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+    channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  });
+  return channel_;
 }
 
 bool Endpoint::CallEnded(grpc::StatusCode code, Clock::time_point now) {

@@ -10,14 +10,13 @@
 #include <vector>
 
 #include "grpcpp/channel.h"
-#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "route/outlier_detector.h"
 
-// One backend daemon as the router sees it. Owns its HTTP/2 channels (route.
-// channels_per_endpoint, each its own connection) and the counters the picker and /metrics
-// read. Calls hold a shared_ptr to it, so an endpoint that discovery dropped lives on, with its
-// connections, until its last call ends: a change of the endpoint set never cuts a call off.
+// One backend daemon as the router sees it: its address, the counters the picker and /metrics
+// read, its outlier state, and a gRPC channel for its health checks (calls go through the
+// relay's own connections). Calls hold a shared_ptr to it, so an endpoint that discovery dropped
+// lives on until its last call ends: a change of the endpoint set never cuts a call off.
 namespace gecd::route {
 
 class Endpoint {
@@ -25,13 +24,11 @@ class Endpoint {
   using Clock = std::chrono::steady_clock;
   enum class State { kEligible, kDraining, kEjected };
 
-  Endpoint(std::string address, int channels, OutlierDetector::Options ejection);
+  Endpoint(std::string address, OutlierDetector::Options ejection);
 
   const std::string& address() const { return address_; }
-  // The channels in turn, so the calls spread over the connections.
-  grpc::GenericStub& stub();
-  // A channel for health checks (the first).
-  const std::shared_ptr<grpc::Channel>& channel() const { return channels_.front(); }
+  // For health checks, connected on first use.
+  const std::shared_ptr<grpc::Channel>& channel();
 
   void CallStarted() {
     in_flight_.fetch_add(1, std::memory_order_relaxed);
@@ -51,21 +48,17 @@ class Endpoint {
   // Written by the EndpointSet under its lock; read by pickers without it.
   std::atomic<bool> draining{false};
   std::atomic<Clock::rep> eligible_since{0};  // steady_clock ticks; slow start runs from here
+  std::atomic<bool> removed{false};  // discovery dropped it: connections close once idle
 
  private:
   const std::string address_;
-  std::vector<std::shared_ptr<grpc::Channel>> channels_;
-  std::vector<std::unique_ptr<grpc::GenericStub>> stubs_;
-  std::atomic<uint64_t> next_stub_{0};
+  std::once_flag channel_once_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::atomic<int64_t> in_flight_{0};
   std::atomic<uint64_t> requests_{0};
   mutable std::mutex mu_;
   OutlierDetector outlier_;  // guarded by mu_
 };
-
-// The channel arguments every endpoint connection uses: reconnect quickly, detect a dead peer
-// with keepalive pings, and no retries of gRPC's own (the router retries, once, elsewhere).
-grpc::ChannelArguments EndpointChannelArguments(int index);
 
 }  // namespace gecd::route
 

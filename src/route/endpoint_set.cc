@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "grpcpp/client_context.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "spdlog/spdlog.h"
 
@@ -71,9 +72,9 @@ void EndpointSet::Update(std::vector<DiscoveredEndpoint> reported) {
       if (r != retired_.end()) {
         e = *r;
         retired_.erase(r);
+        e->removed.store(false);
       } else {
-        e = std::make_shared<Endpoint>(d.address, options_.channels_per_endpoint,
-                                       options_.ejection);
+        e = std::make_shared<Endpoint>(d.address, options_.ejection);
       }
       // The endpoints of the first report are the fleet as it stands, not pods just started.
       e->eligible_since.store(first_update_ ? Ticks(now - std::chrono::hours(1)) : Ticks(now));
@@ -96,6 +97,7 @@ void EndpointSet::Update(std::vector<DiscoveredEndpoint> reported) {
   for (auto& [address, e] : endpoints_) {
     if (next.contains(address)) continue;
     spdlog::info("endpoint {} removed ({} calls in flight finish on it)", address, e->in_flight());
+    e->removed.store(true);
     retired_.push_back(e);
   }
   endpoints_ = std::move(next);
@@ -201,8 +203,9 @@ bool EndpointSet::HealthCheck(Endpoint& endpoint) {
   grpc::Slice empty("", 0);
   grpc::ByteBuffer request(&empty, 1), response;  // an empty message, not a missing one
   std::promise<grpc::Status> done;
-  endpoint.stub().UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
-                            &response, [&done](grpc::Status s) { done.set_value(std::move(s)); });
+  grpc::GenericStub stub(endpoint.channel());
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
+                 &response, [&done](grpc::Status s) { done.set_value(std::move(s)); });
   const grpc::Status status = done.get_future().get();
   return status.ok() && IsServing(response);
 }

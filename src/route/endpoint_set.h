@@ -29,7 +29,6 @@ class EndpointSet {
 
   struct Options {
     Policy policy = Policy::kP2c;
-    int channels_per_endpoint = 1;
     SlowStart slow_start;
     OutlierDetector::Options ejection;
     std::chrono::milliseconds health_check_timeout{1000};

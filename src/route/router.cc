@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -21,7 +23,6 @@ constexpr std::chrono::milliseconds kHealthPoll{100};
 EndpointSet::Options SetOptions(const config::RouteSection& r) {
   EndpointSet::Options o;
   o.policy = ParsePolicy(r.policy).value_or(Policy::kP2c);  // validated by the config
-  o.channels_per_endpoint = r.channels_per_endpoint;
   o.slow_start = {.window_s = static_cast<double>(r.slow_start_s),
                   .min_weight = r.slow_start_min_weight,
                   .aggression = r.slow_start_aggression};
@@ -34,8 +35,7 @@ EndpointSet::Options SetOptions(const config::RouteSection& r) {
 }  // namespace
 
 Router::Router(const config::Config& config)
-    : endpoints_(SetOptions(config.route)),
-      proxy_(endpoints_, metrics_, config.route.max_in_flight) {}
+    : drain_quiet_(config.route.drain_quiet_ms), endpoints_(SetOptions(config.route)) {}
 
 absl::StatusOr<std::unique_ptr<Router>> Router::Start(const config::Config& config) {
   std::unique_ptr<Router> router(new Router(config));
@@ -50,13 +50,23 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Start(const config::Config& conf
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(config.route.listen, grpc::InsecureServerCredentials(), &r->port_);
-  builder.RegisterService(&r->proxy_);
+  int internal_port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &internal_port);
+  builder.RegisterService(&r->listed_);
   r->server_ = builder.BuildAndStart();
-  if (r->server_ == nullptr || r->port_ == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", config.route.listen, " (route.listen)"));
+  if (r->server_ == nullptr || internal_port == 0) {
+    return absl::UnavailableError("cannot start the router's own gRPC server on 127.0.0.1");
   }
+  ASSIGN_OR_RETURN(
+      r->relay_,
+      Relay::Start({.listen = config.route.listen,
+                    .internal = absl::StrCat("127.0.0.1:", internal_port),
+                    .threads = config.route.threads > 0
+                                   ? config.route.threads
+                                   : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
+                    .connections_per_endpoint = config.route.channels_per_endpoint,
+                    .max_in_flight = config.route.max_in_flight},
+                   r->endpoints_, r->metrics_));
   r->health_ = std::make_unique<server::HealthPoller>(
       r->server_->GetHealthCheckService(),
       server::HealthPoller::Subject{.ready = [r] { return r->Ready(); },
@@ -69,7 +79,7 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Start(const config::Config& conf
                                       {.metrics =
                                            [r] {
                                              return r->metrics_.Format(r->endpoints_, r->discovery_,
-                                                                       r->proxy_.in_flight());
+                                                                       r->relay_->in_flight());
                                            },
                                        .ready = [r] { return r->Ready(); }});
   if (!status.ok()) {
@@ -85,12 +95,25 @@ Router::~Router() { Drain(std::chrono::milliseconds(0)); }
 void Router::Drain(std::chrono::milliseconds grace) {
   if (draining_.exchange(true)) return;
   if (health_ != nullptr) health_->Stop();
-  if (server_ != nullptr) {
-    server_->GetHealthCheckService()->Shutdown();
-    spdlog::info("draining: {} calls in flight, grace {} ms", proxy_.in_flight(), grace.count());
-    server_->Shutdown(std::chrono::system_clock::now() + grace);
-    server_->Wait();
+  if (server_ != nullptr) server_->GetHealthCheckService()->Shutdown();  // NOT_SERVING
+  if (relay_ != nullptr) {
+    relay_->StartDraining();
+    spdlog::info("draining: {} calls in flight, grace {} ms", relay_->in_flight(), grace.count());
+    // Clients that saw NOT_SERVING (or their balancer that saw /readyz) go elsewhere; until they
+    // have, their calls get UNAVAILABLE, which they retry, rather than a closed connection.
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    for (auto now = std::chrono::steady_clock::now(); now < deadline;
+         now = std::chrono::steady_clock::now()) {
+      if (relay_->in_flight() == 0 && now - relay_->last_arrival() >= drain_quiet_) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (relay_->in_flight() > 0) {
+      spdlog::warn("drain: {} calls still in flight after the grace period are cut off",
+                   relay_->in_flight());
+    }
+    relay_->Stop();
   }
+  if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now());
   source_.reset();  // no more updates into the set
 }
 

@@ -10,15 +10,16 @@
 #include "grpcpp/server.h"
 #include "route/endpoint_set.h"
 #include "route/endpoint_source.h"
-#include "route/proxy_service.h"
+#include "gecd/v1/grammar.grpc.pb.h"
+#include "route/relay.h"
 #include "route/route_metrics.h"
 #include "server/health_poller.h"
 #include "server/status_http.h"
 
-// `gecd route`, assembled: the endpoint source feeding the EndpointSet, the gRPC server on
-// route.listen (the proxy, grpc.health.v1 SERVING while an endpoint is eligible, reflection)
-// and the operator endpoint on route.metrics_listen (/metrics, /healthz, /readyz). Owns them
-// all; the destructor drains with no grace.
+// `gecd route`, assembled: the endpoint source feeding the EndpointSet, the relay on
+// route.listen, the router's own gRPC server on loopback behind it (grpc.health.v1 SERVING while
+// an endpoint is eligible, reflection), and the operator endpoint on route.metrics_listen
+// (/metrics, /healthz, /readyz). Owns them all; the destructor drains with no grace.
 namespace gecd::route {
 
 class Router {
@@ -26,24 +27,27 @@ class Router {
   static absl::StatusOr<std::unique_ptr<Router>> Start(const config::Config& config);
   ~Router();
 
-  int port() const { return port_; }
+  int port() const { return relay_->port(); }
   int metrics_port() const { return status_->port(); }
-  // Stops taking calls (health NOT_SERVING, /readyz 503) and lets those in flight finish
-  // within `grace`; those still running then are cancelled.
+  // Stops taking calls: health NOT_SERVING, /readyz 503, and new calls answered UNAVAILABLE
+  // (which clients retry elsewhere) until none came for route.drain_quiet_ms and those in
+  // flight finished, or `grace` is over; whatever still runs then is cut off.
   void Drain(std::chrono::milliseconds grace);
 
  private:
   explicit Router(const config::Config& config);
   bool Ready() const { return !draining_.load() && endpoints_.AnyEligible(); }
 
+  const std::chrono::milliseconds drain_quiet_;
   DiscoveryCounters discovery_;
   RouteMetrics metrics_;
   EndpointSet endpoints_;
-  ProxyService proxy_;
   std::unique_ptr<EndpointSource> source_;
-  std::unique_ptr<grpc::Server> server_;
+  // Only so reflection lists gecd.v1.GrammarCorrection: the relay answers its calls.
+  v1::GrammarCorrection::CallbackService listed_;
+  std::unique_ptr<grpc::Server> server_;  // health and reflection, on loopback
+  std::unique_ptr<Relay> relay_;
   std::unique_ptr<server::StatusHttpServer> status_;
-  int port_ = 0;
   std::unique_ptr<server::HealthPoller> health_;
   std::atomic<bool> draining_{false};
 };

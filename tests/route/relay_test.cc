@@ -1,4 +1,4 @@
-#include "route/proxy_service.h"
+#include "route/relay.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -24,8 +24,9 @@ namespace {
 using testing::FakeDaemon;
 using ::testing::HasSubstr;
 
-// The router's data path alone: an EndpointSet and the ProxyService on a loopback server.
-class ProxyTest : public ::testing::Test {
+// The router's data path alone: an EndpointSet and the Relay on loopback (two threads, so
+// calls on different connections may take different threads).
+class RelayTest : public ::testing::Test {
  protected:
   void StartRouter(std::vector<std::string> addresses, int64_t max_in_flight = 1000,
                    int ejection_failures = 5) {
@@ -38,19 +39,20 @@ class ProxyTest : public ::testing::Test {
     std::vector<DiscoveredEndpoint> endpoints;
     for (auto& a : addresses) endpoints.push_back({.address = a});
     set_->Update(endpoints);
-    proxy_ = std::make_unique<ProxyService>(*set_, metrics_, max_in_flight);
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(proxy_.get());
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    stub_ = v1::GrammarCorrection::NewStub(
-        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+    absl::StatusOr<std::unique_ptr<Relay>> relay =
+        Relay::Start({.listen = "127.0.0.1:0",
+                      .internal = "127.0.0.1:1",  // nothing here asks the router's own server
+                      .threads = 2,
+                      .max_in_flight = max_in_flight},
+                     *set_, metrics_);
+    ASSERT_TRUE(relay.ok()) << relay.status();
+    relay_ = std::move(*relay);
+    stub_ = v1::GrammarCorrection::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", relay_->port()), grpc::InsecureChannelCredentials()));
   }
 
   void TearDown() override {
-    if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now());
+    if (relay_ != nullptr) relay_->Stop();
   }
 
   grpc::Status Correct(const std::string& text, v1::CorrectResponse* response,
@@ -62,15 +64,15 @@ class ProxyTest : public ::testing::Test {
     return stub_->Correct(&context, request, response);
   }
 
-  std::string Metrics() { return metrics_.Format(*set_, discovery_, proxy_->in_flight()); }
+  std::string Metrics() { return metrics_.Format(*set_, discovery_, relay_->in_flight()); }
 
-  // A call is counted out when the router's reactor is done, a moment after the client has
-  // its answer.
+  // A call is counted out when both its streams are closed, a moment after the client has its
+  // answer.
   void ExpectNoCallsInFlight() {
-    for (int i = 0; i < 300 && proxy_->in_flight() > 0; ++i) {
+    for (int i = 0; i < 300 && relay_->in_flight() > 0; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    EXPECT_EQ(proxy_->in_flight(), 0);
+    EXPECT_EQ(relay_->in_flight(), 0);
   }
 
   // A CorrectStream through the router that has had one message answered; nullptr (and a
@@ -91,12 +93,11 @@ class ProxyTest : public ::testing::Test {
   RouteMetrics metrics_;
   DiscoveryCounters discovery_;
   std::unique_ptr<EndpointSet> set_;
-  std::unique_ptr<ProxyService> proxy_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<Relay> relay_;
   std::unique_ptr<v1::GrammarCorrection::Stub> stub_;
 };
 
-TEST_F(ProxyTest, UnaryCallsReachTheEndpointsAndComeBackUnchanged) {
+TEST_F(RelayTest, UnaryCallsReachTheEndpointsAndComeBackUnchanged) {
   FakeDaemon a("a"), b("b");
   StartRouter({a.address(), b.address()});
   for (int i = 0; i < 20; ++i) {
@@ -109,7 +110,7 @@ TEST_F(ProxyTest, UnaryCallsReachTheEndpointsAndComeBackUnchanged) {
   EXPECT_THAT(Metrics(), HasSubstr("gecd_route_requests_total{code=\"OK\"} 20"));
 }
 
-TEST_F(ProxyTest, StatusCodesAndMessagesPassThroughAndOnlyUnavailableIsRetried) {
+TEST_F(RelayTest, StatusCodesAndMessagesPassThroughAndOnlyUnavailableIsRetried) {
   FakeDaemon a("a"), b("b");
   a.AnswerWith(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "text: too long"));
   b.AnswerWith(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "text: too long"));
@@ -122,7 +123,7 @@ TEST_F(ProxyTest, StatusCodesAndMessagesPassThroughAndOnlyUnavailableIsRetried) 
   EXPECT_THAT(Metrics(), HasSubstr("gecd_route_retries_total 0"));
 }
 
-TEST_F(ProxyTest, UnavailableIsRetriedOnceOnAnotherEndpoint) {
+TEST_F(RelayTest, UnavailableIsRetriedOnceOnAnotherEndpoint) {
   FakeDaemon bad("bad"), good("good");
   bad.AnswerWith(grpc::Status(grpc::StatusCode::UNAVAILABLE, "draining"));
   StartRouter({bad.address(), good.address()}, 1000, /*ejection_failures=*/1000);
@@ -136,7 +137,7 @@ TEST_F(ProxyTest, UnavailableIsRetriedOnceOnAnotherEndpoint) {
   EXPECT_THAT(Metrics(), HasSubstr(absl::StrCat("gecd_route_retries_total ", bad.calls())));
 }
 
-TEST_F(ProxyTest, ASecondUnavailableIsTheAnswer) {
+TEST_F(RelayTest, ASecondUnavailableIsTheAnswer) {
   FakeDaemon a("a"), b("b");
   a.AnswerWith(grpc::Status(grpc::StatusCode::UNAVAILABLE, "a is draining"));
   b.AnswerWith(grpc::Status(grpc::StatusCode::UNAVAILABLE, "b is draining"));
@@ -149,7 +150,7 @@ TEST_F(ProxyTest, ASecondUnavailableIsTheAnswer) {
   EXPECT_EQ(b.calls(), 1);
 }
 
-TEST_F(ProxyTest, WithOneEndpointAnUnavailableIsAnsweredAsIs) {
+TEST_F(RelayTest, WithOneEndpointAnUnavailableIsAnsweredAsIs) {
   FakeDaemon a("a");
   a.AnswerWith(grpc::Status(grpc::StatusCode::UNAVAILABLE, "restarting"));
   StartRouter({a.address()}, 1000, /*ejection_failures=*/1000);
@@ -160,7 +161,7 @@ TEST_F(ProxyTest, WithOneEndpointAnUnavailableIsAnsweredAsIs) {
   EXPECT_EQ(a.calls(), 1);
 }
 
-TEST_F(ProxyTest, MetadataPassesBothWays) {
+TEST_F(RelayTest, MetadataPassesBothWays) {
   FakeDaemon a("a");
   StartRouter({a.address()});
   grpc::ClientContext context;
@@ -177,7 +178,7 @@ TEST_F(ProxyTest, MetadataPassesBothWays) {
   EXPECT_EQ(std::string(trailer->second.data(), trailer->second.size()), "hello");
 }
 
-TEST_F(ProxyTest, DeadlineAndCancellationPropagate) {
+TEST_F(RelayTest, DeadlineAndCancellationPropagate) {
   FakeDaemon a("a");
   a.Hold();
   StartRouter({a.address()});
@@ -213,7 +214,7 @@ TEST_F(ProxyTest, DeadlineAndCancellationPropagate) {
   EXPECT_EQ(a.cancelled(), 2);
 }
 
-TEST_F(ProxyTest, TheRouterCapsItsOwnCallsInFlight) {
+TEST_F(RelayTest, TheRouterCapsItsOwnCallsInFlight) {
   FakeDaemon a("a");
   a.Hold();
   StartRouter({a.address()}, /*max_in_flight=*/2);
@@ -236,7 +237,7 @@ TEST_F(ProxyTest, TheRouterCapsItsOwnCallsInFlight) {
   EXPECT_TRUE(Correct("x", &response).ok());  // counted out again
 }
 
-TEST_F(ProxyTest, NoEligibleEndpointIsUnavailableSayingSo) {
+TEST_F(RelayTest, NoEligibleEndpointIsUnavailableSayingSo) {
   FakeDaemon a("a");
   StartRouter({a.address()});
   set_->Update({});
@@ -246,7 +247,7 @@ TEST_F(ProxyTest, NoEligibleEndpointIsUnavailableSayingSo) {
   EXPECT_THAT(s.error_message(), HasSubstr("no eligible endpoint"));
 }
 
-TEST_F(ProxyTest, ADeadEndpointIsEjectedAndCallsGoElsewhere) {
+TEST_F(RelayTest, ADeadEndpointIsEjectedAndCallsGoElsewhere) {
   FakeDaemon good("good");
   auto dead = std::make_unique<FakeDaemon>("dead");
   const std::string dead_address = dead->address();
@@ -297,7 +298,7 @@ class GarbageServer {
   std::thread thread_;
 };
 
-TEST_F(ProxyTest, AnEndpointThatAnswersGarbageIsEjected) {
+TEST_F(RelayTest, AnEndpointThatAnswersGarbageIsEjected) {
   FakeDaemon good("good");
   GarbageServer garbage;
   StartRouter({garbage.address(), good.address()}, 1000, /*ejection_failures=*/3);
@@ -310,7 +311,7 @@ TEST_F(ProxyTest, AnEndpointThatAnswersGarbageIsEjected) {
   EXPECT_EQ(set_->counts().ejected, 1);
 }
 
-TEST_F(ProxyTest, AnEndpointSetChangeNeverDropsACallInFlight) {
+TEST_F(RelayTest, AnEndpointSetChangeNeverDropsACallInFlight) {
   FakeDaemon a("a"), b("b");
   a.Hold();
   StartRouter({a.address()});
@@ -331,7 +332,7 @@ TEST_F(ProxyTest, AnEndpointSetChangeNeverDropsACallInFlight) {
   EXPECT_EQ(set_->counts().draining, 0);  // forgotten once idle
 }
 
-TEST_F(ProxyTest, AStreamIsPinnedToOneEndpoint) {
+TEST_F(RelayTest, AStreamIsPinnedToOneEndpoint) {
   FakeDaemon a("a"), b("b");
   StartRouter({a.address(), b.address()});
   for (int stream = 0; stream < 4; ++stream) {
@@ -359,7 +360,7 @@ TEST_F(ProxyTest, AStreamIsPinnedToOneEndpoint) {
   ExpectNoCallsInFlight();
 }
 
-TEST_F(ProxyTest, AStreamEndsWithTheEndpointsStatus) {
+TEST_F(RelayTest, AStreamEndsWithTheEndpointsStatus) {
   FakeDaemon a("a");
   StartRouter({a.address()});
   grpc::ClientContext context;
@@ -373,7 +374,7 @@ TEST_F(ProxyTest, AStreamEndsWithTheEndpointsStatus) {
   ExpectNoCallsInFlight();
 }
 
-TEST_F(ProxyTest, ACancelledStreamCancelsTheEndpointsStream) {
+TEST_F(RelayTest, ACancelledStreamCancelsTheEndpointsStream) {
   FakeDaemon a("a");
   StartRouter({a.address()});
   grpc::ClientContext context;

@@ -1,0 +1,88 @@
+#ifndef GECD_ROUTE_RELAY_H_
+#define GECD_ROUTE_RELAY_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "route/endpoint_set.h"
+#include "route/route_metrics.h"
+
+// `gecd route`'s data path: an HTTP/2 relay. It splices each client stream onto a stream to an
+// endpoint and copies frames' bytes across, never parsing a message (it only counts gRPC's
+// length-prefixed messages on a stream, for the in-flight counts). A gRPC proxy built on gRPC's
+// own server and client spends most of its CPU being two full gRPC calls per call; this is what
+// lets the router cost about what HAProxy does (bench/RESULTS.md).
+//  - /gecd.v1.GrammarCorrection/Correct: the request is read whole, then sent to the endpoint
+//    the EndpointSet picks; the answer is read whole and, when it is UNAVAILABLE (or the
+//    endpoint's connection failed), the call goes once more to a different endpoint while the
+//    deadline (grpc-timeout, rewritten per attempt to the time left) allows. Otherwise the
+//    endpoint's headers, message and trailers go back unchanged.
+//  - /gecd.v1.GrammarCorrection/CorrectStream: pinned to the endpoint picked when it opens,
+//    relayed as it flows; each message counts in flight there until an answer comes back.
+//  - any other path (grpc.health.v1, reflection, unknown methods) goes to `internal`, the
+//    router's own gRPC server on loopback, which answers it.
+// Cancellation (RST_STREAM) passes on both ways. Past `max_in_flight` gecd calls the answer is
+// RESOURCE_EXHAUSTED; no eligible endpoint, or draining, is UNAVAILABLE saying so.
+// Owns `threads` event-loop threads, each with its own listening socket on one port
+// (SO_REUSEPORT: the kernel spreads client connections) and its own connections to every
+// endpoint, so a call lives on one thread and takes no lock but the EndpointSet's pick.
+namespace gecd::route {
+
+class RelayLoop;
+
+class Relay {
+ public:
+  struct Options {
+    std::string listen;                 // host:port (route.listen)
+    std::string internal;               // the router's own gRPC server, host:port
+    int threads = 1;                    // route.threads
+    int connections_per_endpoint = 1;   // per thread (route.channels_per_endpoint)
+    int64_t max_in_flight = 1 << 16;    // route.max_in_flight
+    std::chrono::milliseconds connect_timeout{2000};
+  };
+
+  static absl::StatusOr<std::unique_ptr<Relay>> Start(Options options, EndpointSet& endpoints,
+                                                      RouteMetrics& metrics);
+  ~Relay();  // Stop()
+
+  int port() const { return port_; }
+  // gecd calls (unary, or whole streams) in the relay now.
+  int64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
+  // When the last gecd call arrived (steady clock), for a drain's quiet period.
+  std::chrono::steady_clock::time_point last_arrival() const;
+
+  // From now on new gecd calls are answered UNAVAILABLE (clients retry elsewhere); those in
+  // flight go on.
+  void StartDraining() { draining_.store(true); }
+  // Sends GOAWAY, cuts the calls still running, closes every connection, joins the threads.
+  void Stop();
+
+ private:
+  friend class RelayLoop;
+  friend class RelayCall;
+  Relay(Options options, EndpointSet& endpoints, RouteMetrics& metrics);
+
+  // Counts a gecd call in, or false (not counted) past max_in_flight.
+  bool Admit();
+  void Release() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
+
+  const Options options_;
+  EndpointSet& endpoints_;
+  RouteMetrics& metrics_;
+  int port_ = 0;
+  std::atomic<int64_t> in_flight_{0};
+  std::atomic<std::chrono::steady_clock::rep> last_arrival_{0};
+  std::atomic<bool> draining_{false};
+  std::vector<std::unique_ptr<RelayLoop>> loops_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace gecd::route
+
+#endif  // GECD_ROUTE_RELAY_H_
