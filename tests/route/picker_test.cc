@@ -132,7 +132,8 @@ TEST(PickerTest, ACallersSourceMakesEveryDraw) {
       {.in_flight = 1}, {.in_flight = 0}, {.in_flight = 0}, {.in_flight = 0}};
   Picker least(Policy::kLeastRequest);
   source = ScriptedUniform({0, 1});
-  EXPECT_EQ(least.Pick(4, [&](int i) { return c[i]; }, -1, std::ref(source)), 2);
+  auto loaded = [&](int i) { return c[i]; };
+  EXPECT_EQ(least.Pick(4, loaded, -1, std::ref(source)), 2);
   EXPECT_THAT(source.bounds, ::testing::ElementsAre(2, 3));
 }
 
