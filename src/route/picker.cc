@@ -10,8 +10,8 @@ std::mt19937_64& ThreadRng() {
   return rng;
 }
 
-// Uniform in [0, n).
-int Uniform(int n) { return std::uniform_int_distribution<int>(0, n - 1)(ThreadRng()); }
+// Uniform in [0, n), from this thread's generator.
+int ThreadUniform(int n) { return std::uniform_int_distribution<int>(0, n - 1)(ThreadRng()); }
 
 double Load(const Candidate& c) { return static_cast<double>(c.in_flight + 1) / c.weight; }
 
@@ -32,6 +32,11 @@ absl::StatusOr<Policy> ParsePolicy(std::string_view name) {
 void SeedPickerThread(uint64_t seed) { ThreadRng().seed(seed); }
 
 int Picker::Pick(int n, absl::FunctionRef<Candidate(int)> candidate, int exclude) {
+  return Pick(n, candidate, exclude, ThreadUniform);
+}
+
+int Picker::Pick(int n, absl::FunctionRef<Candidate(int)> candidate, int exclude,
+                 absl::FunctionRef<int(int)> uniform) {
   if (exclude >= n) exclude = -1;
   const int left = n - (exclude >= 0 ? 1 : 0);
   if (left <= 0) return -1;
@@ -41,13 +46,13 @@ int Picker::Pick(int n, absl::FunctionRef<Candidate(int)> candidate, int exclude
       return Skip(static_cast<int>(next_.fetch_add(1, std::memory_order_relaxed) % left), exclude);
     case Policy::kP2c: {
       // Two distinct draws: the second from the left - 1 others, shifted past the first.
-      const int a = Uniform(left);
-      int b = Uniform(left - 1);
+      const int a = uniform(left);
+      int b = uniform(left - 1);
       if (b >= a) ++b;
       const int i = Skip(a, exclude), j = Skip(b, exclude);
       const double li = Load(candidate(i)), lj = Load(candidate(j));
       if (li != lj) return li < lj ? i : j;
-      return Uniform(2) == 0 ? i : j;
+      return uniform(2) == 0 ? i : j;
     }
     case Policy::kLeastRequest: {
       // Reservoir sampling among the ties keeps the choice uniform without a second pass.
@@ -60,7 +65,7 @@ int Picker::Pick(int n, absl::FunctionRef<Candidate(int)> candidate, int exclude
           best = i;
           best_load = l;
           ties = 1;
-        } else if (l == best_load && Uniform(++ties) == 0) {
+        } else if (l == best_load && uniform(++ties) == 0) {
           best = i;
         }
       }

@@ -16,7 +16,9 @@
 //    takes a request only from busier peers.
 //  - least_request: the lowest load of all, ties at random.
 //  - round_robin: each in turn, blind to load (for comparison).
-// Thread-safe: each thread draws from its own random generator.
+// Thread-safe: each thread draws from its own random generator, unless the caller passes its own
+// random source (a simulation's seeded stream, bench/fleet_sim), which is then the caller's to
+// serialise.
 namespace gecd::route {
 
 struct Candidate {
@@ -34,6 +36,9 @@ class Picker {
   // An index in [0, n), never `exclude` (pass -1 for none); -1 when nothing is left.
   // `candidate(i)` is read only for the indices the policy looks at (two for p2c).
   int Pick(int n, absl::FunctionRef<Candidate(int)> candidate, int exclude = -1);
+  // The same, with every random draw taken from `uniform(k)`, which returns an int in [0, k).
+  int Pick(int n, absl::FunctionRef<Candidate(int)> candidate, int exclude,
+           absl::FunctionRef<int(int)> uniform);
   int Pick(std::span<const Candidate> candidates, int exclude = -1) {
     return Pick(
         static_cast<int>(candidates.size()), [&](int i) { return candidates[i]; }, exclude);

@@ -1,6 +1,8 @@
 #include "route/picker.h"
 
 #include <array>
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -95,6 +97,44 @@ TEST(PickerTest, RoundRobinTakesEachInTurnBlindToLoad) {
   std::vector<int> order;
   for (int t = 0; t < 6; ++t) order.push_back(rr.Pick(c));
   EXPECT_THAT(order, ::testing::ElementsAre(0, 1, 2, 0, 1, 2));
+}
+
+// A random source that replays `draws` and records the bound of each draw asked for.
+struct ScriptedUniform {
+  explicit ScriptedUniform(std::vector<int> d) : draws(std::move(d)) {}
+  int operator()(int k) {
+    bounds.push_back(k);
+    const int d = draws.at(bounds.size() - 1);
+    EXPECT_LT(d, k);
+    return d;
+  }
+  std::vector<int> draws;
+  std::vector<int> bounds;
+};
+
+TEST(PickerTest, ACallersSourceMakesEveryDraw) {
+  const std::vector<Candidate> idle(4);
+  auto candidate = [&](int i) { return idle[i]; };
+  Picker p2c(Policy::kP2c);
+  // Draws 2 and then 0 of the other 3 (endpoint 0); equal loads, so the coin's 1 takes the
+  // second.
+  ScriptedUniform source({2, 0, 1});
+  EXPECT_EQ(p2c.Pick(4, candidate, -1, std::ref(source)), 0);
+  EXPECT_THAT(source.bounds, ::testing::ElementsAre(4, 3, 2));
+  // Excluding endpoint 1 leaves 0, 2, 3: the draws 1 and 1 (shifted past the first to 2) are
+  // endpoints 2 and 3, and the coin's 0 takes the first.
+  source = ScriptedUniform({1, 1, 0});
+  EXPECT_EQ(p2c.Pick(4, candidate, 1, std::ref(source)), 2);
+  EXPECT_THAT(source.bounds, ::testing::ElementsAre(3, 2, 2));
+
+  // Least request over loads 2, 1, 1, 1: a draw for each tie after the first (reservoir).
+  const std::vector<Candidate> c = {
+      {.in_flight = 1}, {.in_flight = 0}, {.in_flight = 0}, {.in_flight = 0}};
+  Picker least(Policy::kLeastRequest);
+  source = ScriptedUniform({0, 1});
+  auto loaded = [&](int i) { return c[i]; };
+  EXPECT_EQ(least.Pick(4, loaded, -1, std::ref(source)), 2);
+  EXPECT_THAT(source.bounds, ::testing::ElementsAre(2, 3));
 }
 
 TEST(PickerTest, ParsePolicyNamesTheKey) {

@@ -1,8 +1,10 @@
 #include "fleet_sim/sim_router.h"
 
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "route/picker.h"
 
 namespace gecd::fleet_sim {
 namespace {
@@ -18,19 +20,10 @@ std::vector<int> PickCounts(SimRouter& router, const std::vector<int>& in_flight
   return counts;
 }
 
-TEST(SimRouterTest, RoundRobinVisitsEveryPodInTurn) {
+TEST(SimRouterTest, RoundRobinVisitsEveryPodInTurnFromTheFirst) {
   SimRouter router(Policy::kRoundRobin, 5, 11);
   const std::vector<int> in_flight = {9, 0, 0, 0, 0};  // ignored
-  int previous = router.Pick(in_flight);
-  std::vector<int> counts(5, 0);
-  ++counts[previous];
-  for (int i = 1; i < 10; ++i) {
-    const int pick = router.Pick(in_flight);
-    EXPECT_EQ(pick, (previous + 1) % 5);
-    ++counts[pick];
-    previous = pick;
-  }
-  EXPECT_EQ(counts, std::vector<int>(5, 2));
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(router.Pick(in_flight), i % 5);
 }
 
 TEST(SimRouterTest, RandomIsUniformWhateverTheCounts) {
@@ -65,6 +58,29 @@ TEST(SimRouterTest, LeastRequestPicksAMinimumTiesUniformly) {
   for (int pod : {1, 3, 5}) EXPECT_NEAR(counts[pod], 10'000, 400) << "pod " << pod;
   SimRouter unique(Policy::kLeastRequest, 4, 4);
   EXPECT_EQ(PickCounts(unique, {2, 7, 0, 1}, 100), (std::vector<int>{0, 0, 100, 0}));
+}
+
+// The simulated policies are the router's own: the same picks as a route::Picker drawing from
+// the same seeded stream, whatever the counts.
+TEST(SimRouterTest, PicksAsTheShippedPickerFromTheSameStream) {
+  const std::pair<Policy, route::Policy> policies[] = {
+      {Policy::kRoundRobin, route::Policy::kRoundRobin},
+      {Policy::kP2C, route::Policy::kP2c},
+      {Policy::kLeastRequest, route::Policy::kLeastRequest}};
+  for (const auto& [policy, shipped] : policies) {
+    SimRouter router(policy, 7, 9);
+    route::Picker picker(shipped);
+    SimRandom stream(9);
+    SimRandom counts(1);
+    std::vector<int> in_flight(7);
+    for (int t = 0; t < 2000; ++t) {
+      for (int& c : in_flight) c = static_cast<int>(counts.Below(4));
+      const int want = picker.Pick(
+          7, [&](int i) { return route::Candidate{.in_flight = in_flight[i]}; }, -1,
+          [&](int k) { return static_cast<int>(stream.Below(k)); });
+      ASSERT_EQ(router.Pick(in_flight), want) << PolicyName(policy) << " pick " << t;
+    }
+  }
 }
 
 TEST(SimRouterTest, PolicyNamesRoundTrip) {
