@@ -37,6 +37,7 @@ constexpr std::string_view kCorrectStreamPath = "/gecd.v1.GrammarCorrection/Corr
 // what a unary call (read whole, for the retry) holds in the router.
 constexpr size_t kMaxUnaryBytes = 4 << 20;
 constexpr std::chrono::milliseconds kTick{100};
+
 constexpr int kMaxEvents = 256;
 
 // Bytes on their way from one stream to another. The receiving side's window is handed back
@@ -73,6 +74,8 @@ struct RelayConnection {
   std::string peer;                    // for messages
   bool connecting = false;
   Clock::time_point connect_deadline;
+  Clock::time_point last_read = Clock::now();
+  std::optional<Clock::time_point> ping_sent;  // a keepalive PING is unanswered since
   bool goaway = false;  // the peer will take no new streams
   bool dirty = false;   // frames may be waiting to be written
   bool writable_wait = false;
@@ -136,6 +139,8 @@ class RelayCall {
   ~RelayCall() {
     if (admitted_) relay_.Release();
   }
+
+  bool unary() const { return kind_ == Kind::kUnary; }
 
   // The client's side.
   void OnRequestHeader(std::string_view name, std::string_view value);
@@ -820,6 +825,8 @@ void RelayLoop::OnEvent(RelayConnection* c, uint32_t events) {
       Kill(c, std::string(read.message()));
       return;
     }
+    c->last_read = Clock::now();
+    c->ping_sent.reset();
     MarkDirty(c);  // what the peer said may want an answer (SETTINGS ack, window updates)
   }
   if ((events & EPOLLOUT) != 0) MarkDirty(c);
@@ -882,6 +889,7 @@ void RelayLoop::Reap() {
 }
 
 void RelayLoop::Tick(Clock::time_point now) {
+  const Relay::Options& options = relay_.options_;
   std::vector<std::pair<RelayConnection*, const char*>> doomed;
   for (auto& [ptr, c] : connections_) {
     if (c->dead || c->downstream) continue;
@@ -892,6 +900,14 @@ void RelayLoop::Tick(Clock::time_point now) {
       doomed.emplace_back(ptr, "no longer needed");
     } else if (c->h2->Over()) {
       doomed.emplace_back(ptr, "closed");
+    } else if (c->ping_sent.has_value() && now - *c->ping_sent >= options.keepalive_timeout) {
+      doomed.emplace_back(ptr, "no answer to a keepalive PING");
+    } else if (!c->ping_sent.has_value() && now - c->last_read >= options.keepalive_time &&
+               std::any_of(c->calls.begin(), c->calls.end(),
+                           [](const RelayCall* call) { return call->unary(); })) {
+      nghttp2_submit_ping(c->h2->session(), NGHTTP2_FLAG_NONE, nullptr);
+      c->ping_sent = now;
+      MarkDirty(c.get());
     }
   }
   for (auto [c, why] : doomed) Kill(c, why);

@@ -45,6 +45,13 @@ class Relay {
     int connections_per_endpoint = 1;   // per thread (route.channels_per_endpoint)
     int64_t max_in_flight = 1 << 16;    // route.max_in_flight
     std::chrono::milliseconds connect_timeout{2000};
+    // An endpoint connection that has said nothing for keepalive_time while a unary call waits
+    // on it gets a PING; no answer within keepalive_timeout means the peer is gone without a
+    // word (a node lost, a partition), and its calls fail over as UNAVAILABLE. Only then: a
+    // quiet stream may just be idle, and gRPC servers answer pings with nothing else sent by
+    // GOAWAY after a few.
+    std::chrono::milliseconds keepalive_time{10000};
+    std::chrono::milliseconds keepalive_timeout{5000};
   };
 
   static absl::StatusOr<std::unique_ptr<Relay>> Start(Options options, EndpointSet& endpoints,

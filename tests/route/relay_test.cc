@@ -2,6 +2,7 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -39,12 +40,12 @@ class RelayTest : public ::testing::Test {
     std::vector<DiscoveredEndpoint> endpoints;
     for (auto& a : addresses) endpoints.push_back({.address = a});
     set_->Update(endpoints);
-    absl::StatusOr<std::unique_ptr<Relay>> relay =
-        Relay::Start({.listen = "127.0.0.1:0",
-                      .internal = "127.0.0.1:1",  // nothing here asks the router's own server
-                      .threads = 2,
-                      .max_in_flight = max_in_flight},
-                     *set_, metrics_);
+    Relay::Options relay_options = relay_options_;
+    relay_options.listen = "127.0.0.1:0";
+    relay_options.internal = "127.0.0.1:1";  // nothing here asks the router's own server
+    relay_options.threads = 2;
+    relay_options.max_in_flight = max_in_flight;
+    absl::StatusOr<std::unique_ptr<Relay>> relay = Relay::Start(relay_options, *set_, metrics_);
     ASSERT_TRUE(relay.ok()) << relay.status();
     relay_ = std::move(*relay);
     stub_ = v1::GrammarCorrection::NewStub(grpc::CreateChannel(
@@ -90,6 +91,7 @@ class RelayTest : public ::testing::Test {
     return rw;
   }
 
+  Relay::Options relay_options_;  // what StartRouter does not set
   RouteMetrics metrics_;
   DiscoveryCounters discovery_;
   std::unique_ptr<EndpointSet> set_;
@@ -309,6 +311,88 @@ TEST_F(RelayTest, AnEndpointThatAnswersGarbageIsEjected) {
   }
   EXPECT_EQ(good.calls(), 40);
   EXPECT_EQ(set_->counts().ejected, 1);
+}
+
+// A TCP server whose kernel completes every handshake (a backlog nobody accepts) and which
+// never says a word: a peer gone without closing its connections.
+class SilentServer {
+ public:
+  SilentServer() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    listen(fd_, 16);
+    socklen_t len = sizeof(addr);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~SilentServer() { close(fd_); }
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+TEST_F(RelayTest, ASilentEndpointIsGivenUpByKeepalive) {
+  SilentServer silent;
+  relay_options_.keepalive_time = std::chrono::milliseconds(200);
+  relay_options_.keepalive_timeout = std::chrono::milliseconds(200);
+  StartRouter({silent.address()});
+  const auto start = std::chrono::steady_clock::now();
+  v1::CorrectResponse response;
+  const grpc::Status s = Correct("x", &response, std::chrono::seconds(20));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(s.error_message(), HasSubstr("keepalive"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  ExpectNoCallsInFlight();
+}
+
+TEST_F(RelayTest, AClientSpeakingGarbageIsDisconnectedAndOthersAreStillServed) {
+  FakeDaemon a("a");
+  StartRouter({a.address()});
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(relay_->port()));
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n\xff\xfe\x00garbage";
+  ASSERT_GT(write(fd, junk, sizeof junk), 0);
+  timeval timeout{.tv_sec = 5, .tv_usec = 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  char buffer[4096];
+  ssize_t n = 0;
+  while ((n = read(fd, buffer, sizeof buffer)) > 0) {
+  }
+  EXPECT_EQ(n, 0) << "the relay did not close the connection";  // not a timeout (-1)
+  close(fd);
+  v1::CorrectResponse response;
+  ASSERT_TRUE(Correct("ok", &response).ok());
+  EXPECT_EQ(response.corrected_text(), "a:ok");
+}
+
+TEST_F(RelayTest, WhileDrainingNewCallsAreUnavailableAndCallsInFlightFinish) {
+  FakeDaemon a("a");
+  a.Hold();
+  StartRouter({a.address()});
+  v1::CorrectResponse held_response;
+  grpc::Status held_status;
+  std::thread held([&] { held_status = Correct("held", &held_response); });
+  ASSERT_TRUE(a.WaitForCalls(1));
+  relay_->StartDraining();
+  v1::CorrectResponse response;
+  const grpc::Status s = Correct("new", &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);  // clients retry it elsewhere
+  EXPECT_THAT(s.error_message(), HasSubstr("draining"));
+  EXPECT_EQ(a.calls(), 1);
+  a.Release();
+  held.join();
+  ASSERT_TRUE(held_status.ok()) << held_status.error_message();
+  EXPECT_EQ(held_response.corrected_text(), "a:held");
+  ExpectNoCallsInFlight();
 }
 
 TEST_F(RelayTest, AnEndpointSetChangeNeverDropsACallInFlight) {

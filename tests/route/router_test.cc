@@ -1,5 +1,6 @@
 #include "route/router.h"
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
@@ -177,6 +178,75 @@ TEST(RouterTest, DrainLetsTheCallsInFlightFinish) {
   release.join();
   EXPECT_TRUE(held_status.ok()) << held_status.error_message();
   EXPECT_EQ(held_response.corrected_text(), "a:held");
+}
+
+TEST(RouterTest, ADrainAnswersUnavailableUntilCallsStopComing) {
+  FakeDaemon a("a");
+  config::Config c = RouterConfig({a.address()});
+  c.route.drain_quiet_ms = 1000;
+  absl::StatusOr<std::unique_ptr<Router>> router = Router::Start(c);
+  ASSERT_TRUE(router.ok()) << router.status();
+  auto stub = v1::GrammarCorrection::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", (*router)->port()), grpc::InsecureChannelCredentials()));
+  auto correct = [&] {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::CorrectRequest request;
+    request.set_text("x");
+    v1::CorrectResponse response;
+    return stub->Correct(&context, request, &response);
+  };
+  ASSERT_TRUE(correct().ok());
+  std::atomic<bool> drained{false};
+  std::thread drain([&] {
+    (*router)->Drain(std::chrono::seconds(20));
+    drained = true;
+  });
+  // Calls keep coming, so the drain goes on, answering each UNAVAILABLE (which clients retry
+  // elsewhere), never CANCELLED.
+  int unavailable = 0;
+  for (const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(800);
+       std::chrono::steady_clock::now() < until;) {
+    const grpc::Status s = correct();
+    if (!s.ok()) {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+      EXPECT_THAT(s.error_message(), HasSubstr("draining"));
+      ++unavailable;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_GT(unavailable, 3);
+  EXPECT_FALSE(drained.load());
+  // Then none come: the drain ends a quiet period after the last one.
+  const auto last = std::chrono::steady_clock::now();
+  drain.join();
+  const auto quiet = std::chrono::steady_clock::now() - last;
+  EXPECT_GE(quiet, std::chrono::milliseconds(700));
+  EXPECT_LT(quiet, std::chrono::seconds(10));
+}
+
+TEST(RouterTest, ADrainCutsOffWhatStillRunsWhenTheGraceIsOver) {
+  FakeDaemon a("a");
+  a.Hold();
+  absl::StatusOr<std::unique_ptr<Router>> router = Router::Start(RouterConfig({a.address()}));
+  ASSERT_TRUE(router.ok()) << router.status();
+  auto stub = v1::GrammarCorrection::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", (*router)->port()), grpc::InsecureChannelCredentials()));
+  grpc::Status held_status;
+  std::thread held([&] {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    v1::CorrectRequest request;
+    v1::CorrectResponse response;
+    held_status = stub->Correct(&context, request, &response);
+  });
+  ASSERT_TRUE(a.WaitForCalls(1));
+  const auto start = std::chrono::steady_clock::now();
+  (*router)->Drain(std::chrono::milliseconds(300));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  held.join();  // answered (not left hanging until its deadline)
+  EXPECT_FALSE(held_status.ok());
+  a.Release();
 }
 
 TEST(RouteCommandTest, ConfigErrorsExitTwoNamingTheKey) {
