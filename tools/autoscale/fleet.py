@@ -96,13 +96,13 @@ def profile_from_dict(doc, where="profile"):
                          _positive(doc, "slo_p99_s", where),
                          _positive(doc, "latency_alone_s", where, required=False), source)
     if profile.p99_at_max_s > profile.slo_p99_s:
-        raise ProfileError(f"{where}: p99_at_max_s: {profile.p99_at_max_s} is above slo_p99_s "
-                           f"{profile.slo_p99_s} (max_rps is the rate within the SLO)")
+        raise ProfileError(f"{where}: p99_at_max_s: {profile.p99_at_max_s:g} is above slo_p99_s "
+                           f"{profile.slo_p99_s:g} (max_rps is the rate within the SLO)")
     if profile.mean_at_max_s > profile.p99_at_max_s:
-        raise ProfileError(f"{where}: concurrency_at_max: {profile.concurrency_at_max} / max_rps "
+        raise ProfileError(f"{where}: concurrency_at_max: {profile.concurrency_at_max:g} / max_rps "
                            f"is a mean latency above p99_at_max_s")
     if profile.latency_alone_s is not None and profile.latency_alone_s >= profile.mean_at_max_s:
-        raise ProfileError(f"{where}: latency_alone_s: {profile.latency_alone_s} must be below the "
+        raise ProfileError(f"{where}: latency_alone_s: {profile.latency_alone_s:g} must be below the "
                            f"mean latency at max_rps (concurrency_at_max / max_rps = "
                            f"{profile.mean_at_max_s:g})")
     return profile

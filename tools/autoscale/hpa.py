@@ -134,6 +134,12 @@ def parse_behavior(spec, path="behavior"):
                     _parse_rules(spec.get("scaleDown"), f"{path}.scaleDown", DEFAULT_SCALE_DOWN))
 
 
+def milli(value):
+    """A metric value as the controller reads it: Quantity.MilliValue(), rounded up. (Rounded
+    to 1e-6 first, so that 0.2 is 200m as the decimal string "0.2" would be.)"""
+    return math.ceil(round(value * 1000, 6))
+
+
 def pods_metric_replicas(current_replicas, target, ready_metrics, ignored=0, missing=0,
                          tolerance_up=DEFAULT_TOLERANCE, tolerance_down=DEFAULT_TOLERANCE):
     """Desired replicas for a Pods metric with an AverageValue target (calcPlainMetricReplicas).
@@ -141,28 +147,31 @@ def pods_metric_replicas(current_replicas, target, ready_metrics, ignored=0, mis
     ready_metrics: the metric of each pod that groupPods counts as ready (Running, with a metric).
     ignored: pods set aside (Pending: still starting). missing: Running pods with no metric.
     Returns None where the controller gets no metric from any ready pod ("did not receive metrics
-    for any ready pods"): it then does not scale at all."""
+    for any ready pods"): it then does not scale at all. The average is of milli-values in
+    integers, as GetMetricUsageRatio takes it."""
     if not ready_metrics:
         return None
+    target_m = milli(target)
 
     def within(ratio):
         return 1.0 - tolerance_down <= ratio <= 1.0 + tolerance_up
 
-    usage = sum(ready_metrics) / len(ready_metrics) / target
+    total, count = sum(milli(v) for v in ready_metrics), len(ready_metrics)
+    usage = total // count / target_m
     rebalance_ignored = ignored > 0 and usage > 1.0
     if not rebalance_ignored and missing == 0:
         if within(usage):
             return current_replicas
-        return math.ceil(usage * len(ready_metrics))
+        return math.ceil(usage * count)
 
     # Missing pods count as using the target on a scale-down and nothing on a scale-up; on a
     # scale-up the starting pods count as using nothing. Both damp the change.
-    total, count = sum(ready_metrics), len(ready_metrics) + missing
+    count += missing
     if missing and usage < 1.0:
-        total += missing * target
+        total += missing * target_m
     if rebalance_ignored:
         count += ignored
-    new_usage = total / count / target
+    new_usage = total // count / target_m
     if within(new_usage) or (usage < 1.0 < new_usage) or (usage > 1.0 > new_usage):
         return current_replicas  # too small a change, or the direction reversed
     return math.ceil(new_usage * count)

@@ -77,11 +77,13 @@ def read_trace(path):
         raise TraceError(f"{path}: {e.strerror}") from None
 
 
-def write_trace(path, rates, step_s=1):
+def write_trace(path, rates):
+    """The per-second rates as a trace that reads back as the same rates: a row per second and
+    one at the end (a trace lasts to its last row), each rate written exactly."""
     with open(path, "w") as f:
         f.write("time_s,rate\n")
-        for k in range(0, len(rates), step_s):
-            f.write(f"{k},{rates[k]:.1f}\n")
+        for k, rate in enumerate(rates + rates[-1:]):
+            f.write(f"{k},{rate!r}\n")
 
 
 def _base(hour):
