@@ -105,7 +105,7 @@ class FleetTest(unittest.TestCase):
         self.assertAlmostEqual(tick.p99_s, 0.9)
 
     def test_new_pods_serve_once_ready(self):
-        f = fleet.Fleet(profile(), startup_s=30, ready_pods=1)
+        f = fleet.Fleet(profile(), startup_s=30, ready_pods=1, max_queue_s=0)  # no refusals
         f.scale_to(100, 3)
         self.assertEqual((f.pods(), f.ready(129), f.ready(130)), (3, 1, 3))
         self.assertEqual(f.tick(129, 3000).served, 1000)
@@ -119,12 +119,23 @@ class FleetTest(unittest.TestCase):
         f.scale_to(115, 2)
         self.assertEqual((f.pods(), f.ready(115), f.ready(200)), (2, 2, 2))
 
-    def test_no_ready_pod_is_an_unbounded_wait(self):
-        f = fleet.Fleet(profile(), startup_s=30, ready_pods=0)
-        tick = f.tick(0, 10)
-        self.assertEqual((tick.ready, tick.backlog), (0, 10))
-        self.assertTrue(math.isinf(tick.p99_s))
+    def test_refuses_beyond_max_queue(self):
+        # server.max_queue_ms 500: 2 pods hold at most 0.5 s x 2000 req/s waiting; the rest of
+        # the excess is refused at once.
+        f = fleet.Fleet(profile(), startup_s=30, ready_pods=2, max_queue_s=0.5)
+        tick = f.tick(0, 3000)
+        self.assertEqual((tick.served, tick.backlog, tick.shed), (2000, 1000, 0))
+        tick = f.tick(1, 3000)
+        self.assertEqual((tick.served, tick.backlog, tick.shed), (2000, 1000, 1000))
+        self.assertAlmostEqual(tick.p99_s, 0.9 + 0.5)
+        self.assertAlmostEqual(tick.concurrency_per_pod, 500 + 500)
 
+    def test_no_ready_pod(self):
+        tick = fleet.Fleet(profile(), startup_s=30, ready_pods=0).tick(0, 10)
+        self.assertEqual((tick.ready, tick.backlog, tick.shed), (0, 0, 10))  # all refused
+        tick = fleet.Fleet(profile(), startup_s=30, ready_pods=0, max_queue_s=0).tick(0, 10)
+        self.assertEqual((tick.ready, tick.backlog, tick.shed), (0, 10, 0))
+        self.assertTrue(math.isinf(tick.p99_s))
 
 if __name__ == "__main__":
     unittest.main()

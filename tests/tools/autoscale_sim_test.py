@@ -152,6 +152,7 @@ spec:
             (["--startup", "10s,soon"], "--startup: 'soon' is not a duration"),
             (["--startup=-5s"], "--startup: '-5s' must be a duration >= 0"),
             (["--metric-window", "0s"], "--metric-window: '0s' must be at least 1s"),
+            (["--max-queue", "half"], "--max-queue: 'half' is not a duration"),
             (["--headroom", "1.5"], "--headroom: 1.5 must be in [0, 1)"),
             (["--max-replicas", "2"], "--max-replicas: 2 is below --min-replicas 4"),
             (["--min-replicas", "three"], "argument --min-replicas: invalid int value: 'three'"),
@@ -163,6 +164,23 @@ spec:
                 self.assertEqual(code, 2)
                 self.assertIn(message, err)
                 self.assertEqual(out, "")
+
+    def test_sweep(self):
+        import sweep
+        out = io.StringIO()
+        with redirect_stdout(out):
+            code = sweep.main(["--trace", self.trace, "--startup", "10s", "--up", "fast,paced",
+                               "--down-window", "600", "--down-percent", "10", "--headroom",
+                               "0.3,0.4"])
+        self.assertEqual(code, 0)
+        self.assertEqual(len([l for l in out.getvalue().splitlines() if l.startswith("| 10 s")]),
+                         4)
+        err = io.StringIO()
+        with redirect_stderr(err):
+            self.assertEqual(sweep.main(["--trace", self.trace, "--down-window", "600,long"]), 2)
+            self.assertEqual(sweep.main(["--trace", self.trace, "--up", "faster"]), 2)
+        self.assertIn("--down-window: '600,long' is not a comma-separated list", err.getvalue())
+        self.assertIn("--up: 'faster' is not one of fast, paced", err.getvalue())
 
     def test_runs_as_a_script(self):
         result = subprocess.run([sys.executable, os.path.join(TOOLS, "sim.py"), "--trace",

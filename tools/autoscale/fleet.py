@@ -4,8 +4,9 @@ A pod serves up to its capacity (the highest req/s `gecd tune` found within the 
 fleet's load is spread evenly over its ready pods, and what they cannot serve waits in a backlog
 (fleet-wide, as a least-request balancer keeps the pods' queues level). A request's latency is
 the pod's latency at the rate it serves (the profile's curve) plus the wait for the backlog ahead
-of it. The autoscaling signal is gecd_request_concurrency per pod: by Little's law the served
-rate times its latency, plus the pod's share of the backlog.
+of it; as gecd does (server.max_queue_ms), a pod refuses what would wait too long. The
+autoscaling signal is gecd_request_concurrency per pod: by Little's law the served rate times its
+latency, plus the pod's share of the backlog.
 
 Pods start when the HPA adds them and are ready (counted by the HPA, sent traffic) start-up
 seconds later; a scale-down removes the pods still starting first, then the newest ready ones, as
@@ -102,8 +103,8 @@ def profile_from_dict(doc, where="profile"):
         raise ProfileError(f"{where}: concurrency_at_max: {profile.concurrency_at_max:g} / max_rps "
                            f"is a mean latency above p99_at_max_s")
     if profile.latency_alone_s is not None and profile.latency_alone_s >= profile.mean_at_max_s:
-        raise ProfileError(f"{where}: latency_alone_s: {profile.latency_alone_s:g} must be below the "
-                           f"mean latency at max_rps (concurrency_at_max / max_rps = "
+        raise ProfileError(f"{where}: latency_alone_s: {profile.latency_alone_s:g} must be below "
+                           f"the mean latency at max_rps (concurrency_at_max / max_rps = "
                            f"{profile.mean_at_max_s:g})")
     return profile
 
@@ -125,17 +126,23 @@ class Tick:
     pods: int  # every pod that exists (ready or starting): what is paid for
     ready: int
     served: float  # req/s
-    backlog: float  # requests waiting at the end of the second
-    p99_s: float  # of the requests that arrived in this second (inf with no ready pod)
+    shed: float  # requests refused this second (RESOURCE_EXHAUSTED)
+    backlog: float  # requests admitted and waiting at the end of the second
+    p99_s: float  # of the requests admitted in this second (inf with no ready pod)
     concurrency_per_pod: float  # gecd_request_concurrency of each ready pod
 
 
 class Fleet:
-    """The pods (each by the time it is ready) and the backlog."""
+    """The pods (each by the time it is ready) and the backlog.
 
-    def __init__(self, profile, startup_s, ready_pods):
+    max_queue_s is gecd's server.max_queue_ms: a pod refuses a request at once when the
+    predicted wait exceeds it, so the backlog is at most that many seconds of the ready pods'
+    capacity and the rest is shed. 0: nothing is shed, the backlog has no bound."""
+
+    def __init__(self, profile, startup_s, ready_pods, max_queue_s=0.5):
         self.profile = profile
         self.startup_s = startup_s
+        self.max_queue_s = max_queue_s
         self.ready_at = [-math.inf] * ready_pods  # ascending
         self.backlog = 0.0
 
@@ -158,10 +165,14 @@ class Fleet:
         demand = arrivals + self.backlog
         served = min(capacity, demand)
         self.backlog = demand - served
+        shed = 0.0
+        if self.max_queue_s > 0 and self.backlog > self.max_queue_s * capacity:
+            shed = self.backlog - self.max_queue_s * capacity
+            self.backlog -= shed
         if ready == 0:
-            return Tick(self.pods(), 0, 0.0, self.backlog, math.inf, 0.0)
+            return Tick(self.pods(), 0, 0.0, shed, self.backlog, math.inf, 0.0)
         per_pod = served / ready
         wait = self.backlog / capacity
         concurrency = self.profile.concurrency(per_pod) + self.backlog / ready
-        return Tick(self.pods(), ready, served, self.backlog, self.profile.p99_s(per_pod) + wait,
-                    concurrency)
+        return Tick(self.pods(), ready, served, shed, self.backlog,
+                    self.profile.p99_s(per_pod) + wait, concurrency)

@@ -43,9 +43,12 @@ class InputError(ValueError):
 
 
 def parse_duration(text, option):
-    """'10s', '5m', '1h' or plain seconds, to seconds."""
-    units = {"s": 1, "m": 60, "h": 3600}
-    body, scale = (text[:-1], units[text[-1]]) if text and text[-1] in units else (text, 1)
+    """'500ms', '10s', '5m', '1h' or plain seconds, to seconds."""
+    body, scale = text, 1
+    for unit, unit_scale in (("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)):
+        if text.endswith(unit):
+            body, scale = text[:-len(unit)], unit_scale
+            break
     try:
         seconds = float(body) * scale
     except ValueError:
@@ -87,19 +90,24 @@ def load_behavior(name):
         raise InputError(f"{name}: {e}") from None
 
 
+# A second misses the SLO when the p99 of what was admitted is over it, or when more than this
+# share of its requests was refused (refusals are errors to the client).
+SHED_SHARE_OVER_SLO = 0.01
+
+
 def simulate(rates, profile, behavior, startup_s, target, min_replicas, max_replicas,
-             tolerance=hpa.DEFAULT_TOLERANCE, metric_window_s=15, sync_period_s=hpa.SYNC_PERIOD_S,
-             sample_s=0):
+             tolerance=hpa.DEFAULT_TOLERANCE, metric_window_s=15, max_queue_s=0.5,
+             sync_period_s=hpa.SYNC_PERIOD_S, sample_s=0):
     """One run. Returns (summary dict, samples): a sample every sample_s seconds (0: none) of
-    (time_s, mean rate, pods, ready, ideal pods, worst p99, per-pod concurrency)."""
+    (time_s, mean rate, pods, ready, ideal pods, worst p99, per-pod concurrency, shed)."""
     initial = math.ceil(rates[0] / profile.rate_at_concurrency(target))
     initial = min(max(initial, min_replicas), max_replicas)
-    pods = fleet.Fleet(profile, startup_s, initial)
+    pods = fleet.Fleet(profile, startup_s, initial, max_queue_s)
     scaler = hpa.Autoscaler(behavior, min_replicas, max_replicas, target, tolerance)
     window = []  # the per-pod concurrency of the last metric_window_s seconds
     summary = {"seconds_over_slo": 0, "pod_seconds": 0, "ideal_pod_seconds": 0,
                "over_pod_seconds": 0, "scale_ups": 0, "scale_downs": 0, "max_pods": initial,
-               "max_backlog": 0.0, "worst_p99_s": 0.0}
+               "requests": 0.0, "shed": 0.0, "worst_p99_s": 0.0}
     samples, bucket = [], []
     for t, rate in enumerate(rates):
         if t % sync_period_s == 0 and t > 0:
@@ -118,16 +126,19 @@ def simulate(rates, profile, behavior, startup_s, target, min_replicas, max_repl
         summary["pod_seconds"] += tick.pods
         summary["ideal_pod_seconds"] += ideal
         summary["over_pod_seconds"] += max(0, tick.pods - ideal)
-        summary["seconds_over_slo"] += tick.p99_s > profile.slo_p99_s
+        summary["seconds_over_slo"] += (tick.p99_s > profile.slo_p99_s
+                                        or tick.shed > SHED_SHARE_OVER_SLO * rate)
         summary["max_pods"] = max(summary["max_pods"], tick.pods)
-        summary["max_backlog"] = max(summary["max_backlog"], tick.backlog)
+        summary["requests"] += rate
+        summary["shed"] += tick.shed
         summary["worst_p99_s"] = max(summary["worst_p99_s"], tick.p99_s)
         if sample_s:
             bucket.append((rate, tick, ideal))
             if len(bucket) == sample_s or t == len(rates) - 1:
                 samples.append((t - len(bucket) + 1, sum(b[0] for b in bucket) / len(bucket),
                                 tick.pods, tick.ready, max(b[2] for b in bucket),
-                                max(b[1].p99_s for b in bucket), tick.concurrency_per_pod))
+                                max(b[1].p99_s for b in bucket), tick.concurrency_per_pod,
+                                sum(b[1].shed for b in bucket)))
                 bucket = []
     return summary, samples
 
@@ -152,6 +163,9 @@ def parse_args(argv):
     parser.add_argument("--min-replicas", type=int, default=4)
     parser.add_argument("--max-replicas", type=int, default=200)
     parser.add_argument("--tolerance", type=float, default=hpa.DEFAULT_TOLERANCE)
+    parser.add_argument("--max-queue", default="500ms",
+                        help="gecd's server.max_queue_ms: a pod refuses what would wait longer "
+                             "(0: no refusals, an unbounded backlog; default %(default)s)")
     parser.add_argument("--metric-window", default="15s",
                         help="the metric is the per-pod concurrency averaged over this "
                              "(scrape interval and adapter lag; default %(default)s)")
@@ -173,13 +187,14 @@ def check_args(args):
     if not (math.isfinite(args.tolerance) and args.tolerance >= 0):
         raise InputError(f"--tolerance: {args.tolerance} must be a number >= 0")
     startups = [parse_duration(s.strip(), "--startup") for s in args.startup.split(",")]
+    max_queue = parse_duration(args.max_queue, "--max-queue")
     window = parse_duration(args.metric_window, "--metric-window")
     if window < 1:
         raise InputError(f"--metric-window: {args.metric_window!r} must be at least 1s")
     sample = parse_duration(args.sample, "--sample")
     if sample < 1:
         raise InputError(f"--sample: {args.sample!r} must be at least 1s")
-    return startups, int(window), int(sample)
+    return startups, max_queue, int(window), int(sample)
 
 
 def fmt_duration(seconds):
@@ -189,7 +204,7 @@ def fmt_duration(seconds):
 def main(argv=None):
     args = parse_args(argv)
     try:
-        startups, window, sample = check_args(args)
+        startups, max_queue, window, sample = check_args(args)
         profile = fleet.load_profile(args.profile)
         rates = traffic.read_trace(args.trace) if args.trace else traffic.day(args.seed)
         behaviors = [load_behavior(b) for b in (args.behavior or list(BEHAVIORS))]
@@ -207,30 +222,31 @@ def main(argv=None):
           f"{profile.rate_at_concurrency(target):.0f} req/s); {len(rates) / 3600:g} h of load, "
           f"peak {max(rates):.0f} req/s; replicas {args.min_replicas}..{args.max_replicas}\n")
     print("| behavior | start-up | minutes over SLO | over-provisioned pod-hours | pod-hours "
-          "(ideal) | scale events (up/down) | max pods | worst p99 |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "(ideal) | scale events (up/down) | max pods | requests shed | worst p99 admitted |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     out = None
     if args.csv:
         out = open(args.csv, "w", newline="")
         writer = csv.writer(out)
         writer.writerow(("behavior", "startup_s", "time_s", "rate", "pods", "ready", "ideal",
-                         "p99_s", "concurrency_per_pod"))
+                         "p99_s", "concurrency_per_pod", "shed"))
     for name, behavior in behaviors:
         for startup in startups:
             summary, samples = simulate(rates, profile, behavior, startup, target,
                                         args.min_replicas, args.max_replicas, args.tolerance,
-                                        window, sample_s=sample if out else 0)
+                                        window, max_queue, sample_s=sample if out else 0)
             s = summary
             worst = "unbounded" if math.isinf(s["worst_p99_s"]) else f"{s['worst_p99_s']:.2f} s"
             print(f"| {name} | {fmt_duration(startup)} | {s['seconds_over_slo'] / 60:.1f} | "
                   f"{s['over_pod_seconds'] / 3600:.0f} | {s['pod_seconds'] / 3600:.0f} "
                   f"({s['ideal_pod_seconds'] / 3600:.0f}) | "
                   f"{s['scale_ups'] + s['scale_downs']} ({s['scale_ups']}/{s['scale_downs']}) | "
-                  f"{s['max_pods']} | {worst} |")
+                  f"{s['max_pods']} | {100 * s['shed'] / s['requests']:.3f}% | {worst} |")
             if out:
                 for row in samples:
                     writer.writerow((name, f"{startup:g}", row[0], f"{row[1]:.1f}", row[2],
-                                     row[3], row[4], f"{row[5]:.4f}", f"{row[6]:.2f}"))
+                                     row[3], row[4], f"{row[5]:.4f}", f"{row[6]:.2f}",
+                                     f"{row[7]:.0f}"))
     if out:
         out.close()
     return 0
