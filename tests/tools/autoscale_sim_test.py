@@ -113,6 +113,17 @@ class CommandLineTest(unittest.TestCase):
         self.assertEqual(samples[0]["behavior"], "default")
         self.assertEqual(float(samples[0]["rate"]), 40000)
 
+    def test_periods(self):
+        code, out, _ = cli("--trace", self.trace, "--startup", "5m", "--behavior", "asymmetric",
+                           "--periods", "ramp=00:10-00:20,after=00:20-00:30")
+        self.assertEqual(code, 0)
+        table = out.split("minutes over the SLO by period:")[1]
+        self.assertIn("| behavior | start-up | ramp | after | the rest |", table)
+        total = float(out.split("| asymmetric | 5 min | ")[1].split(" |")[0])
+        cells = table.split("| asymmetric | 5 min | ")[1].split(" |")[:3]
+        self.assertGreater(float(cells[0]), 0)  # 5-minute pods miss the ramp
+        self.assertAlmostEqual(sum(map(float, cells)), total, delta=0.15)
+
     def test_behavior_from_an_hpa_manifest(self):
         manifest = self.write("gecd-hpa.yaml", """\
 apiVersion: autoscaling/v2
@@ -157,6 +168,9 @@ spec:
             (["--max-replicas", "2"], "--max-replicas: 2 is below --min-replicas 4"),
             (["--min-replicas", "three"], "argument --min-replicas: invalid int value: 'three'"),
             (["--tolerance", "-1"], "--tolerance: -1.0 must be a number >= 0"),
+            (["--periods", "ramp=7-9"], "--periods: 'ramp=7-9' is not NAME=HH:MM-HH:MM"),
+            (["--periods", "x=09:00-08:00"], "--periods: 'x=09:00-08:00' is not NAME=HH:MM-HH:MM"
+                                             " with the end after the start"),
         ]
         for args, message in cases:
             with self.subTest(args=args):

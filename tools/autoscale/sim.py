@@ -97,9 +97,10 @@ SHED_SHARE_OVER_SLO = 0.01
 
 def simulate(rates, profile, behavior, startup_s, target, min_replicas, max_replicas,
              tolerance=hpa.DEFAULT_TOLERANCE, metric_window_s=15, max_queue_s=0.5,
-             sync_period_s=hpa.SYNC_PERIOD_S, sample_s=0):
+             sync_period_s=hpa.SYNC_PERIOD_S, sample_s=0, periods=()):
     """One run. Returns (summary dict, samples): a sample every sample_s seconds (0: none) of
-    (time_s, mean rate, pods, ready, ideal pods, worst p99, per-pod concurrency, shed)."""
+    (time_s, mean rate, pods, ready, ideal pods, worst p99, per-pod concurrency, shed).
+    periods: (name, start_s, end_s) whose seconds over the SLO summary["periods"] counts."""
     initial = math.ceil(rates[0] / profile.rate_at_concurrency(target))
     initial = min(max(initial, min_replicas), max_replicas)
     pods = fleet.Fleet(profile, startup_s, initial, max_queue_s)
@@ -107,7 +108,8 @@ def simulate(rates, profile, behavior, startup_s, target, min_replicas, max_repl
     window = []  # the per-pod concurrency of the last metric_window_s seconds
     summary = {"seconds_over_slo": 0, "pod_seconds": 0, "ideal_pod_seconds": 0,
                "over_pod_seconds": 0, "scale_ups": 0, "scale_downs": 0, "max_pods": initial,
-               "requests": 0.0, "shed": 0.0, "worst_p99_s": 0.0}
+               "requests": 0.0, "shed": 0.0, "worst_p99_s": 0.0,
+               "periods": {name: 0 for name, _, _ in periods}}
     samples, bucket = [], []
     for t, rate in enumerate(rates):
         if t % sync_period_s == 0 and t > 0:
@@ -126,8 +128,10 @@ def simulate(rates, profile, behavior, startup_s, target, min_replicas, max_repl
         summary["pod_seconds"] += tick.pods
         summary["ideal_pod_seconds"] += ideal
         summary["over_pod_seconds"] += max(0, tick.pods - ideal)
-        summary["seconds_over_slo"] += (tick.p99_s > profile.slo_p99_s
-                                        or tick.shed > SHED_SHARE_OVER_SLO * rate)
+        over = tick.p99_s > profile.slo_p99_s or tick.shed > SHED_SHARE_OVER_SLO * rate
+        summary["seconds_over_slo"] += over
+        for name, start, end in periods:
+            summary["periods"][name] += over and start <= t < end
         summary["max_pods"] = max(summary["max_pods"], tick.pods)
         summary["requests"] += rate
         summary["shed"] += tick.shed
@@ -169,6 +173,8 @@ def parse_args(argv):
     parser.add_argument("--metric-window", default="15s",
                         help="the metric is the per-pod concurrency averaged over this "
                              "(scrape interval and adapter lag; default %(default)s)")
+    parser.add_argument("--periods", default="", metavar="NAME=HH:MM-HH:MM,...",
+                        help="also tabulate the minutes over the SLO within these spans")
     parser.add_argument("--csv", help="write samples of every run here (for plot.py)")
     parser.add_argument("--sample", default="10s", help="CSV sample period (default %(default)s)")
     return parser.parse_args(argv)
@@ -194,7 +200,24 @@ def check_args(args):
     sample = parse_duration(args.sample, "--sample")
     if sample < 1:
         raise InputError(f"--sample: {args.sample!r} must be at least 1s")
-    return startups, max_queue, int(window), int(sample)
+    return startups, max_queue, int(window), int(sample), parse_periods(args.periods)
+
+
+def parse_periods(text):
+    """'ramp=07:00-09:00,spike=13:55-14:30' to [(name, start_s, end_s)]."""
+    periods = []
+    for item in filter(None, text.split(",")):
+        try:
+            name, span = item.split("=")
+            start, end = (int(h) * 3600 + int(m) * 60
+                          for h, m in (hhmm.split(":") for hhmm in span.split("-")))
+        except ValueError:
+            raise InputError(f"--periods: {item!r} is not NAME=HH:MM-HH:MM") from None
+        if not name or end <= start:
+            raise InputError(f"--periods: {item!r} is not NAME=HH:MM-HH:MM with the end after "
+                             "the start")
+        periods.append((name, start, end))
+    return periods
 
 
 def fmt_duration(seconds):
@@ -204,7 +227,7 @@ def fmt_duration(seconds):
 def main(argv=None):
     args = parse_args(argv)
     try:
-        startups, max_queue, window, sample = check_args(args)
+        startups, max_queue, window, sample, periods = check_args(args)
         profile = fleet.load_profile(args.profile)
         rates = traffic.read_trace(args.trace) if args.trace else traffic.day(args.seed)
         behaviors = [load_behavior(b) for b in (args.behavior or list(BEHAVIORS))]
@@ -230,11 +253,14 @@ def main(argv=None):
         writer = csv.writer(out)
         writer.writerow(("behavior", "startup_s", "time_s", "rate", "pods", "ready", "ideal",
                          "p99_s", "concurrency_per_pod", "shed"))
+    split = []
     for name, behavior in behaviors:
         for startup in startups:
             summary, samples = simulate(rates, profile, behavior, startup, target,
                                         args.min_replicas, args.max_replicas, args.tolerance,
-                                        window, max_queue, sample_s=sample if out else 0)
+                                        window, max_queue, sample_s=sample if out else 0,
+                                        periods=periods)
+            split.append((name, startup, summary))
             s = summary
             worst = "unbounded" if math.isinf(s["worst_p99_s"]) else f"{s['worst_p99_s']:.2f} s"
             print(f"| {name} | {fmt_duration(startup)} | {s['seconds_over_slo'] / 60:.1f} | "
@@ -249,6 +275,14 @@ def main(argv=None):
                                      f"{row[7]:.0f}"))
     if out:
         out.close()
+    if periods:
+        print("\nminutes over the SLO by period:\n")
+        print(f"| behavior | start-up | {' | '.join(p[0] for p in periods)} | the rest |")
+        print("| --- | ---: |" + " ---: |" * (len(periods) + 1))
+        for name, startup, s in split:
+            within = [s["periods"][p[0]] for p in periods]
+            cells = [f"{n / 60:.1f}" for n in within + [s["seconds_over_slo"] - sum(within)]]
+            print(f"| {name} | {fmt_duration(startup)} | {' | '.join(cells)} |")
     return 0
 
 
