@@ -3,7 +3,7 @@
 # Builds nothing; first: cmake --build "$BUILD_DIR" --target gecd gecd-load
 #
 #   bench/route_bench.sh [--out FILE] [--qps N] [--duration S] [--warmup S] [--slow-ms N]
-#                        [--find-max] [--slo-p99 D] [--scenario A|B|both]
+#                        [--find-max] [--rounds N] [--slo-p99 D] [--scenario A|B|both]
 #
 # Echo daemons (engine.backend=echo, 1 worker each, the repository's default model for its
 # tokenizer): A and B fast, C with engine.echo_step_ms=--slow-ms (a slow backend: every answer
@@ -18,7 +18,9 @@
 # p50 and p99, and the proxy's CPU per request: utime+stime of its processes (/proc/PID/stat)
 # over the run, divided by the requests the daemons answered meanwhile (the change in their
 # gecd_requests_total). --find-max adds, per proxy in scenario A, the highest rate meeting
-# p99 <= --slo-p99 (gecd-load --find-max, short trials).
+# p99 <= --slo-p99 (gecd-load --find-max, short trials), searched --rounds times (1) with the
+# paths taking turns in each round, so that the machine's noise falls on all of them alike;
+# the table gives every round and the median.
 # gecd route rows are skipped, with a note, when `gecd route --help` fails (not built in).
 # The Markdown table goes to stdout and, with --out, to FILE. Every process the script started
 # is stopped on exit. Everything (proxies, daemons, gecd-load) shares this machine's cores: the
@@ -38,6 +40,7 @@ DURATION=10
 WARMUP=1
 SLOW_MS=20
 FIND_MAX=0
+ROUNDS=1
 SLO_P99=20ms
 SCENARIOS=both
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
@@ -49,12 +52,15 @@ while [[ $# -gt 0 ]]; do
     --warmup) WARMUP="$2"; shift 2 ;;
     --slow-ms) SLOW_MS="$2"; shift 2 ;;
     --find-max) FIND_MAX=1; shift ;;
+    --rounds) ROUNDS="$2"; shift 2 ;;
     --slo-p99) SLO_P99="$2"; shift 2 ;;
     --scenario) SCENARIOS="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "route_bench.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] ||
+  { echo "route_bench.sh: --rounds must be a positive integer, got '$ROUNDS'" >&2; exit 2; }
 case "$SCENARIOS" in
   A|B|both) ;;
   *) echo "route_bench.sh: --scenario must be A, B or both, got '$SCENARIOS'" >&2; exit 2 ;;
@@ -291,22 +297,62 @@ PY
   fi
 }
 
-# find_max PATH POLICY TARGET: the highest rate gecd-load finds within --slo-p99.
+# find_max PATH POLICY TARGET ROUND: prints the highest rate gecd-load finds within --slo-p99.
 find_max() {
-  local path="$1" policy="$2" target="$3" name rc=0 max
-  name="findmax-${path}-${policy}"
+  local path="$1" policy="$2" target="$3" round="$4" name rc=0
+  name="findmax-${path}-${policy}-${round}"
   name="${name//[^A-Za-z0-9_.-]/_}"
   "$LOAD" --target "$target" "${LOAD_FLAGS[@]}" --find-max --slo-p99 "$SLO_P99" --qps "$QPS" \
     --warmup 0.5s --duration 2s --max-trials 7 --precision 0.1 --json "$WORK/$name.json" \
     >"$WORK/$name.txt" 2>&1 || rc=$?
   if [[ $rc -ne 0 ]]; then
-    max="gecd-load failed (exit $rc)"
+    echo "failed (gecd-load exit $rc: $WORK/$name.txt)"
   else
-    max="$(python3 -c "import json, sys; print('%.0f' % json.load(open(sys.argv[1]))['max_qps'])" \
-      "$WORK/$name.json")"
+    python3 -c "import json, sys; print('%.0f' % json.load(open(sys.argv[1]))['max_qps'])" \
+      "$WORK/$name.json"
   fi
-  FINDMAX_ROWS+=("| $path | $policy | $max |")
-  echo "  find-max $path $policy: $max" >&2
+}
+
+# find_max_rounds: scenario A's find-max, --rounds rounds, every path in turn in each.
+find_max_rounds() {
+  local backends=("127.0.0.1:$A_GRPC" "127.0.0.1:$B_GRPC") proxy="127.0.0.1:$PROXY_PORT"
+  local keys=("direct|client round robin" "haproxy|leastconn" "haproxy|random(2)")
+  [[ $ROUTE == 0 ]] || keys+=("gecd route|p2c")
+  declare -A found
+  local r key path policy max
+  for r in $(seq "$ROUNDS"); do
+    for key in "${keys[@]}"; do
+      path="${key%%|*}"; policy="${key#*|}"
+      case "$path" in
+        direct) max="$(find_max "$path" "$policy" "${backends[0]},${backends[1]}" "$r")" ;;
+        haproxy)
+          start_haproxy "$policy" "$PROXY_PORT" "${backends[@]}"
+          max="$(find_max "$path" "$policy" "$proxy" "$r")"
+          stop_proxy ;;
+        *)
+          start_route "$policy" "$PROXY_PORT" "${backends[@]}"
+          max="$(find_max "$path" "$policy" "$proxy" "$r")"
+          stop_proxy ;;
+      esac
+      if [[ $max == failed* ]]; then
+        NOTES+=("find-max $path $policy round $r: $max")
+        max=failed
+      fi
+      found[$key]+="$max "
+      echo "  find-max round $r $path $policy: $max" >&2
+    done
+  done
+  for key in "${keys[@]}"; do
+    FINDMAX_ROWS+=("$(python3 - "$key" ${found[$key]} <<'PY'
+import statistics, sys
+key, values = sys.argv[1], sys.argv[2:]
+path, policy = key.split("|", 1)
+numbers = [float(v) for v in values if v != "failed"]
+median = "%.0f" % statistics.median(numbers) if numbers else "—"
+print("| %s | %s | %s | %s |" % (path, policy, " | ".join(values), median))
+PY
+)")
+  done
 }
 
 ROUTE=1
@@ -330,29 +376,23 @@ scenario() {
   local proxy="127.0.0.1:$PROXY_PORT"
   echo "scenario $name: daemons $x and $y" >&2
   DIRECT_P50=""; DIRECT_P99=""
-  local search=0
-  if [[ $FIND_MAX == 1 && $name == A ]]; then search=1; fi
   row "$name" direct "client round robin" "${backends[0]},${backends[1]}" - "${ports[@]}"
-  if [[ $search == 1 ]]; then
-    find_max direct "client round robin" "${backends[0]},${backends[1]}"
-  fi
   for b in $balances; do
     start_haproxy "$b" "$PROXY_PORT" "${backends[@]}"
     row "$name" haproxy "$b" "$proxy" "$PROXY_PID" "${ports[@]}"
-    if [[ $search == 1 ]]; then find_max haproxy "$b" "$proxy"; fi
     stop_proxy
   done
   if [[ $ROUTE == 0 ]]; then return 0; fi
   for p in $policies; do
     start_route "$p" "$PROXY_PORT" "${backends[@]}"
     row "$name" "gecd route" "$p" "$proxy" "$PROXY_PID" "${ports[@]}"
-    if [[ $search == 1 ]]; then find_max "gecd route" "$p" "$proxy"; fi
     stop_proxy
   done
 }
 
 if [[ $SCENARIOS == A || $SCENARIOS == both ]]; then
   scenario A A B "leastconn random(2)" "p2c"
+  if [[ $FIND_MAX == 1 ]]; then find_max_rounds; fi
 fi
 if [[ $SCENARIOS == B || $SCENARIOS == both ]]; then
   scenario B A C "roundrobin leastconn random(2)" "round_robin p2c least_request"
@@ -373,11 +413,13 @@ fi
   printf '%s\n' "${ROWS[@]}"
   if [[ ${#FINDMAX_ROWS[@]} -gt 0 ]]; then
     echo
-    echo "Scenario A, highest rate with p99 <= $SLO_P99 (gecd-load --find-max, 2 s trials: a coarse"
-    echo "figure, as noisy as the machine is shared):"
+    echo "Scenario A, highest rate with p99 <= $SLO_P99 (gecd-load --find-max, 2 s trials, $ROUNDS"
+    echo "round(s), the paths in turn in each: a coarse figure, as noisy as the machine is shared):"
     echo
-    echo "| path | policy | max req/s |"
-    echo "| --- | --- | ---: |"
+    header="| path | policy |"; rule="| --- | --- |"
+    for r in $(seq "$ROUNDS"); do header+=" round $r |"; rule+=" ---: |"; done
+    echo "$header median req/s |"
+    echo "$rule ---: |"
     printf '%s\n' "${FINDMAX_ROWS[@]}"
   fi
   if [[ ${#NOTES[@]} -gt 0 ]]; then
