@@ -68,8 +68,7 @@ class Variant:
 
     def __init__(self, objects):
         self.objects = objects
-        gecd = [d for (k, n), d in objects.items() if k == "Deployment" and n == "gecd"]
-        self.deployment = gecd[0]
+        self.deployment = objects[("Deployment", "gecd")]
         self.pod = self.deployment["spec"]["template"]["spec"]
         (self.container,) = self.pod["containers"]
         args = self.container["args"]
@@ -147,9 +146,12 @@ class GecdManifestsTest(unittest.TestCase):
             self.skipTest("kubectl is not installed: the rendered variants are not checked")
         return self.rendered
 
+    def kubectl_missing(self):
+        return self.rendered is None and self.rendered_error is None
+
     def variants(self):
         """Variant per rendered name, or only the base from the files without kubectl."""
-        if self.rendered is None:
+        if self.kubectl_missing():
             return {"cpu": self.base}
         return {name: Variant(objs) for name, objs in self.need_rendered().items()}
 
@@ -178,7 +180,7 @@ class GecdManifestsTest(unittest.TestCase):
         """Every object, from the files and, with kubectl, from each rendered variant."""
         named = [(f"file {k8s.name_of(d)}", d) for d in
                  [*self.objects.values(), self.scaled_object, *self.adapter_objects.values()]]
-        if self.rendered is not None:
+        if not self.kubectl_missing():
             for variant, objs in self.need_rendered().items():
                 named += [(f"{variant}: {k8s.name_of(d)}", d) for d in objs.values()]
         return named

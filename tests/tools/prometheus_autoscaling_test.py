@@ -43,7 +43,7 @@ SCRAPE_INTERVAL_S = 1
 JOBS = ("kubernetes-pods", "serviceMonitor/gecd/gecd/0")
 # The per-pod values are averages of ~28 one-second samples of a gauge that one sample puts
 # 15-35% off its mean (the table's sd column), so the average is within ~3-7% (seen: -9.5% to
-# +4.5% over five runs); the client's latency also counts what happens outside the daemon (the
+# +4.5% over six runs); the client's latency also counts what happens outside the daemon (the
 # network stack, gecd-load's own threads), and the box may be busy.
 TOLERANCE = 0.20
 NAMESPACE = "gecd"
