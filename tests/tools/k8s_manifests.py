@@ -114,9 +114,13 @@ class SchemaValidator:
     "path: message" for each violation (empty when valid)."""
 
     def __init__(self, version=None):
-        import jsonschema
-        import kubernetes_validate.utils
-        import referencing
+        try:
+            import jsonschema
+            import kubernetes_validate.utils
+            import referencing
+        except ImportError as e:
+            raise ImportError(f"{e}: the schema checks need kubernetes-validate (PyPI), which "
+                              "scripts/install_deps.sh installs") from e
 
         self._jsonschema = jsonschema
         self.version = version or kubernetes_validate.utils.latest_version()
