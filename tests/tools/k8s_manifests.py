@@ -154,7 +154,8 @@ class SchemaValidator:
     def errors_against(self, schema, doc):
         validator = self._jsonschema.Draft202012Validator(schema, registry=self._registry)
         found = []
-        for error in sorted(validator.iter_errors(copy.deepcopy(doc)), key=lambda e: list(e.path)):
+        errors = validator.iter_errors(copy.deepcopy(doc))
+        for error in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path]):
             path = ".".join(str(p) for p in error.absolute_path) or "(top)"
             found.append(f"{path}: {error.message}")
         return found
