@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
 build="${BUILD_DIR:-build}"
-cmake -S . -B "$build" -G Ninja "$@"
+cmake -S . -B "$build" -G Ninja -DPython3_EXECUTABLE="$PWD/.venv-test/bin/python3" "$@"
 cmake --build "$build"

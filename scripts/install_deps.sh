@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages gecd builds and tests with. Idempotent; needs root (or sudo).
+# Installs the Debian packages gecd builds and tests with, and the tests' Python venv
+# (.venv-test; skipped with GECD_SKIP_TEST_VENV=1). Idempotent; needs root (or sudo).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 packages=(
   cmake ninja-build g++ pkg-config git python3
@@ -12,7 +14,7 @@ packages=(
   libmicrohttpd-dev libcurl4-openssl-dev libnghttp2-dev python3-grpcio python3-protobuf
   libcpp-httplib-dev  # the route tests' fake Kubernetes API server
   haproxy  # bench/route_bench.sh: the router's measured peer
-  python3-yaml python3-pip  # tests/tools/k8s_*_test.py; pip for python_packages below
+  python3-venv  # .venv-test below
   prometheus  # tests/tools/prometheus_autoscaling_test.py: prometheus and promtool
   patchelf  # scripts/gpu_deps.sh
 )
@@ -28,17 +30,13 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# Python packages Debian 12 does not have, for the python3 the tests run with (CMake's Python3,
-# the first python3 on PATH): kubernetes-validate ships the Kubernetes API's JSON schemas that
-# tests/tools/k8s_manifests.py validates the manifests against.
-python_packages=(kubernetes-validate==1.37.0)
-if ! python3 -c 'import kubernetes_validate' 2>/dev/null; then
-  pip_flags=(--quiet --disable-pip-version-check)
-  # Debian's own python3 is externally managed (PEP 668); a pyenv or venv one is not.
-  if python3 -c 'import os, sys, sysconfig
-sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))'
-  then
-    pip_flags+=(--break-system-packages)
-  fi
-  python3 -m pip install "${pip_flags[@]}" "${python_packages[@]}"
+# The tests' Python: a venv with tests/tools/requirements.txt (pinned), rebuilt when that file
+# changes. scripts/build.sh points CMake's Python3 at it.
+venv=.venv-test
+if [[ -z "${GECD_SKIP_TEST_VENV:-}" ]] &&
+  ! cmp -s tests/tools/requirements.txt "$venv/requirements.txt" 2>/dev/null; then
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/tools/requirements.txt
+  cp tests/tools/requirements.txt "$venv/requirements.txt"
 fi
