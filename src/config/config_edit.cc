@@ -1,5 +1,8 @@
 #include "config/config_edit.h"
 
+#include <filesystem>
+#include <optional>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -23,6 +26,21 @@ absl::StatusOr<YAML::Node> Load(const std::string& text) {
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("line ", e.mark.line + 1, ": ", e.msg));
   }
+}
+
+// The scalar at `key` ("engine.max_batch_size"), if the tree has one there.
+std::optional<std::string> ScalarAt(const YAML::Node& root, const std::string& key) {
+  YAML::Node node;
+  node.reset(root);
+  for (const absl::string_view part : absl::StrSplit(key, '.')) {
+    if (!node.IsMap()) return std::nullopt;
+    const YAML::Node& map = node;  // const: a lookup that must not add the key
+    const YAML::Node child = map[std::string(part)];
+    if (!child.IsDefined()) return std::nullopt;
+    node.reset(child);
+  }
+  if (!node.IsScalar()) return std::nullopt;
+  return node.Scalar();
 }
 
 // Numbers and booleans as they are; anything else double-quoted, so that "" or "1,2,4" read
@@ -161,14 +179,7 @@ bool ReadsBack(const std::string& text, const KeyValues& values) {
   absl::StatusOr<YAML::Node> root = Load(text);
   if (!root.ok()) return false;
   for (const auto& [key, value] : values) {
-    YAML::Node node;
-    node.reset(*root);
-    for (const absl::string_view part : absl::StrSplit(key, '.')) {
-      if (!node.IsMap()) return false;
-      const YAML::Node& map = node;  // const: a lookup that must not add the key
-      node.reset(map[std::string(part)]);
-    }
-    if (!node.IsScalar() || node.Scalar() != value) return false;
+    if (ScalarAt(*root, key) != value) return false;
   }
   return true;
 }
@@ -196,6 +207,23 @@ absl::StatusOr<std::string> SetConfigValues(std::string_view yaml, const KeyValu
     return absl::InternalError("the rewritten config does not read back the values it was given");
   }
   return text;
+}
+
+absl::StatusOr<std::string> MoveConfigText(std::string_view yaml, const std::string& from_dir,
+                                           const std::string& to_dir) {
+  ASSIGN_OR_RETURN(const YAML::Node root, Load(std::string(yaml)));
+  KeyValues moved;
+  for (const std::string& key : PathKeys()) {
+    const std::optional<std::string> value = ScalarAt(root, key);
+    if (!value.has_value() || value->empty()) continue;
+    const std::filesystem::path path(*value);
+    if (path.is_absolute()) continue;
+    const std::filesystem::path target =
+        (std::filesystem::path(from_dir) / path).lexically_normal().lexically_relative(to_dir);
+    moved.emplace_back(key, target.empty() ? "." : target.string());
+  }
+  if (moved.empty()) return std::string(yaml);
+  return SetConfigValues(yaml, moved);
 }
 
 }  // namespace gecd::config

@@ -25,6 +25,12 @@ using KeyValues = std::vector<std::pair<std::string, std::string>>;
 // or text that is not YAML.
 absl::StatusOr<std::string> SetConfigValues(std::string_view yaml, const KeyValues& values);
 
+// `yaml`, read from directory `from_dir`, as it must read from `to_dir`: each relative path of
+// a key in PathKeys() rewritten relative to `to_dir` (both directories absolute), by
+// SetConfigValues.
+absl::StatusOr<std::string> MoveConfigText(std::string_view yaml, const std::string& from_dir,
+                                           const std::string& to_dir);
+
 }  // namespace gecd::config
 
 #endif  // GECD_CONFIG_CONFIG_EDIT_H_

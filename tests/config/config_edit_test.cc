@@ -126,5 +126,22 @@ TEST(ConfigEdit, RefusesUnknownKeysBadValuesAndBadYaml) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);  // a scalar, not a section
 }
 
+TEST(ConfigEdit, MovingAConfigRebasesItsRelativePaths) {
+  const std::string text =
+      "model:\n  dir: ../models/m  # the model\nspelling:\n  dictionary: /usr/share/hunspell/en_US\n"
+      "  lexicon: lexicon.tsv\n";
+  absl::StatusOr<std::string> moved = MoveConfigText(text, "/srv/gecd/configs", "/tmp/out");
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(*moved,
+            "model:\n  dir: \"../../srv/gecd/models/m\"  # the model\nspelling:\n"
+            "  dictionary: /usr/share/hunspell/en_US\n  lexicon: \"../../srv/gecd/configs/lexicon.tsv\"\n");
+  moved = MoveConfigText(text, "/srv/gecd/configs", "/srv/gecd/configs");
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_THAT(*moved, HasSubstr("dir: \"../models/m\""));
+  moved = MoveConfigText("engine:\n  backend: echo\n", "/a", "/b");
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(*moved, "engine:\n  backend: echo\n");
+}
+
 }  // namespace
 }  // namespace gecd::config
