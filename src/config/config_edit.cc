@@ -209,6 +209,18 @@ absl::StatusOr<std::string> SetConfigValues(std::string_view yaml, const KeyValu
   return text;
 }
 
+std::string RelocatePath(const std::string& path, const std::string& to_dir) {
+  const std::filesystem::path target = std::filesystem::path(path).lexically_normal();
+  const std::filesystem::path dir = std::filesystem::path(to_dir).lexically_normal();
+  const auto top = [](const std::filesystem::path& p) {
+    auto it = p.begin();
+    return it != p.end() && ++it != p.end() ? *it : std::filesystem::path();
+  };
+  if (top(target) != top(dir) || top(target).empty()) return target.string();
+  const std::filesystem::path relative = target.lexically_relative(dir);
+  return relative.empty() ? "." : relative.string();
+}
+
 absl::StatusOr<std::string> MoveConfigText(std::string_view yaml, const std::string& from_dir,
                                            const std::string& to_dir) {
   ASSIGN_OR_RETURN(const YAML::Node root, Load(std::string(yaml)));
@@ -218,9 +230,7 @@ absl::StatusOr<std::string> MoveConfigText(std::string_view yaml, const std::str
     if (!value.has_value() || value->empty()) continue;
     const std::filesystem::path path(*value);
     if (path.is_absolute()) continue;
-    const std::filesystem::path target =
-        (std::filesystem::path(from_dir) / path).lexically_normal().lexically_relative(to_dir);
-    moved.emplace_back(key, target.empty() ? "." : target.string());
+    moved.emplace_back(key, RelocatePath((std::filesystem::path(from_dir) / path).string(), to_dir));
   }
   if (moved.empty()) return std::string(yaml);
   return SetConfigValues(yaml, moved);

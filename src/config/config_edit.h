@@ -25,8 +25,13 @@ using KeyValues = std::vector<std::pair<std::string, std::string>>;
 // or text that is not YAML.
 absl::StatusOr<std::string> SetConfigValues(std::string_view yaml, const KeyValues& values);
 
+// How a config file in directory `to_dir` should name the file at `path` (both absolute):
+// relative to `to_dir` when the two share their top-level directory (a tree that moves
+// together, like a checkout), else `path` itself.
+std::string RelocatePath(const std::string& path, const std::string& to_dir);
+
 // `yaml`, read from directory `from_dir`, as it must read from `to_dir`: each relative path of
-// a key in PathKeys() rewritten relative to `to_dir` (both directories absolute), by
+// a key in PathKeys() rewritten by RelocatePath (both directories absolute), with
 // SetConfigValues.
 absl::StatusOr<std::string> MoveConfigText(std::string_view yaml, const std::string& from_dir,
                                            const std::string& to_dir);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace gecd::load {
 namespace {
@@ -38,7 +39,14 @@ std::string DenseGraphSizes(int max) {
   return absl::StrJoin(sizes, ",");
 }
 
-// The candidate whose daemon the search runs, and what it has spent.
+// A start's or stop's cost: the guess until one has been seen, then the slowest seen.
+double Slowest(bool& seen, double so_far, double observed) {
+  const double cost = seen ? std::max(so_far, observed) : observed;
+  seen = true;
+  return cost;
+}
+
+// The state of one search: the budget, what has been measured, the best so far.
 class Search {
  public:
   Search(const std::vector<TuneDimension>& space, const StartFn& start,
@@ -51,7 +59,8 @@ class Search {
         callbacks_(callbacks),
         began_(now_s()),
         deadline_(began_ + options.budget_s),
-        start_cost_(options.start_cost_s) {}
+        start_cost_(options.start_cost_s),
+        stop_cost_(options.stop_cost_s) {}
 
   absl::StatusOr<TuneResult> Run(const Settings& initial);
 
@@ -60,12 +69,15 @@ class Search {
   std::vector<Settings> PendingIn(size_t d, const Settings& base) const;
   // Measures `settings` with `share_s` of the budget at most.
   CandidateResult Measure(const Settings& settings, bool initial, double share_s);
+  // The probe (for the initial settings) and find-max trials into `c` while they fit before
+  // `until`; a trial's error.
+  absl::Status FindMax(CandidateServer& server, bool initial, double until, CandidateResult& c);
   bool Better(const CandidateResult& a, const CandidateResult& b) const;
   double Left() const { return deadline_ - now_s_(); }
   // A start, a stop and two trials: one at the best rate so far and one above it, without
   // which a candidate cannot win; the initial settings need a probe too.
   double MinimumShare(bool initial) const {
-    return start_cost_ + options_.stop_cost_s + options_.trial_cost_s * (initial ? 3 : 2);
+    return start_cost_ + stop_cost_ + options_.trial_cost_s * (initial ? 3 : 2);
   }
 
   const std::vector<TuneDimension>& space_;
@@ -76,6 +88,9 @@ class Search {
   const double began_;
   const double deadline_;
   double start_cost_;
+  double stop_cost_;
+  bool started_once_ = false;
+  bool stopped_once_ = false;
   double first_qps_ = 0;  // where find-max starts while no candidate has passed
   std::set<Settings> measured_;
   TuneResult result_;
@@ -111,49 +126,16 @@ CandidateResult Search::Measure(const Settings& settings, bool initial, double s
   measured_.insert(settings);
   if (callbacks_.candidate_started) callbacks_.candidate_started(settings);
   const double t0 = now_s_();
-  const double until = t0 + share_s;
-  const auto fits = [&] {
-    return now_s_() + options_.trial_cost_s + options_.stop_cost_s <= until;
-  };
-  {
-    absl::StatusOr<std::unique_ptr<CandidateServer>> server = start_(settings);
-    start_cost_ = std::max(start_cost_, now_s_() - t0);
-    if (!server.ok()) {
-      c.status = server.status();
-    } else {
-      FindMaxOptions find_max = options_.find_max;
-      const double best_qps = result_.best.max_qps;
-      if (initial && fits()) {
-        absl::StatusOr<double> capacity = (*server)->ProbeCapacity();
-        if (capacity.ok()) {
-          first_qps_ = std::max(*capacity * options_.probe_start_fraction, 1.0);
-        } else {
-          c.status = capacity.status();
-        }
-      }
-      find_max.start_qps = best_qps > 0 ? best_qps : first_qps_;
-      if (best_qps > 0) find_max.growth = options_.candidate_growth;
-      // FindMaxQps stops at the first failed trial run; these two stops are the tuner's own.
-      bool stopped = false;
-      const TrialFn trial = [&](double qps) -> absl::StatusOr<TrialMeasurement> {
-        const bool lost_first = !c.trials.empty() && !c.trials[0].passed && best_qps > 0;
-        if (lost_first || !fits()) {
-          c.abandoned = lost_first;
-          stopped = true;
-          return absl::CancelledError("stopped by the tuner");
-        }
-        return (*server)->RunTrial(qps);
-      };
-      const auto on_trial = [&](const Trial& t) {
-        c.trials.push_back(t);
-        if (callbacks_.trial_done) callbacks_.trial_done(settings, t);
-      };
-      if (c.status.ok() && find_max.start_qps > 0) {
-        absl::StatusOr<FindMaxResult> found = FindMaxQps(find_max, trial, on_trial);
-        if (!found.ok() && !stopped) c.status = found.status();
-      }
-    }
-  }  // the daemon stops here
+  absl::StatusOr<std::unique_ptr<CandidateServer>> server = start_(settings);
+  start_cost_ = Slowest(started_once_, start_cost_, now_s_() - t0);
+  if (!server.ok()) {
+    c.status = server.status();
+  } else {
+    c.status = FindMax(**server, initial, t0 + share_s, c);
+    const double stopping = now_s_();
+    server->reset();
+    stop_cost_ = Slowest(stopped_once_, stop_cost_, now_s_() - stopping);
+  }
   for (const Trial& t : c.trials) {
     if (t.passed && t.offered_qps > c.max_qps) {
       c.max_qps = t.offered_qps;
@@ -171,6 +153,37 @@ CandidateResult Search::Measure(const Settings& settings, bool initial, double s
   c.seconds = now_s_() - t0;
   if (callbacks_.candidate_done) callbacks_.candidate_done(c);
   return c;
+}
+
+absl::Status Search::FindMax(CandidateServer& server, bool initial, double until,
+                             CandidateResult& c) {
+  const auto fits = [&] { return now_s_() + options_.trial_cost_s + stop_cost_ <= until; };
+  if (initial && fits()) {
+    ASSIGN_OR_RETURN(const double capacity, server.ProbeCapacity());
+    first_qps_ = std::max(capacity * options_.probe_start_fraction, options_.min_qps);
+  }
+  const double best_qps = result_.best.max_qps;
+  FindMaxOptions find_max = options_.find_max;
+  find_max.start_qps = best_qps > 0 ? best_qps : first_qps_;
+  if (best_qps > 0) find_max.growth = options_.candidate_growth;
+  if (!(find_max.start_qps > 0)) return absl::OkStatus();  // no probe fitted
+  // FindMaxQps ends at the first trial run that fails; the tuner's own stops are such runs.
+  bool stopped = false;
+  const TrialFn trial = [&](double qps) -> absl::StatusOr<TrialMeasurement> {
+    const bool lost_first = !c.trials.empty() && !c.trials[0].passed && best_qps > 0;
+    if (lost_first || !fits() || qps < options_.min_qps) {
+      c.abandoned = lost_first;
+      stopped = true;
+      return absl::CancelledError("stopped by the tuner");
+    }
+    return server.RunTrial(qps);
+  };
+  const auto on_trial = [&](const Trial& t) {
+    c.trials.push_back(t);
+    if (callbacks_.trial_done) callbacks_.trial_done(c.settings, t);
+  };
+  absl::StatusOr<FindMaxResult> found = FindMaxQps(find_max, trial, on_trial);
+  return found.ok() || stopped ? absl::OkStatus() : found.status();
 }
 
 absl::StatusOr<TuneResult> Search::Run(const Settings& initial) {
@@ -269,6 +282,21 @@ absl::StatusOr<TuneResult> Tune(const std::vector<TuneDimension>& space, const S
   if (!(options.budget_s > 0)) return absl::InvalidArgumentError("the budget must be > 0");
   Search search(space, start, options, now_s, callbacks);
   return search.Run(initial);
+}
+
+PodFigures PerPodFigures(const CandidateResult& best, double headroom) {
+  PodFigures f;
+  if (!best.best_trial.has_value() || !best.best_trial->passed) return f;
+  const TrialMeasurement& m = best.best_trial->measured;
+  f.rps = best.best_trial->offered_qps;
+  f.achieved_rps = m.achieved_qps;
+  f.p99_s = m.p99_s;
+  f.mean_latency_s = m.mean_latency_s;
+  f.littles_law_concurrency = m.achieved_qps * m.mean_latency_s;
+  f.gauge_concurrency = m.server_concurrency;
+  f.concurrency = f.gauge_concurrency >= 0 ? f.gauge_concurrency : f.littles_law_concurrency;
+  f.hpa_target = f.concurrency * (1 - headroom);
+  return f;
 }
 
 double SloMiss(const TrialMeasurement& measured, const FindMaxOptions& options) {

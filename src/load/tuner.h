@@ -59,12 +59,16 @@ struct TunerOptions {
   // The SLO, the error limit, growth, precision and the trials per candidate at most (fewer
   // when its share of the budget ends first); start_qps is chosen by the tuner.
   FindMaxOptions find_max;
-  // Upper bounds of one trial or probe (start to end, including the backlog's drain) and of a
-  // daemon's stop. A trial starts only when it and the stop fit in the candidate's share.
+  // The upper bound of one trial or probe, start to end, including the backlog's drain. A
+  // trial starts only when it and the daemon's stop fit in the candidate's share.
   double trial_cost_s = 5;
-  double stop_cost_s = 2;
-  // What a daemon's start is assumed to take until one has started; then the slowest seen.
+  // What a daemon's start and stop are assumed to take until one has been seen; then the
+  // slowest seen.
   double start_cost_s = 10;
+  double stop_cost_s = 2;
+  // No trial below this rate (too few requests in a trial to have a p99): a candidate whose
+  // find-max bisects down to it has no rate that meets the SLO.
+  double min_qps = 0;
   // The first find-max starts at this share of the probed capacity; later ones start at the
   // best rate so far and grow by candidate_growth, as a setting rarely doubles the rate.
   double probe_start_fraction = 0.5;
@@ -116,6 +120,22 @@ absl::StatusOr<TuneResult> Tune(const std::vector<TuneDimension>& space, const S
                                 const StartFn& start, const TunerOptions& options,
                                 const std::function<double()>& now_s,
                                 const TuneCallbacks& callbacks = {});
+
+// What the best candidate means for one pod, and for an HPA scaling on the pods' mean
+// gecd_request_concurrency.
+struct PodFigures {
+  double rps = 0;  // the highest offered rate that met the SLO
+  double achieved_rps = 0;
+  double p99_s = 0;
+  double mean_latency_s = 0;
+  double littles_law_concurrency = 0;  // achieved_rps × mean latency
+  double gauge_concurrency = -1;       // the daemon's own mean; < 0 when not sampled
+  double concurrency = 0;              // the gauge where sampled (what the HPA reads), else Little
+  double hpa_target = 0;               // AverageValue: concurrency × (1 − headroom)
+};
+
+// The figures of `best`'s best trial; all 0 (gauge -1) when it has none or it did not pass.
+PodFigures PerPodFigures(const CandidateResult& best, double headroom);
 
 // How far a trial is from passing: the larger of p99 / SLO and error rate / limit (<= 1 passes
 // if both hold).

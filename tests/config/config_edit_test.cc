@@ -130,14 +130,21 @@ TEST(ConfigEdit, MovingAConfigRebasesItsRelativePaths) {
   const std::string text =
       "model:\n  dir: ../models/m  # the model\nspelling:\n  dictionary: /usr/share/hunspell/en_US\n"
       "  lexicon: lexicon.tsv\n";
-  absl::StatusOr<std::string> moved = MoveConfigText(text, "/srv/gecd/configs", "/tmp/out");
+  absl::StatusOr<std::string> moved = MoveConfigText(text, "/srv/gecd/configs", "/srv/out");
   ASSERT_TRUE(moved.ok()) << moved.status();
   EXPECT_EQ(*moved,
-            "model:\n  dir: \"../../srv/gecd/models/m\"  # the model\nspelling:\n"
-            "  dictionary: /usr/share/hunspell/en_US\n  lexicon: \"../../srv/gecd/configs/lexicon.tsv\"\n");
+            "model:\n  dir: \"../gecd/models/m\"  # the model\nspelling:\n"
+            "  dictionary: /usr/share/hunspell/en_US\n  lexicon: \"../gecd/configs/lexicon.tsv\"\n");
+  // Into another tree: absolute paths.
+  moved = MoveConfigText(text, "/srv/gecd/configs", "/tmp/out");
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_THAT(*moved, HasSubstr("dir: \"/srv/gecd/models/m\"  # the model\n"));
+  EXPECT_THAT(*moved, HasSubstr("lexicon: \"/srv/gecd/configs/lexicon.tsv\"\n"));
   moved = MoveConfigText(text, "/srv/gecd/configs", "/srv/gecd/configs");
   ASSERT_TRUE(moved.ok()) << moved.status();
   EXPECT_THAT(*moved, HasSubstr("dir: \"../models/m\""));
+  EXPECT_EQ(RelocatePath("/srv/gecd/models/m", "/srv/gecd/models/m"), ".");
+  EXPECT_EQ(RelocatePath("/srv/gecd/models/m", "/srv"), "gecd/models/m");
   moved = MoveConfigText("engine:\n  backend: echo\n", "/a", "/b");
   ASSERT_TRUE(moved.ok()) << moved.status();
   EXPECT_EQ(*moved, "engine:\n  backend: echo\n");

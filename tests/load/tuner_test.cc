@@ -178,9 +178,10 @@ TEST(TunerTest, AnUnreachableSloIsReportedWithTheClosestMiss) {
   // Over the 1 s SLO at any rate; one worker comes closest.
   world.base_p99 = [](const Settings& s) { return 1.5 * Get(s, kWorkersKey); };
   world.capacity = Peaked;
-  absl::StatusOr<TuneResult> r =
-      Tune(ThroughputSearchSpace(2, false), kInitial, Starter(&world), Options(100'000),
-           [&] { return world.now; });
+  TunerOptions options = Options(100'000);
+  options.min_qps = 20;  // so each find-max ends when it bisects below 20 req/s
+  absl::StatusOr<TuneResult> r = Tune(ThroughputSearchSpace(2, false), kInitial, Starter(&world),
+                                      options, [&] { return world.now; });
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->slo_met);
   EXPECT_EQ(r->best.max_qps, 0);
@@ -188,7 +189,9 @@ TEST(TunerTest, AnUnreachableSloIsReportedWithTheClosestMiss) {
   ASSERT_TRUE(r->best.best_trial.has_value());
   EXPECT_FALSE(r->best.best_trial->passed);
   for (const CandidateResult& c : r->candidates) {
+    EXPECT_FALSE(c.trials.empty());
     for (const Trial& t : c.trials) {
+      EXPECT_GE(t.offered_qps, 20);
       EXPECT_GE(SloMiss(t.measured, FindMaxOptions{}),
                 SloMiss(r->best.best_trial->measured, FindMaxOptions{}));
     }
@@ -235,6 +238,29 @@ TEST(TunerTest, ABudgetTooShortForOneTrialIsAnError) {
            [&] { return world.now; });
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
   EXPECT_EQ(world.trials, 0);
+}
+
+TEST(TunerTest, PerPodFiguresComeFromTheBestPassingTrial) {
+  CandidateResult best;
+  best.max_qps = 40;
+  best.best_trial = Trial{40, {39.5, 0.8, 0.001, 0.4, 16}, true};
+  PodFigures f = PerPodFigures(best, 0.3);
+  EXPECT_EQ(f.rps, 40);
+  EXPECT_EQ(f.achieved_rps, 39.5);
+  EXPECT_DOUBLE_EQ(f.littles_law_concurrency, 39.5 * 0.4);
+  EXPECT_EQ(f.gauge_concurrency, 16);
+  EXPECT_EQ(f.concurrency, 16);  // the gauge: what the HPA reads
+  EXPECT_DOUBLE_EQ(f.hpa_target, 16 * 0.7);
+  // Without the gauge, Little's law.
+  best.best_trial->measured.server_concurrency = -1;
+  f = PerPodFigures(best, 0.5);
+  EXPECT_DOUBLE_EQ(f.concurrency, 39.5 * 0.4);
+  EXPECT_DOUBLE_EQ(f.hpa_target, 39.5 * 0.4 * 0.5);
+  // A miss gives no figures.
+  best.best_trial->passed = false;
+  f = PerPodFigures(best, 0.3);
+  EXPECT_EQ(f.rps, 0);
+  EXPECT_EQ(f.hpa_target, 0);
 }
 
 TEST(TunerTest, TheSearchSpaceKeepsConfigsValid) {
