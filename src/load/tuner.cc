@@ -69,16 +69,14 @@ class Search {
   std::vector<Settings> PendingIn(size_t d, const Settings& base) const;
   // Measures `settings` with `share_s` of the budget at most.
   CandidateResult Measure(const Settings& settings, bool initial, double share_s);
-  // The probe (for the initial settings) and find-max trials into `c` while they fit before
-  // `until`; a trial's error.
+  // The probe and find-max trials into `c` while they fit before `until`; a probe's or trial's
+  // error.
   absl::Status FindMax(CandidateServer& server, bool initial, double until, CandidateResult& c);
   bool Better(const CandidateResult& a, const CandidateResult& b) const;
   double Left() const { return deadline_ - now_s_(); }
-  // A start, a stop and two trials: one at the best rate so far and one above it, without
-  // which a candidate cannot win; the initial settings need a probe too.
-  double MinimumShare(bool initial) const {
-    return start_cost_ + stop_cost_ + options_.trial_cost_s * (initial ? 3 : 2);
-  }
+  // A start, a stop, the probe and two trials: one at the best rate so far and one above it,
+  // without which a candidate cannot win.
+  double MinimumShare() const { return start_cost_ + stop_cost_ + options_.trial_cost_s * 3; }
 
   const std::vector<TuneDimension>& space_;
   const StartFn& start_;
@@ -158,10 +156,11 @@ CandidateResult Search::Measure(const Settings& settings, bool initial, double s
 absl::Status Search::FindMax(CandidateServer& server, bool initial, double until,
                              CandidateResult& c) {
   const auto fits = [&] { return now_s_() + options_.trial_cost_s + stop_cost_ <= until; };
-  if (initial && fits()) {
-    ASSIGN_OR_RETURN(const double capacity, server.ProbeCapacity());
-    first_qps_ = std::max(capacity * options_.probe_start_fraction, options_.min_qps);
-  }
+  // The probe warms every daemon up (a cold one would lose its first trial to a warm one);
+  // the initial settings' probe also sets the scale.
+  if (!fits()) return absl::OkStatus();
+  ASSIGN_OR_RETURN(const double capacity, server.ProbeCapacity());
+  if (initial) first_qps_ = std::max(capacity * options_.probe_start_fraction, options_.min_qps);
   const double best_qps = result_.best.max_qps;
   FindMaxOptions find_max = options_.find_max;
   find_max.start_qps = best_qps > 0 ? best_qps : first_qps_;
@@ -192,7 +191,7 @@ absl::StatusOr<TuneResult> Search::Run(const Settings& initial) {
   for (size_t d = 0; d < space_.size(); ++d) first_pass += PendingIn(d, initial).size();
   CandidateResult first = Measure(
       initial, /*initial=*/true,
-      std::min(std::max(options_.budget_s / first_pass, MinimumShare(/*initial=*/true)),
+      std::min(std::max(options_.budget_s / first_pass, MinimumShare()),
                options_.budget_s));
   result_.candidates.push_back(first);
   if (!first.status.ok()) return first.status;
@@ -217,12 +216,12 @@ absl::StatusOr<TuneResult> Search::Run(const Settings& initial) {
       const size_t here = PendingIn(d, base).size();
       for (size_t i = 0; i < here; ++i) {
         const double left = Left();
-        if (out_of_budget || left < MinimumShare(false)) {
+        if (out_of_budget || left < MinimumShare()) {
           out_of_budget = true;
           result_.untried.push_back(pending[i]);
           continue;
         }
-        const double share = std::max(left / (pending.size() - i), MinimumShare(false));
+        const double share = std::max(left / (pending.size() - i), MinimumShare());
         CandidateResult c = Measure(pending[i], /*initial=*/false, std::min(share, left));
         if (Better(c, result_.best)) {
           result_.best = c;

@@ -45,8 +45,8 @@ class CandidateServer {
   virtual ~CandidateServer() = default;
   // One open-loop trial at `qps` (what find-max runs).
   virtual absl::StatusOr<TrialMeasurement> RunTrial(double qps) = 0;
-  // Requests per second answered in a short closed-loop run with many in flight: the scale the
-  // first find-max starts from.
+  // Requests per second answered in a short closed-loop run with many in flight: it warms
+  // each daemon up before its trials and gives the first find-max its scale.
   virtual absl::StatusOr<double> ProbeCapacity() = 0;
 };
 
@@ -110,10 +110,11 @@ struct TuneCallbacks {
 // came closer to the SLO); passes repeat while one
 // moved something and budget is left. The budget is split as the search goes: each candidate
 // gets an equal share of what is left (the time left over the candidates left in this pass, at
-// least one start, stop and trial), so time a candidate leaves unused goes to the rest; within
-// its share it runs find-max trials while one more fits. The first candidate's find-max starts
-// from a capacity probe, the others' at the best rate so far: one that fails there cannot win
-// and is abandoned after that trial. `now_s` is a monotonic clock in seconds.
+// least one start, stop, probe and two trials), so time a candidate leaves unused goes to the
+// rest; within its share it runs the probe, then find-max trials while one more fits. The first
+// candidate's find-max starts from half its probed capacity, the others' at the best rate so
+// far: one that fails there cannot win and is abandoned after that trial. `now_s` is a
+// monotonic clock in seconds.
 // Errors: the initial settings could not be measured (their start or trial error), or
 // DeadlineExceeded when the budget ends before their first trial.
 absl::StatusOr<TuneResult> Tune(const std::vector<TuneDimension>& space, const Settings& initial,
