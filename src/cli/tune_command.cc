@@ -101,9 +101,8 @@ absl::StatusOr<double> FractionFlag(const Args& args, const std::string& name, d
   if (!text) return value;
   double v;
   if (!absl::SimpleAtod(*text, &v) || !(v >= lo) || !(hi_inclusive ? v <= hi : v < hi)) {
-    return absl::InvalidArgumentError(absl::StrFormat("--%s: '%s' is not a number in [%g, %g%s",
-                                                      name, *text, lo, hi,
-                                                      hi_inclusive ? "]" : ")"));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--%s: '%s' is not a number in [%g, %g%s", name, *text, lo, hi, hi_inclusive ? "]" : ")"));
   }
   return v;
 }
@@ -166,12 +165,10 @@ Json SettingsJson(const load::Settings& settings) {
 }
 
 Json TrialJson(const load::Trial& t) {
-  Json j = {{"offered_qps", t.offered_qps},
-            {"achieved_qps", t.measured.achieved_qps},
-            {"p99_ms", t.measured.p99_s * 1e3},
-            {"mean_latency_ms", t.measured.mean_latency_s * 1e3},
-            {"error_rate", t.measured.error_rate},
-            {"passed", t.passed}};
+  Json j = {
+      {"offered_qps", t.offered_qps},        {"achieved_qps", t.measured.achieved_qps},
+      {"p99_ms", t.measured.p99_s * 1e3},    {"mean_latency_ms", t.measured.mean_latency_s * 1e3},
+      {"error_rate", t.measured.error_rate}, {"passed", t.passed}};
   if (t.measured.server_concurrency >= 0) j["concurrency_gauge"] = t.measured.server_concurrency;
   return j;
 }
@@ -203,8 +200,8 @@ absl::Status WriteTunedConfig(const TuneOptions& o, const load::Settings& settin
   std::string text;
   if (!o.config_path.empty()) {
     ASSIGN_OR_RETURN(text, ReadFileToString(o.config_path));
-    ASSIGN_OR_RETURN(text, config::MoveConfigText(
-                               text, fs::path(o.config_path).parent_path().string(), to_dir));
+    ASSIGN_OR_RETURN(
+        text, config::MoveConfigText(text, fs::path(o.config_path).parent_path().string(), to_dir));
   }
   const auto rebased = [&](const std::string& path) {
     return config::RelocatePath(fs::absolute(path).string(), to_dir);
@@ -230,16 +227,16 @@ absl::Status WriteTunedConfig(const TuneOptions& o, const load::Settings& settin
   ASSIGN_OR_RETURN(text, config::SetConfigValues(text, values));
   RETURN_IF_ERROR(WriteFile(out.string(), summary + text));
   if (absl::StatusOr<config::Config> check = config::LoadConfigFile(out.string()); !check.ok()) {
-    return absl::InternalError(
-        absl::StrCat("the tuned config ", out.string(), " does not load: ", check.status().message()));
+    return absl::InternalError(absl::StrCat("the tuned config ", out.string(),
+                                            " does not load: ", check.status().message()));
   }
   return absl::OkStatus();
 }
 
 // What the search measured, a table on stdout.
 void PrintCandidates(const load::TuneResult& r, const load::Settings& initial) {
-  std::printf("%-3s %10s %9s %9s %6s %6s  %s\n", "#", "max req/s", "p99 ms", "in flight",
-              "trials", "s", "settings (changed from the config's)");
+  std::printf("%-3s %10s %9s %9s %6s %6s  %s\n", "#", "max req/s", "p99 ms", "in flight", "trials",
+              "s", "settings (changed from the config's)");
   int n = 0;
   for (const load::CandidateResult& c : r.candidates) {
     std::string p99 = "-";
@@ -247,9 +244,9 @@ void PrintCandidates(const load::TuneResult& r, const load::Settings& initial) {
     if (c.best_trial.has_value()) {
       const load::TrialMeasurement& m = c.best_trial->measured;
       p99 = absl::StrFormat("%.1f", m.p99_s * 1e3);
-      in_flight = absl::StrFormat("%.1f", m.server_concurrency >= 0
-                                              ? m.server_concurrency
-                                              : m.achieved_qps * m.mean_latency_s);
+      in_flight =
+          absl::StrFormat("%.1f", m.server_concurrency >= 0 ? m.server_concurrency
+                                                            : m.achieved_qps * m.mean_latency_s);
     }
     std::string note;
     if (!c.status.ok()) {
@@ -260,8 +257,8 @@ void PrintCandidates(const load::TuneResult& r, const load::Settings& initial) {
       note = "  (no rate met the SLO)";
     }
     std::printf("%-3d %10.1f %9s %9s %6zu %6.1f  %s%s\n", ++n, c.max_qps, p99.c_str(),
-                in_flight.c_str(), c.trials.size(), c.seconds,
-                Changes(c.settings, initial).c_str(), note.c_str());
+                in_flight.c_str(), c.trials.size(), c.seconds, Changes(c.settings, initial).c_str(),
+                note.c_str());
   }
   for (const load::Settings& s : r.untried) {
     std::printf("%-3s %10s %9s %9s %6s %6s  %s  (not tried: the budget ran out)\n", "-", "-", "-",
@@ -355,9 +352,10 @@ absl::StatusOr<int> Tune(const TuneOptions& o) {
     return std::make_unique<load::DaemonCandidate>(*std::move(server), run, kProbeConcurrency);
   };
 
-  std::printf("gecd tune: %s, backend %s, SLO p99 <= %.0f ms with errors <= %.2f%%, budget %.0f s\n",
-              o.config_path.empty() ? "built-in config" : o.config_path.c_str(),
-              cfg.engine.backend.c_str(), o.slo_p99_s * 1e3, o.max_error_rate * 100, o.budget_s);
+  std::printf(
+      "gecd tune: %s, backend %s, SLO p99 <= %.0f ms with errors <= %.2f%%, budget %.0f s\n",
+      o.config_path.empty() ? "built-in config" : o.config_path.c_str(), cfg.engine.backend.c_str(),
+      o.slo_p99_s * 1e3, o.max_error_rate * 100, o.budget_s);
   std::vector<std::string> keys;
   for (const auto& [key, value] : initial) keys.push_back(key);
   std::printf("trials: %.1f s + %.1f s warm-up, deadline %d ms; searching %s\n", o.trial_s,
@@ -383,9 +381,8 @@ absl::StatusOr<int> Tune(const TuneOptions& o) {
       progress(absl::StrCat("#", ++candidate, " ", Changes(s, initial), ": starting"));
     };
     callbacks.trial_done = [&](const load::Settings& s, const load::Trial& t) {
-      progress(absl::StrFormat("#%d %s: %.1f req/s p99 %.0f ms %s", candidate,
-                               Changes(s, initial), t.offered_qps, t.measured.p99_s * 1e3,
-                               t.passed ? "pass" : "fail"));
+      progress(absl::StrFormat("#%d %s: %.1f req/s p99 %.0f ms %s", candidate, Changes(s, initial),
+                               t.offered_qps, t.measured.p99_s * 1e3, t.passed ? "pass" : "fail"));
     };
     result = load::Tune(load::ThroughputSearchSpace(cores, cuda), initial, start, options, now_s,
                         callbacks);
@@ -405,8 +402,8 @@ absl::StatusOr<int> Tune(const TuneOptions& o) {
                    std::string(s.message()).c_str());
       return 2;
     }
-    return absl::Status(s.code(), absl::StrCat("measuring the config's own settings: ",
-                                               s.message(), logs_note));
+    return absl::Status(
+        s.code(), absl::StrCat("measuring the config's own settings: ", s.message(), logs_note));
   }
   std::printf("\n");
   PrintCandidates(*result, initial);
@@ -446,9 +443,9 @@ absl::StatusOr<int> Tune(const TuneOptions& o) {
     json["closest"] = TrialJson(closest);
     exit_code = 1;
   } else {
+    const std::string little = absl::StrFormat("Little's law %.2f", f.littles_law_concurrency);
     const std::string basis = f.gauge_concurrency >= 0
-                                  ? absl::StrFormat("gecd_request_concurrency mean; Little's law "
-                                                    "%.2f", f.littles_law_concurrency)
+                                  ? absl::StrCat("gecd_request_concurrency mean; ", little)
                                   : "Little's law: achieved rate x mean latency";
     std::string summary = absl::StrFormat(
         "# Tuned by `gecd tune` on %s from %s (backend %s).\n"

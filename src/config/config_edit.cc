@@ -230,7 +230,8 @@ absl::StatusOr<std::string> MoveConfigText(std::string_view yaml, const std::str
     if (!value.has_value() || value->empty()) continue;
     const std::filesystem::path path(*value);
     if (path.is_absolute()) continue;
-    moved.emplace_back(key, RelocatePath((std::filesystem::path(from_dir) / path).string(), to_dir));
+    moved.emplace_back(key,
+                       RelocatePath((std::filesystem::path(from_dir) / path).string(), to_dir));
   }
   if (moved.empty()) return std::string(yaml);
   return SetConfigValues(yaml, moved);

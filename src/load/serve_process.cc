@@ -78,9 +78,9 @@ absl::StatusOr<std::unique_ptr<ServeProcess>> ServeProcess::Start(const ServeOpt
           "gecd serve ", ExitDescription(status), " before it was ready: ", p->LastLoggedError()));
     }
     if (Clock::now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "gecd serve was not ready within %.0f s (log: %s)", options.ready_timeout_s,
-          options.log_path));
+      return absl::DeadlineExceededError(
+          absl::StrFormat("gecd serve was not ready within %.0f s (log: %s)",
+                          options.ready_timeout_s, options.log_path));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

@@ -14,10 +14,10 @@ namespace gecd::load {
 
 // How to start one `gecd serve`.
 struct ServeOptions {
-  std::string binary;       // the gecd executable ("/proc/self/exe" from within gecd)
-  std::string config_path;  // "" for the built-in defaults
+  std::string binary;             // the gecd executable ("/proc/self/exe" from within gecd)
+  std::string config_path;        // "" for the built-in defaults
   std::vector<std::string> sets;  // KEY=VALUE, applied after the config file
-  std::string log_path;     // its stderr and stdout
+  std::string log_path;           // its stderr and stdout
   double ready_timeout_s = 120;
   double stop_timeout_s = 15;  // SIGTERM, then SIGKILL after this long
 };

@@ -49,9 +49,8 @@ double Slowest(bool& seen, double so_far, double observed) {
 // The state of one search: the budget, what has been measured, the best so far.
 class Search {
  public:
-  Search(const std::vector<TuneDimension>& space, const StartFn& start,
-         const TunerOptions& options, const std::function<double()>& now_s,
-         const TuneCallbacks& callbacks)
+  Search(const std::vector<TuneDimension>& space, const StartFn& start, const TunerOptions& options,
+         const std::function<double()>& now_s, const TuneCallbacks& callbacks)
       : space_(space),
         start_(start),
         options_(options),
@@ -99,8 +98,7 @@ std::vector<Settings> Search::PendingIn(size_t d, const Settings& base) const {
   for (const std::string& value : space_[d].candidates(base)) {
     Settings s = base;
     s[space_[d].key] = value;
-    if (measured_.count(s) == 0 &&
-        std::find(pending.begin(), pending.end(), s) == pending.end()) {
+    if (measured_.count(s) == 0 && std::find(pending.begin(), pending.end(), s) == pending.end()) {
       pending.push_back(std::move(s));
     }
   }
@@ -191,8 +189,7 @@ absl::StatusOr<TuneResult> Search::Run(const Settings& initial) {
   for (size_t d = 0; d < space_.size(); ++d) first_pass += PendingIn(d, initial).size();
   CandidateResult first = Measure(
       initial, /*initial=*/true,
-      std::min(std::max(options_.budget_s / first_pass, MinimumShare()),
-               options_.budget_s));
+      std::min(std::max(options_.budget_s / first_pass, MinimumShare()), options_.budget_s));
   result_.candidates.push_back(first);
   if (!first.status.ok()) return first.status;
   if (first.trials.empty()) {

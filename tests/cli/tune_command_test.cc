@@ -29,13 +29,12 @@ using ::testing::Not;
 // config's own directory, and a comment the tuned copy must keep.
 std::string WriteEchoConfig(const std::string& dir, const std::string& extra = "") {
   const std::string model = gecd::testing::SmallModelDir();
-  const std::string relative =
-      std::filesystem::path(model).lexically_relative(dir).string();
+  const std::string relative = std::filesystem::path(model).lexically_relative(dir).string();
   std::ofstream(dir + "/echo.yaml") << "# the operator's note\n"
                                     << "model:\n  dir: " << relative << "\n"
                                     << "engine:\n  backend: echo   # no model run\n"
-                                    << "  max_batch_size: 64\n" << extra
-                                    << "server:\n  workers: 1\n  max_queue_ms: 0\n";
+                                    << "  max_batch_size: 64\n"
+                                    << extra << "server:\n  workers: 1\n  max_queue_ms: 0\n";
   return dir + "/echo.yaml";
 }
 
@@ -89,8 +88,10 @@ TEST(TuneCommandTest, BadFlagsAndConfigsExit2NamingThem) {
 
 TEST(TuneCommandTest, AConfigWhoseDaemonCannotStartIsAnErrorNamingTheKey) {
   const auto started = std::chrono::steady_clock::now();
-  const RunResult r = RunGecd("tune --set engine.backend=echo --set model.dir=/nonexistent/model "
-                              "--budget 30s --out " + gecd::testing::MakeTempDir() + "/t.yaml");
+  const RunResult r = RunGecd(
+      "tune --set engine.backend=echo --set model.dir=/nonexistent/model "
+      "--budget 30s --out " +
+      gecd::testing::MakeTempDir() + "/t.yaml");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("do not start"));
   EXPECT_THAT(r.output, HasSubstr("model.dir /nonexistent/model"));

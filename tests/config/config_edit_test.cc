@@ -73,9 +73,10 @@ TEST(ConfigEdit, EditsTheDefaultConfigInPlace) {
   const std::string original((std::istreambuf_iterator<char>(in)),
                              std::istreambuf_iterator<char>());
   ASSERT_FALSE(original.empty());
-  absl::StatusOr<std::string> edited = SetConfigValues(
-      original, {{"engine.max_batch_size", "64"}, {"server.workers", "1"},
-                 {"model.dir", "../../models/gecd-gec-small"}});
+  absl::StatusOr<std::string> edited =
+      SetConfigValues(original, {{"engine.max_batch_size", "64"},
+                                 {"server.workers", "1"},
+                                 {"model.dir", "../../models/gecd-gec-small"}});
   ASSERT_TRUE(edited.ok()) << edited.status();
   // Only those three lines differ.
   const std::vector<std::string> before = absl::StrSplit(original, '\n');
@@ -128,13 +129,15 @@ TEST(ConfigEdit, RefusesUnknownKeysBadValuesAndBadYaml) {
 
 TEST(ConfigEdit, MovingAConfigRebasesItsRelativePaths) {
   const std::string text =
-      "model:\n  dir: ../models/m  # the model\nspelling:\n  dictionary: /usr/share/hunspell/en_US\n"
+      "model:\n  dir: ../models/m  # the model\nspelling:\n  dictionary: "
+      "/usr/share/hunspell/en_US\n"
       "  lexicon: lexicon.tsv\n";
   absl::StatusOr<std::string> moved = MoveConfigText(text, "/srv/gecd/configs", "/srv/out");
   ASSERT_TRUE(moved.ok()) << moved.status();
-  EXPECT_EQ(*moved,
-            "model:\n  dir: \"../gecd/models/m\"  # the model\nspelling:\n"
-            "  dictionary: /usr/share/hunspell/en_US\n  lexicon: \"../gecd/configs/lexicon.tsv\"\n");
+  EXPECT_EQ(
+      *moved,
+      "model:\n  dir: \"../gecd/models/m\"  # the model\nspelling:\n"
+      "  dictionary: /usr/share/hunspell/en_US\n  lexicon: \"../gecd/configs/lexicon.tsv\"\n");
   // Into another tree: absolute paths.
   moved = MoveConfigText(text, "/srv/gecd/configs", "/tmp/out");
   ASSERT_TRUE(moved.ok()) << moved.status();

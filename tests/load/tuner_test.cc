@@ -89,9 +89,8 @@ const Settings kInitial = {
 TEST(TunerTest, KeepsTheBestSettingsThatMeetTheSlo) {
   FakeWorld world;
   world.capacity = Peaked;
-  absl::StatusOr<TuneResult> r =
-      Tune(ThroughputSearchSpace(2, false), kInitial, Starter(&world), Options(100'000),
-           [&] { return world.now; });
+  absl::StatusOr<TuneResult> r = Tune(ThroughputSearchSpace(2, false), kInitial, Starter(&world),
+                                      Options(100'000), [&] { return world.now; });
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->slo_met);
   EXPECT_EQ(r->best.settings.at(kMaxBatchSizeKey), "256");
@@ -129,10 +128,11 @@ TEST(TunerTest, ACandidateThatFailsAtTheBestRateIsLeftAfterOneTrial) {
   callbacks.trial_done = [&](const Settings& s, const Trial&) {
     trials_of.push_back(s.at(kWorkersKey));
   };
-  const Settings initial = {{kMaxBatchSizeKey, "128"}, {kMaxStepTokensKey, "2048"},
-                            {kWorkersKey, "1"}};
-  absl::StatusOr<TuneResult> r = Tune(ThroughputSearchSpace(2, false), initial, Starter(&world),
-                                      Options(100'000), [&] { return world.now; }, callbacks);
+  const Settings initial = {
+      {kMaxBatchSizeKey, "128"}, {kMaxStepTokensKey, "2048"}, {kWorkersKey, "1"}};
+  absl::StatusOr<TuneResult> r = Tune(
+      ThroughputSearchSpace(2, false), initial, Starter(&world), Options(100'000),
+      [&] { return world.now; }, callbacks);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->best.settings, initial);
   const CandidateResult* two = nullptr;
@@ -151,9 +151,8 @@ TEST(TunerTest, StaysWithinTheBudgetAndSaysWhatItLeftOut) {
   for (const double budget : {40.0, 75.0, 200.0}) {
     FakeWorld world;
     world.capacity = Peaked;
-    absl::StatusOr<TuneResult> r =
-        Tune(ThroughputSearchSpace(2, false), kInitial, Starter(&world), Options(budget),
-             [&] { return world.now; });
+    absl::StatusOr<TuneResult> r = Tune(ThroughputSearchSpace(2, false), kInitial, Starter(&world),
+                                        Options(budget), [&] { return world.now; });
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_LE(world.now, budget) << "budget " << budget;
     EXPECT_EQ(r->elapsed_s, world.now);
@@ -233,9 +232,8 @@ TEST(TunerTest, ACandidateThatCannotStartIsSkippedButTheInitialOneIsAnError) {
 TEST(TunerTest, ABudgetTooShortForOneTrialIsAnError) {
   FakeWorld world;
   world.capacity = Peaked;
-  absl::StatusOr<TuneResult> r =
-      Tune(ThroughputSearchSpace(2, false), kInitial, Starter(&world), Options(9),
-           [&] { return world.now; });
+  absl::StatusOr<TuneResult> r = Tune(ThroughputSearchSpace(2, false), kInitial, Starter(&world),
+                                      Options(9), [&] { return world.now; });
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
   EXPECT_EQ(world.trials, 0);
 }
@@ -269,8 +267,8 @@ TEST(TunerTest, TheSearchSpaceKeepsConfigsValid) {
   EXPECT_EQ(cpu[0].key, kMaxBatchSizeKey);
   EXPECT_THAT(cpu[0].candidates(kInitial), ElementsAre("64", "256"));
   // The batch never above the step's tokens, and the other way round.
-  const Settings tight = {{kMaxBatchSizeKey, "128"}, {kMaxStepTokensKey, "128"},
-                          {kWorkersKey, "0"}};
+  const Settings tight = {
+      {kMaxBatchSizeKey, "128"}, {kMaxStepTokensKey, "128"}, {kWorkersKey, "0"}};
   EXPECT_THAT(cpu[0].candidates(tight), ElementsAre("64"));
   EXPECT_THAT(cpu[1].candidates(tight), ElementsAre("256"));
   // Workers: 0 is one per core (2), so the candidates are 1 only; never more than the cores.
