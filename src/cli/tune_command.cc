@@ -59,9 +59,11 @@ constexpr const char* kSampleSentences[] = {
     "The informations in this report is not correct.",
 };
 
-// In-process closed-loop requests of the capacity probe: enough to batch, few enough that
-// admission's predicted wait (in flight over the rate) stays under server.max_queue_ms.
-constexpr int kProbeConcurrency = 16;
+// Requests in flight in the closed-loop capacity probe: few, because a closed loop re-sends a
+// refusal at once, and with more in flight than admission's predicted wait allows (in flight
+// over the rate, against server.max_queue_ms) a cold daemon refused everything (16 in flight
+// against the default config and model: no OK answer in 3 s; 4: 36 req/s).
+constexpr int kProbeConcurrency = 4;
 
 // Fewer requests than this in a trial's window say nothing of its p99: find-max goes no lower.
 constexpr double kMinRequestsPerTrial = 10;
