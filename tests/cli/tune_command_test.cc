@@ -98,6 +98,15 @@ TEST(TuneCommandTest, AConfigWhoseDaemonCannotStartIsAnErrorNamingTheKey) {
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
 }
 
+TEST(TuneCommandTest, ABudgetTooShortForOneTrialIsAnErrorNamingTheFlag) {
+  const std::string dir = gecd::testing::MakeTempDir();
+  const RunResult r = RunGecd("tune --config " + WriteEchoConfig(dir) + " --budget 1s --out " +
+                              dir + "/t.yaml");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("--budget 1s is too short"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/t.yaml"));
+}
+
 TEST(TuneCommandTest, TunesAnEchoDaemonWithinItsBudget) {
   const std::string dir = gecd::testing::MakeTempDir();
   const std::string config_path = WriteEchoConfig(dir);
