@@ -2,6 +2,8 @@
 // whose daemon cannot start names its key, a short search on the echo backend stays within its
 // budget and writes a tuned config that loads and figures that agree, and an SLO no setting
 // can meet exits 1 with the closest miss.
+#include <stdlib.h>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -87,6 +89,9 @@ TEST(TuneCommandTest, BadFlagsAndConfigsExit2NamingThem) {
 }
 
 TEST(TuneCommandTest, AConfigWhoseDaemonCannotStartIsAnErrorNamingTheKey) {
+  // The daemon's log is kept for the operator, in $TMPDIR: this test's own.
+  const std::string tmp = gecd::testing::MakeTempDir();
+  setenv("TMPDIR", tmp.c_str(), 1);
   const auto started = std::chrono::steady_clock::now();
   const RunResult r = RunGecd(
       "tune --set engine.backend=echo --set model.dir=/nonexistent/model "
@@ -95,7 +100,9 @@ TEST(TuneCommandTest, AConfigWhoseDaemonCannotStartIsAnErrorNamingTheKey) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("do not start"));
   EXPECT_THAT(r.output, HasSubstr("model.dir /nonexistent/model"));
+  EXPECT_THAT(r.output, HasSubstr("(daemon logs: " + tmp + "/gecd-tune."));
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
+  unsetenv("TMPDIR");
 }
 
 TEST(TuneCommandTest, ABudgetTooShortForOneTrialIsAnErrorNamingTheFlag) {
