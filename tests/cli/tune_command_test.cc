@@ -107,8 +107,8 @@ TEST(TuneCommandTest, AConfigWhoseDaemonCannotStartIsAnErrorNamingTheKey) {
 
 TEST(TuneCommandTest, ABudgetTooShortForOneTrialIsAnErrorNamingTheFlag) {
   const std::string dir = gecd::testing::MakeTempDir();
-  const RunResult r = RunGecd("tune --config " + WriteEchoConfig(dir) + " --budget 1s --out " +
-                              dir + "/t.yaml");
+  const RunResult r =
+      RunGecd("tune --config " + WriteEchoConfig(dir) + " --budget 1s --out " + dir + "/t.yaml");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_THAT(r.output, HasSubstr("--budget 1s is too short"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/t.yaml"));
