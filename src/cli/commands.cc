@@ -8,6 +8,8 @@ const std::vector<Command>& AllCommands() {
       {"serve", "run the daemon: supervisor, engine and gRPC workers", RunServe},
       {"route", "run the router: spreads gRPC calls over daemons (p2c), with discovery",
        RunRoute},
+      {"tune", "measure the engine settings and per-pod HPA target that meet a latency SLO",
+       RunTune},
 #endif
       {"generate", "run the model on prompts and print the outputs", RunGenerate},
       {"eval", "score a model or server on JFLEG (GLEU) and the synthetic test set", RunEval},

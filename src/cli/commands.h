@@ -21,6 +21,7 @@ int RunQuantize(const std::vector<std::string>& args);
 int RunVersion(const std::vector<std::string>& args);
 int RunServe(const std::vector<std::string>& args);  // only with GECD_HAVE_SERVER
 int RunRoute(const std::vector<std::string>& args);  // only with GECD_HAVE_SERVER
+int RunTune(const std::vector<std::string>& args);   // only with GECD_HAVE_SERVER
 // A process `gecd serve` started (GECD_ROLE set: "engine" or "worker"); only with
 // GECD_HAVE_SERVER.
 int RunChildRole(const std::string& role);

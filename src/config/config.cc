@@ -357,16 +357,43 @@ absl::StatusOr<Config> ParseConfig(std::string_view yaml, std::string_view path)
   return config;
 }
 
+namespace {
+
+// The keys that name files, with where they live in Config.
+struct PathField {
+  const char* key;
+  std::string& (*value)(Config&);
+};
+
+constexpr PathField kPathFields[] = {
+    {"model.dir", [](Config& c) -> std::string& { return c.model.dir; }},
+    {"spelling.dictionary", [](Config& c) -> std::string& { return c.spelling.dictionary; }},
+    {"spelling.lexicon", [](Config& c) -> std::string& { return c.spelling.lexicon; }},
+    {"route.kubernetes.kubeconfig",
+     [](Config& c) -> std::string& { return c.route.kubernetes.kubeconfig; }},
+};
+
+}  // namespace
+
+const std::vector<std::string>& PathKeys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> k;
+    for (const PathField& f : kPathFields) k.push_back(f.key);
+    return k;
+  }();
+  return keys;
+}
+
 absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
   ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
   ASSIGN_OR_RETURN(Config config, ParseConfig(text, path));
   // Relative paths are relative to the config file, so the config works from any working
   // directory (systemd starts services in /).
-  for (std::string* file : {&config.model.dir, &config.spelling.dictionary,
-                            &config.spelling.lexicon, &config.route.kubernetes.kubeconfig}) {
-    const std::filesystem::path p(*file);
-    if (!file->empty() && p.is_relative()) {
-      *file = (std::filesystem::path(path).parent_path() / p).lexically_normal().string();
+  for (const PathField& f : kPathFields) {
+    std::string& file = f.value(config);
+    const std::filesystem::path p(file);
+    if (!file.empty() && p.is_relative()) {
+      file = (std::filesystem::path(path).parent_path() / p).lexically_normal().string();
     }
   }
   return config;

@@ -127,8 +127,12 @@ struct Config {
 };
 
 absl::StatusOr<Config> ParseConfig(std::string_view yaml, std::string_view path);
-// Reads a file; a relative model.dir or spelling path is resolved against the file's directory.
+// Reads a file; a relative path in a key of PathKeys() is resolved against the file's directory.
 absl::StatusOr<Config> LoadConfigFile(const std::string& path);
+
+// The keys that name files: model.dir, spelling.dictionary, spelling.lexicon,
+// route.kubernetes.kubeconfig.
+const std::vector<std::string>& PathKeys();
 
 // Sets one key from the command line ("engine.threads", "4") with the file's type and range
 // rules. Rules between keys are checked by ValidateConfig once every override is applied, so

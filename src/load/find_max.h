@@ -17,11 +17,15 @@ struct FindMaxOptions {
   double max_error_rate = 0.01;
 };
 
-// What one trial at an offered rate measured.
+// What one trial at an offered rate measured. The search reads the first three.
 struct TrialMeasurement {
   double achieved_qps = 0;
   double p99_s = 0;
   double error_rate = 0;  // errors / completed
+  double mean_latency_s = 0;  // of OK answers: with achieved_qps, Little's law's concurrency
+  // The server's own mean of requests in flight (gecd_request_concurrency) over the trial,
+  // where it was sampled; < 0 when not.
+  double server_concurrency = -1;
 };
 
 struct Trial {

@@ -326,6 +326,7 @@ RunResult Driver::Run() {
   window_end_ =
       window_start + std::chrono::duration_cast<Clock::duration>(Seconds(config_.duration_s));
   recorder_ = std::make_unique<LoadRecorder>(window_start, window_end_);
+  if (config_.on_window) config_.on_window(window_start, window_end_);
   for (auto& cq : cqs_) {
     pollers_.emplace_back([cq = cq.get()] {
       void* tag;

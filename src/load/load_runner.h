@@ -2,6 +2,7 @@
 #define GECD_LOAD_LOAD_RUNNER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ struct RunConfig {
   int deadline_ms = 5000;
   uint64_t seed = 1;
   std::vector<std::string> sentences;  // cycled; must not be empty
+  // Called once the channels are connected, with the measured window's start and end, so that
+  // whatever samples the server meanwhile can sample that window.
+  std::function<void(Clock::time_point window_start, Clock::time_point window_end)> on_window;
 };
 
 // Connects every channel (UNAVAILABLE, naming the target, if one does not answer within 5 s;

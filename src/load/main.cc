@@ -40,11 +40,7 @@ absl::Status FindMax(const LoadOptions& options) {
     RunConfig config = options.run;
     config.profile = RateProfile::Constant(qps);
     ASSIGN_OR_RETURN(RunResult result, RunLoad(config));
-    const uint64_t completed = result.ok + result.error_count();
-    return TrialMeasurement{
-        .achieved_qps = result.achieved_qps(),
-        .p99_s = result.ok_latency.Percentile(0.99) / 1e6,
-        .error_rate = completed == 0 ? 1.0 : result.error_count() / double(completed)};
+    return ToTrialMeasurement(result);
   };
   std::cout << absl::StrFormat("%12s %12s %12s %10s  %s\n", "offered_qps", "achieved_qps", "p99_ms",
                                "errors_%", "verdict");

@@ -62,6 +62,15 @@ nlohmann::json ToJson(const RunResult& result) {
           {"refused", refused}};
 }
 
+TrialMeasurement ToTrialMeasurement(const RunResult& result) {
+  const uint64_t completed = result.ok + result.error_count();
+  return TrialMeasurement{
+      .achieved_qps = result.achieved_qps(),
+      .p99_s = result.ok_latency.Percentile(0.99) / 1e6,
+      .error_rate = completed == 0 ? 1.0 : result.error_count() / double(completed),
+      .mean_latency_s = result.ok_latency.mean() / 1e6};
+}
+
 void WriteTimelineCsv(const RunResult& result, std::ostream& out) {
   out << "t,sent,ok,errors,p50_ms,p99_ms\n";
   for (size_t t = 0; t < result.timeline.size(); ++t) {

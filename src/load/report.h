@@ -3,6 +3,7 @@
 
 #include <ostream>
 
+#include "load/find_max.h"
 #include "load/load_recorder.h"
 #include "nlohmann/json.hpp"
 
@@ -14,6 +15,10 @@ void WriteTable(const RunResult& result, std::ostream& out);
 
 // The same figures for machines; latencies in ms.
 nlohmann::json ToJson(const RunResult& result);
+
+// A run as one find-max trial: achieved QPS, p99 and mean latency of OK answers, and the
+// share of completed requests that failed (1 when none completed).
+TrialMeasurement ToTrialMeasurement(const RunResult& result);
 
 // Latency over time: a header, then one row per second of the window
 // "t,sent,ok,errors,p50_ms,p99_ms".

@@ -83,13 +83,9 @@ std::map<std::string, pid_t> ChildrenByTitle(pid_t parent) {
 }
 
 int FreeTcpPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr = Loopback(0);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
+  absl::StatusOr<int> port = FreeLoopbackPort();
+  EXPECT_TRUE(port.ok()) << port.status();
+  return port.value_or(0);
 }
 
 HeldTcpPort::HeldTcpPort(bool reuse_port) {
@@ -112,53 +108,6 @@ bool Listening(int port) {
   const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   close(fd);
   return ok;
-}
-
-int HttpGet(int port, const std::string& path, std::string* body) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  timeval timeout = {10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-  sockaddr_in addr = Loopback(port);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return 0;
-  }
-  const std::string request =
-      absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-  if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
-      static_cast<ssize_t>(request.size())) {
-    close(fd);
-    return 0;
-  }
-  std::string response;
-  char buf[16384];
-  ssize_t n;
-  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) response.append(buf, static_cast<size_t>(n));
-  close(fd);
-  // "HTTP/1.1 200 OK\r\n" headers "\r\n\r\n" body (Content-Length framed; read to close).
-  const size_t space = response.find(' ');
-  const size_t header_end = response.find("\r\n\r\n");
-  int status = 0;
-  if (space == std::string::npos || header_end == std::string::npos ||
-      !absl::SimpleAtoi(absl::string_view(response).substr(space + 1, 3), &status)) {
-    return 0;
-  }
-  if (body != nullptr) *body = response.substr(header_end + 4);
-  return status;
-}
-
-std::optional<double> MetricValue(const std::string& metrics, const std::string& series) {
-  for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
-    if (line.size() <= series.size() || line.substr(0, series.size()) != series ||
-        line[series.size()] != ' ') {
-      continue;
-    }
-    double value = 0;
-    if (absl::SimpleAtod(line.substr(series.size() + 1), &value)) return value;
-  }
-  return std::nullopt;
 }
 
 std::string WriteModelDir(const RandomModelOptions& options) {

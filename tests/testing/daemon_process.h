@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/loopback.h"
 #include "testing/random_model.h"
 
 // Runs the real `gecd serve` (supervisor, engine, workers) for integration tests, and the
@@ -34,7 +35,8 @@ std::string ProcessTitle(pid_t pid);
 // Live (not zombie) children of `parent`, by title.
 std::map<std::string, pid_t> ChildrenByTitle(pid_t parent);
 
-// A 127.0.0.1 TCP port free at the time of asking (the daemon binds it right after).
+// A 127.0.0.1 TCP port free at the time of asking (the daemon binds it right after); a test
+// failure when none can be had.
 int FreeTcpPort();
 
 // A loopback TCP port held (bound and listening) until destruction, optionally with
@@ -55,12 +57,9 @@ class HeldTcpPort {
 // Whether something accepts TCP connections on 127.0.0.1:`port`.
 bool Listening(int port);
 
-// HTTP/1.1 GET http://127.0.0.1:`port``path`: the status (0: no answer), the body in `body`.
-int HttpGet(int port, const std::string& path, std::string* body = nullptr);
-
-// The value of the sample `series` (e.g. `gecd_requests_total{code="OK"}` or
-// `gecd_batch_size_count`) in Prometheus text `metrics`; nullopt when absent.
-std::optional<double> MetricValue(const std::string& metrics, const std::string& series);
+// HTTP/1.1 GET of a loopback port and a sample of a /metrics page (common/loopback.h).
+using ::gecd::HttpGet;
+using ::gecd::MetricValue;
 
 // A new model directory (in a MakeTempDir()) with a random model of `options` and a byte-level
 // tokenizer.json (one token per byte).

@@ -1,0 +1,535 @@
+// gecd tune: measures which values of the settings that decide throughput let one daemon of
+// this config sustain the highest request rate within a p99 SLO (load/tuner.h: coordinate
+// descent, gecd-load's find-max against daemons it starts itself), writes the config with
+// those values, and prints the per-pod figures an autoscaler needs: the rate, the requests in
+// flight at that rate, and the HPA AverageValue target for gecd_request_concurrency.
+#ifdef GECD_HAVE_SERVER
+#include <stdlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/config_flags.h"
+#include "common/mapped_file.h"
+#include "common/progress_bar.h"
+#include "common/status_macros.h"
+#include "config/config.h"
+#include "config/config_edit.h"
+#include "load/daemon_candidate.h"
+#include "load/load_options.h"
+#include "load/serve_process.h"
+#include "load/tuner.h"
+#include "nlohmann/json.hpp"
+
+namespace gecd::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+// The trials' sentences without --input: short learner sentences like the service's traffic.
+constexpr const char* kSampleSentences[] = {
+    "She go to school every day with her brother.",
+    "I has seen that film three times last year.",
+    "They was very happy when the results came out.",
+    "He don't like to eat vegetables at dinner time.",
+    "We is going to the beach if the weather is good.",
+    "My sister have two cats and a small dog at home.",
+    "The childrens played in the park until it got dark.",
+    "Yesterday I buyed a new phone from the shop.",
+    "There is many reasons why people move to cities.",
+    "She can sings very well but she is shy on stage.",
+    "If I would have known, I would have come earlier.",
+    "The informations in this report is not correct.",
+};
+
+// Requests in flight in the closed-loop capacity probe: few, because a closed loop re-sends a
+// refusal at once, and with more in flight than admission's predicted wait allows (in flight
+// over the rate, against server.max_queue_ms) a cold daemon refused everything (16 in flight
+// against the default config and model: no OK answer in 3 s; 4: 36 req/s).
+constexpr int kProbeConcurrency = 4;
+
+// Fewer requests than this in a trial's window say nothing of its p99: find-max goes no lower.
+constexpr double kMinRequestsPerTrial = 10;
+
+struct TuneOptions {
+  std::string config_path;  // absolute; "" for the built-in defaults
+  std::vector<std::string> overrides;
+  config::Config config;
+  double slo_p99_s = 1;
+  double budget_s = 600;
+  double headroom = 0.3;
+  double max_error_rate = 0.01;
+  double trial_s = 3;
+  double warmup_s = 1;
+  std::string out_path = "tuned.yaml";
+  std::string json_path;
+  std::string input_path;
+};
+
+absl::StatusOr<double> DurationFlag(const Args& args, const std::string& name, double value,
+                                    bool zero_allowed) {
+  const std::optional<std::string> text = args.Get(name);
+  if (!text) return value;
+  absl::StatusOr<double> parsed = load::ParseDuration(*text);
+  if (!parsed.ok() || !(zero_allowed ? *parsed >= 0 : *parsed > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", *text, "' is not a duration",
+                                                   zero_allowed ? "" : " > 0",
+                                                   " (30s, 500ms, 10m)"));
+  }
+  return *parsed;
+}
+
+// A number in [lo, hi) (hi_inclusive: [lo, hi]).
+absl::StatusOr<double> FractionFlag(const Args& args, const std::string& name, double value,
+                                    double lo, double hi, bool hi_inclusive) {
+  const std::optional<std::string> text = args.Get(name);
+  if (!text) return value;
+  double v;
+  if (!absl::SimpleAtod(*text, &v) || !(v >= lo) || !(hi_inclusive ? v <= hi : v < hi)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--%s: '%s' is not a number in [%g, %g%s", name, *text, lo, hi, hi_inclusive ? "]" : ")"));
+  }
+  return v;
+}
+
+absl::StatusOr<TuneOptions> ParseOptions(const Args& args) {
+  if (!args.positionals().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tune takes no positional arguments, got '", args.positionals()[0], "'"));
+  }
+  TuneOptions o;
+  ASSIGN_OR_RETURN(o.slo_p99_s, DurationFlag(args, "slo-p99", o.slo_p99_s, false));
+  ASSIGN_OR_RETURN(o.budget_s, DurationFlag(args, "budget", o.budget_s, false));
+  ASSIGN_OR_RETURN(o.trial_s, DurationFlag(args, "trial", o.trial_s, false));
+  ASSIGN_OR_RETURN(o.warmup_s, DurationFlag(args, "warmup", o.warmup_s, true));
+  ASSIGN_OR_RETURN(o.headroom, FractionFlag(args, "headroom", o.headroom, 0, 1, false));
+  ASSIGN_OR_RETURN(o.max_error_rate,
+                   FractionFlag(args, "max-error-rate", o.max_error_rate, 0, 1, true));
+  for (const char* name : {"out", "json", "input", "config"}) {
+    if (args.Has(name) && args.Get(name)->empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a file name"));
+    }
+  }
+  o.out_path = args.Get("out").value_or(o.out_path);
+  o.json_path = args.Get("json").value_or("");
+  o.input_path = args.Get("input").value_or("");
+  // Absolute, as for serve: the daemons it starts read it again.
+  o.config_path = args.Has("config") ? fs::absolute(*args.Get("config")).string() : "";
+  o.overrides = args.GetAll("set");
+  ASSIGN_OR_RETURN(o.config, LoadConfigWithOverrides(o.config_path, o.overrides));
+  return o;
+}
+
+std::string Describe(const load::Settings& settings) {
+  std::vector<std::string> parts;
+  for (const auto& [key, value] : settings) parts.push_back(absl::StrCat(key, "=", value));
+  return absl::StrJoin(parts, " ");
+}
+
+// The settings that differ from `initial`, or "(the config's)".
+std::string Changes(const load::Settings& settings, const load::Settings& initial) {
+  load::Settings changed;
+  for (const auto& [key, value] : settings) {
+    if (initial.at(key) != value) changed[key] = value;
+  }
+  return changed.empty() ? "(the config's)" : Describe(changed);
+}
+
+// Integers as numbers, so that a reader of the JSON need not parse them.
+Json SettingsJson(const load::Settings& settings) {
+  Json out = Json::object();
+  for (const auto& [key, value] : settings) {
+    int number;
+    if (absl::SimpleAtoi(value, &number)) {
+      out[key] = number;
+    } else {
+      out[key] = value;
+    }
+  }
+  return out;
+}
+
+Json TrialJson(const load::Trial& t) {
+  Json j = {
+      {"offered_qps", t.offered_qps},        {"achieved_qps", t.measured.achieved_qps},
+      {"p99_ms", t.measured.p99_s * 1e3},    {"mean_latency_ms", t.measured.mean_latency_s * 1e3},
+      {"error_rate", t.measured.error_rate}, {"passed", t.passed}};
+  if (t.measured.server_concurrency >= 0) j["concurrency_gauge"] = t.measured.server_concurrency;
+  return j;
+}
+
+std::string UtcNow() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& contents) {
+  std::ofstream out(path);
+  out << contents;
+  out.close();
+  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+// The input config with the tuned settings (and the --set overrides the daemons ran with),
+// its relative paths rebased for the output's directory, under a comment saying what was
+// measured; then read back as `gecd serve --config` reads it.
+absl::Status WriteTunedConfig(const TuneOptions& o, const load::Settings& settings,
+                              const std::string& summary) {
+  const fs::path out = fs::absolute(o.out_path);
+  const std::string to_dir = out.parent_path().string();
+  std::string text;
+  if (!o.config_path.empty()) {
+    ASSIGN_OR_RETURN(text, ReadFileToString(o.config_path));
+    ASSIGN_OR_RETURN(
+        text, config::MoveConfigText(text, fs::path(o.config_path).parent_path().string(), to_dir));
+  }
+  const auto rebased = [&](const std::string& path) {
+    return config::RelocatePath(fs::absolute(path).string(), to_dir);
+  };
+  config::KeyValues values;
+  bool model_dir_set = false;
+  for (const std::string& kv : o.overrides) {
+    const size_t eq = kv.find('=');
+    std::string key = kv.substr(0, eq);
+    std::string value = kv.substr(eq + 1);
+    const std::vector<std::string>& path_keys = config::PathKeys();
+    if (std::find(path_keys.begin(), path_keys.end(), key) != path_keys.end() && !value.empty() &&
+        fs::path(value).is_relative()) {
+      value = rebased(value);  // --set paths are relative to the working directory
+    }
+    model_dir_set = model_dir_set || key == "model.dir";
+    values.emplace_back(std::move(key), std::move(value));
+  }
+  if (o.config_path.empty() && !model_dir_set) {
+    values.emplace_back("model.dir", rebased(o.config.model.dir));  // the built-in default
+  }
+  for (const auto& [key, value] : settings) values.emplace_back(key, value);
+  ASSIGN_OR_RETURN(text, config::SetConfigValues(text, values));
+  RETURN_IF_ERROR(WriteFile(out.string(), summary + text));
+  if (absl::StatusOr<config::Config> check = config::LoadConfigFile(out.string()); !check.ok()) {
+    return absl::InternalError(absl::StrCat("the tuned config ", out.string(),
+                                            " does not load: ", check.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+// What the search measured, a table on stdout.
+void PrintCandidates(const load::TuneResult& r, const load::Settings& initial) {
+  std::printf("%-3s %10s %9s %9s %6s %6s  %s\n", "#", "max req/s", "p99 ms", "in flight", "trials",
+              "s", "settings (changed from the config's)");
+  int n = 0;
+  for (const load::CandidateResult& c : r.candidates) {
+    std::string p99 = "-";
+    std::string in_flight = "-";
+    if (c.best_trial.has_value()) {
+      const load::TrialMeasurement& m = c.best_trial->measured;
+      p99 = absl::StrFormat("%.1f", m.p99_s * 1e3);
+      in_flight =
+          absl::StrFormat("%.1f", m.server_concurrency >= 0 ? m.server_concurrency
+                                                            : m.achieved_qps * m.mean_latency_s);
+    }
+    std::string note;
+    if (!c.status.ok()) {
+      note = absl::StrCat("  failed: ", c.status.message());
+    } else if (c.abandoned) {
+      note = "  (failed at the best rate so far)";
+    } else if (c.max_qps == 0 && !c.trials.empty()) {
+      note = "  (no rate met the SLO)";
+    }
+    std::printf("%-3d %10.1f %9s %9s %6zu %6.1f  %s%s\n", ++n, c.max_qps, p99.c_str(),
+                in_flight.c_str(), c.trials.size(), c.seconds, Changes(c.settings, initial).c_str(),
+                note.c_str());
+  }
+  for (const load::Settings& s : r.untried) {
+    std::printf("%-3s %10s %9s %9s %6s %6s  %s  (not tried: the budget ran out)\n", "-", "-", "-",
+                "-", "-", "-", Changes(s, initial).c_str());
+  }
+}
+
+Json CandidatesJson(const load::TuneResult& r) {
+  Json candidates = Json::array();
+  for (const load::CandidateResult& c : r.candidates) {
+    Json trials = Json::array();
+    for (const load::Trial& t : c.trials) trials.push_back(TrialJson(t));
+    candidates.push_back({{"settings", SettingsJson(c.settings)},
+                          {"max_qps", c.max_qps},
+                          {"status", c.status.ok() ? "ok" : std::string(c.status.message())},
+                          {"abandoned", c.abandoned},
+                          {"seconds", c.seconds},
+                          {"trials", trials}});
+  }
+  Json untried = Json::array();
+  for (const load::Settings& s : r.untried) untried.push_back(SettingsJson(s));
+  return {{"candidates", candidates}, {"untried", untried}};
+}
+
+// Runs the search and reports it; the exit code.
+absl::StatusOr<int> Tune(const TuneOptions& o) {
+  const config::Config& cfg = o.config;
+  std::vector<std::string> sentences(std::begin(kSampleSentences), std::end(kSampleSentences));
+  if (!o.input_path.empty()) {
+    absl::StatusOr<std::vector<std::string>> read = load::ReadSentences(o.input_path);
+    if (!read.ok()) return absl::InvalidArgumentError(read.status().message());  // a bad flag
+    sentences = *std::move(read);
+  }
+  const bool cuda = cfg.engine.backend == "cuda";
+  load::Settings initial = {
+      {load::kMaxBatchSizeKey, absl::StrCat(cfg.engine.max_batch_size)},
+      {load::kMaxStepTokensKey, absl::StrCat(cfg.engine.max_step_tokens)},
+      {load::kWorkersKey, absl::StrCat(cfg.server.workers)},
+  };
+  if (cuda) initial[load::kGraphBatchSizesKey] = cfg.engine.graph_batch_sizes;
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+
+  std::string log_dir = (fs::temp_directory_path() / "gecd-tune.XXXXXX").string();
+  if (mkdtemp(log_dir.data()) == nullptr) {
+    return absl::InternalError(absl::StrCat("cannot create a directory for the daemons' logs in ",
+                                            fs::temp_directory_path().string()));
+  }
+  bool keep_logs = false;
+
+  load::RunConfig run;
+  run.sentences = sentences;
+  run.duration_s = o.trial_s;
+  run.warmup_s = o.warmup_s;
+  // Twice the SLO: an answer later than that fails the trial anyway, and a trial above
+  // capacity drains its backlog within it.
+  run.deadline_ms = std::max(1, static_cast<int>(std::ceil(2e3 * o.slo_p99_s)));
+
+  load::TunerOptions options;
+  options.budget_s = o.budget_s;
+  options.find_max.slo_p99_s = o.slo_p99_s;
+  options.find_max.max_error_rate = o.max_error_rate;
+  options.find_max.max_trials = 12;
+  // Connecting the channels and the sampler's last poll come on top of warm-up, window and
+  // drain; a stop is at most the grace period the daemons get (they drain no traffic).
+  options.trial_cost_s = o.warmup_s + o.trial_s + run.deadline_ms / 1e3 + 0.5;
+  const double grace_s = 1;
+  options.stop_cost_s = grace_s + 1;
+  options.start_cost_s = 2;
+  options.min_qps = kMinRequestsPerTrial / o.trial_s;
+
+  int daemons = 0;
+  const load::StartFn start =
+      [&](const load::Settings& s) -> absl::StatusOr<std::unique_ptr<load::CandidateServer>> {
+    load::ServeOptions serve;
+    serve.binary = "/proc/self/exe";
+    serve.config_path = o.config_path;
+    serve.sets = o.overrides;
+    for (const auto& [key, value] : s) serve.sets.push_back(absl::StrCat(key, "=", value));
+    // Quick stops between candidates, and logs this process can read.
+    serve.sets.push_back("server.drain_quiet_ms=0");
+    serve.sets.push_back(absl::StrCat("server.grace_period_ms=", grace_s * 1000));
+    serve.sets.push_back("logging.format=text");
+    serve.log_path = absl::StrCat(log_dir, "/daemon-", ++daemons, ".log");
+    serve.ready_timeout_s = std::clamp(o.budget_s, 30.0, 300.0);
+    serve.stop_timeout_s = options.stop_cost_s;
+    absl::StatusOr<std::unique_ptr<load::ServeProcess>> server = load::ServeProcess::Start(serve);
+    if (!server.ok()) {
+      keep_logs = true;
+      return absl::FailedPreconditionError(server.status().message());
+    }
+    return std::make_unique<load::DaemonCandidate>(*std::move(server), run, kProbeConcurrency);
+  };
+
+  std::printf(
+      "gecd tune: %s, backend %s, SLO p99 <= %.0f ms with errors <= %.2f%%, budget %.0f s\n",
+      o.config_path.empty() ? "built-in config" : o.config_path.c_str(), cfg.engine.backend.c_str(),
+      o.slo_p99_s * 1e3, o.max_error_rate * 100, o.budget_s);
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : initial) keys.push_back(key);
+  std::printf("trials: %.1f s + %.1f s warm-up, deadline %d ms; searching %s\n", o.trial_s,
+              o.warmup_s, run.deadline_ms, absl::StrJoin(keys, ", ").c_str());
+  std::fflush(stdout);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto now_s = [t0] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  absl::StatusOr<load::TuneResult> result;
+  {
+    ProgressBar bar("tune (s of budget)", static_cast<size_t>(std::ceil(o.budget_s)));
+    size_t drawn = 0;
+    int candidate = 0;
+    const auto progress = [&](const std::string& note) {
+      const size_t elapsed = static_cast<size_t>(now_s());
+      bar.Advance(elapsed > drawn ? elapsed - drawn : 0, note);
+      drawn = std::max(drawn, elapsed);
+    };
+    load::TuneCallbacks callbacks;
+    callbacks.candidate_started = [&](const load::Settings& s) {
+      progress(absl::StrCat("#", ++candidate, " ", Changes(s, initial), ": starting"));
+    };
+    callbacks.trial_done = [&](const load::Settings& s, const load::Trial& t) {
+      progress(absl::StrFormat("#%d %s: %.1f req/s p99 %.0f ms %s", candidate, Changes(s, initial),
+                               t.offered_qps, t.measured.p99_s * 1e3, t.passed ? "pass" : "fail"));
+    };
+    result = load::Tune(load::ThroughputSearchSpace(cores, cuda), initial, start, options, now_s,
+                        callbacks);
+    progress("done");
+  }
+  const std::string logs_note = absl::StrCat(" (daemon logs: ", log_dir, ")");
+  if (!result.ok()) {
+    const absl::Status& s = result.status();
+    if (absl::IsFailedPrecondition(s)) {
+      std::fprintf(stderr, "gecd tune: the config's own settings do not start: %s%s\n",
+                   std::string(s.message()).c_str(), logs_note.c_str());
+      return 2;
+    }
+    if (absl::IsDeadlineExceeded(s)) {
+      fs::remove_all(log_dir);
+      std::fprintf(stderr, "gecd tune: --budget %.0fs is too short: %s\n", o.budget_s,
+                   std::string(s.message()).c_str());
+      return 2;
+    }
+    return absl::Status(
+        s.code(), absl::StrCat("measuring the config's own settings: ", s.message(), logs_note));
+  }
+  std::printf("\n");
+  PrintCandidates(*result, initial);
+  const load::CandidateResult& best = result->best;
+  const load::PodFigures f = load::PerPodFigures(best, o.headroom);
+
+  Json json = {{"slo_met", result->slo_met},
+               {"slo_p99_ms", o.slo_p99_s * 1e3},
+               {"max_error_rate", o.max_error_rate},
+               {"headroom", o.headroom},
+               {"rps", f.rps},
+               {"achieved_rps", f.achieved_rps},
+               {"concurrency", f.concurrency},
+               {"concurrency_gauge", f.gauge_concurrency >= 0 ? Json(f.gauge_concurrency) : Json()},
+               {"concurrency_littles_law", f.littles_law_concurrency},
+               {"p99_ms", f.p99_s * 1e3},
+               {"mean_latency_ms", f.mean_latency_s * 1e3},
+               {"hpa_target", f.hpa_target},
+               {"settings", SettingsJson(best.settings)},
+               {"config", o.config_path.empty() ? Json() : Json(o.config_path)},
+               {"out", result->slo_met ? Json(fs::absolute(o.out_path).string()) : Json()},
+               {"budget_s", o.budget_s},
+               {"elapsed_s", result->elapsed_s}};
+  json.update(CandidatesJson(*result));
+
+  int exit_code = 0;
+  if (!result->slo_met) {
+    const load::Trial& closest = *best.best_trial;
+    const std::string p99 = closest.measured.achieved_qps > 0
+                                ? absl::StrFormat("p99 %.1f ms", closest.measured.p99_s * 1e3)
+                                : "no OK answer";
+    std::printf(
+        "\nno setting met the SLO (p99 <= %.0f ms, errors <= %.2f%%). The closest: %s at %.1f "
+        "req/s: %s, errors %.2f%%. No tuned config written.\n",
+        o.slo_p99_s * 1e3, o.max_error_rate * 100, Describe(best.settings).c_str(),
+        closest.offered_qps, p99.c_str(), closest.measured.error_rate * 100);
+    json["closest"] = TrialJson(closest);
+    exit_code = 1;
+  } else {
+    const std::string little = absl::StrFormat("Little's law %.2f", f.littles_law_concurrency);
+    const std::string basis = f.gauge_concurrency >= 0
+                                  ? absl::StrCat("gecd_request_concurrency mean; ", little)
+                                  : "Little's law: achieved rate x mean latency";
+    std::string summary = absl::StrFormat(
+        "# Tuned by `gecd tune` on %s from %s (backend %s).\n"
+        "# Within p99 <= %.0f ms and errors <= %.2f%%, one daemon sustained %.1f requests/s\n"
+        "# with %.2f in flight; HPA AverageValue target for gecd_request_concurrency: %.2f\n"
+        "# (headroom %.2f). Tuned:\n",
+        UtcNow(), o.config_path.empty() ? "the built-in defaults" : o.config_path,
+        cfg.engine.backend, o.slo_p99_s * 1e3, o.max_error_rate * 100, f.rps, f.concurrency,
+        f.hpa_target, o.headroom);
+    for (const auto& [key, value] : best.settings) {
+      absl::StrAppend(&summary, "#   ", key, "=", value, "\n");
+    }
+    RETURN_IF_ERROR(WriteTunedConfig(o, best.settings, summary));
+    std::printf("\ntuned settings: %s\n", Describe(best.settings).c_str());
+    std::printf("per pod, SLO p99 <= %.0f ms, errors <= %.2f%%:\n", o.slo_p99_s * 1e3,
+                o.max_error_rate * 100);
+    std::printf("  sustainable rate   %.1f req/s (achieved %.1f, p99 %.1f ms, mean %.1f ms)\n",
+                f.rps, f.achieved_rps, f.p99_s * 1e3, f.mean_latency_s * 1e3);
+    std::printf("  concurrency        %.2f in flight (%s)\n", f.concurrency, basis.c_str());
+    std::printf("  HPA target         %.2f = %.2f x (1 - %.2f)  (averageValue: \"%lldm\")\n",
+                f.hpa_target, f.concurrency, o.headroom,
+                static_cast<long long>(std::llround(f.hpa_target * 1000)));
+    std::printf("wrote %s\n", o.out_path.c_str());
+  }
+  std::printf("searched %.0f s of the %.0f s budget: %zu candidates measured, %zu left untried\n",
+              result->elapsed_s, o.budget_s, result->candidates.size(), result->untried.size());
+  if (!o.json_path.empty()) {
+    RETURN_IF_ERROR(WriteFile(o.json_path, json.dump(2) + "\n"));
+    std::printf("wrote %s\n", o.json_path.c_str());
+  }
+  if (keep_logs) {
+    std::printf("some daemons did not start; their logs are in %s\n", log_dir.c_str());
+  } else {
+    fs::remove_all(log_dir);
+  }
+  return exit_code;
+}
+
+}  // namespace
+
+int RunTune(const std::vector<std::string>& argv) {
+  const std::vector<FlagSpec> specs = {
+      {"config", true, "gecd YAML config to tune (default: built-in defaults)"},
+      {"set", true, "override a config key for every daemon, e.g. --set engine.threads=2"},
+      {"slo-p99", true, "latency SLO: p99 of OK answers at most this (default 1s)"},
+      {"max-error-rate", true, "errors and refusals at most this share (default 0.01)"},
+      {"budget", true, "wall time for the whole search, daemon starts included (default 10m)"},
+      {"out", true, "the tuned config to write (default tuned.yaml)"},
+      {"json", true, "write the figures and every trial as JSON to FILE"},
+      {"headroom", true, "HPA target = concurrency x (1 - headroom), in [0, 1) (default 0.3)"},
+      {"input", true, "sentences for the trials, one per line (default: built-in samples)"},
+      {"trial", true, "measured time of each find-max trial (default 3s)"},
+      {"warmup", true, "unmeasured time before each trial (default 1s)"},
+      {"help", false, "show this help"},
+  };
+  const char* usage =
+      "usage: gecd tune [--config FILE] [--set KEY=VALUE]... [--slo-p99 1s] [--budget 10m]\n"
+      "                 [--out tuned.yaml] [--json FILE] [--headroom 0.3] [--input FILE]\n"
+      "Starts daemons of the config (gecd serve on free 127.0.0.1 ports) with candidate values\n"
+      "of engine.max_batch_size, engine.max_step_tokens, server.workers and, on the cuda\n"
+      "backend, engine.graph_batch_sizes, finds each one's highest open-loop rate within the SLO\n"
+      "(gecd-load's find-max), writes the config with the best values, and prints the per-pod\n"
+      "rate, concurrency and HPA target. Exit status: 0; 1 when no setting met the SLO (the\n"
+      "closest is reported) or on errors; 2 on bad flags, a bad config, or a config whose\n"
+      "daemon does not start.\n";
+  absl::StatusOr<Args> args = Args::Parse(argv, specs);
+  if (args.ok() && args->Has("help")) {
+    std::printf("%s\n%s", usage, FlagHelp(specs).c_str());
+    return 0;
+  }
+  absl::StatusOr<TuneOptions> options = args.ok() ? ParseOptions(*args) : args.status();
+  if (!options.ok()) {
+    std::fprintf(stderr, "gecd tune: %s\n", std::string(options.status().message()).c_str());
+    return 2;
+  }
+  absl::StatusOr<int> exit_code = Tune(*options);
+  if (!exit_code.ok()) {
+    std::fprintf(stderr, "gecd tune: %s\n", std::string(exit_code.status().message()).c_str());
+    return absl::IsInvalidArgument(exit_code.status()) ? 2 : 1;
+  }
+  return *exit_code;
+}
+
+}  // namespace gecd::cli
+#endif
