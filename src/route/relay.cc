@@ -364,14 +364,14 @@ void RelayCall::OnDownClosed() {
   RelayConnection* down = down_;
   down_ = nullptr;
   down->calls.erase(this);
-  if (!final_sent_) {
-    // The client cancelled (RST_STREAM) or its connection went away.
-    Finished(static_cast<int>(StatusCode::CANCELLED));
-    if (up_ != nullptr && !cancelled_up_) {
-      cancelled_up_ = true;
-      nghttp2_submit_rst_stream(up_->h2->session(), NGHTTP2_FLAG_NONE, up_id_, NGHTTP2_CANCEL);
-      loop_.MarkDirty(up_);
-    }
+  // The client cancelled (RST_STREAM) or its connection went away; or, with the answer all
+  // sent, its stream ended while the endpoint's is still open (nothing more can go up).
+  if (!final_sent_) Finished(static_cast<int>(StatusCode::CANCELLED));
+  if (up_ != nullptr && !cancelled_up_) {
+    cancelled_up_ = true;
+    nghttp2_submit_rst_stream(up_->h2->session(), NGHTTP2_FLAG_NONE, up_id_,
+                              final_sent_ ? NGHTTP2_NO_ERROR : NGHTTP2_CANCEL);
+    loop_.MarkDirty(up_);
   }
   MaybeDelete();
 }
@@ -379,7 +379,9 @@ void RelayCall::OnDownClosed() {
 void RelayCall::OnResponseHeader(std::string_view name, std::string_view value, bool trailers) {
   if (name == "grpc-status") {
     int code = 0;
-    if (absl::SimpleAtoi(absl::string_view(value.data(), value.size()), &code)) {
+    // An answer the router refused (too large) keeps the router's status.
+    if (absl::SimpleAtoi(absl::string_view(value.data(), value.size()), &code) &&
+        answer_.message.empty()) {
       answer_.code = code;
       upstream_status_ = code;
     }
@@ -740,9 +742,15 @@ void RelayLoop::Run() {
     MarkDirty(c.get());
   }
   FlushDirty();
-  std::vector<RelayConnection*> all;
-  for (auto& [ptr, c] : connections_) all.push_back(ptr);
-  for (RelayConnection* c : all) Kill(c, "the router stopped");
+  // The clients' side first: a call whose client is gone is not retried when its endpoint's
+  // connection closes next, so no new connection opens on the way out.
+  for (const bool downstream : {true, false}) {
+    std::vector<RelayConnection*> doomed;
+    for (auto& [ptr, c] : connections_) {
+      if (c->downstream == downstream) doomed.push_back(ptr);
+    }
+    for (RelayConnection* c : doomed) Kill(c, "the router stopped");
+  }
   Reap();
 }
 
