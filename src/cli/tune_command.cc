@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -184,14 +183,6 @@ std::string UtcNow() {
   return text;
 }
 
-absl::Status WriteFile(const std::string& path, const std::string& contents) {
-  std::ofstream out(path);
-  out << contents;
-  out.close();
-  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
-}
-
 // The input config with the tuned settings (and the --set overrides the daemons ran with),
 // its relative paths rebased for the output's directory, under a comment saying what was
 // measured; then read back as `gecd serve --config` reads it.
@@ -227,7 +218,7 @@ absl::Status WriteTunedConfig(const TuneOptions& o, const load::Settings& settin
   }
   for (const auto& [key, value] : settings) values.emplace_back(key, value);
   ASSIGN_OR_RETURN(text, config::SetConfigValues(text, values));
-  RETURN_IF_ERROR(WriteFile(out.string(), summary + text));
+  RETURN_IF_ERROR(WriteStringToFile(out.string(), summary + text));
   if (absl::StatusOr<config::Config> check = config::LoadConfigFile(out.string()); !check.ok()) {
     return absl::InternalError(absl::StrCat("the tuned config ", out.string(),
                                             " does not load: ", check.status().message()));
@@ -475,7 +466,7 @@ absl::StatusOr<int> Tune(const TuneOptions& o) {
   std::printf("searched %.0f s of the %.0f s budget: %zu candidates measured, %zu left untried\n",
               result->elapsed_s, o.budget_s, result->candidates.size(), result->untried.size());
   if (!o.json_path.empty()) {
-    RETURN_IF_ERROR(WriteFile(o.json_path, json.dump(2) + "\n"));
+    RETURN_IF_ERROR(WriteStringToFile(o.json_path, json.dump(2) + "\n"));
     std::printf("wrote %s\n", o.json_path.c_str());
   }
   if (keep_logs) {

@@ -15,9 +15,8 @@
 #include "absl/strings/string_view.h"
 
 namespace gecd {
-namespace {
 
-sockaddr_in Loopback(int port) {
+sockaddr_in LoopbackAddress(int port) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -25,12 +24,10 @@ sockaddr_in Loopback(int port) {
   return addr;
 }
 
-}  // namespace
-
 absl::StatusOr<int> FreeLoopbackPort() {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
-  sockaddr_in addr = Loopback(0);
+  sockaddr_in addr = LoopbackAddress(0);
   socklen_t len = sizeof(addr);
   const bool bound = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
                      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
@@ -48,7 +45,7 @@ int HttpGet(int port, const std::string& path, std::string* body) {
   timeval timeout = {10, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-  sockaddr_in addr = Loopback(port);
+  sockaddr_in addr = LoopbackAddress(port);
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     close(fd);
     return 0;

@@ -1,6 +1,8 @@
 #ifndef GECD_COMMON_LOOPBACK_H_
 #define GECD_COMMON_LOOPBACK_H_
 
+#include <netinet/in.h>
+
 #include <optional>
 #include <string>
 
@@ -10,6 +12,9 @@
 // it, a plain HTTP/1.1 GET of its /readyz or /metrics, and one sample of that page. Blocking
 // sockets only, so tests (with or without the daemon built) and `gecd tune` share them.
 namespace gecd {
+
+// 127.0.0.1:`port`, for bind and connect.
+sockaddr_in LoopbackAddress(int port);
 
 // A 127.0.0.1 TCP port free at the time of asking (whoever asked binds it right after).
 absl::StatusOr<int> FreeLoopbackPort();

@@ -82,6 +82,14 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   return std::move(ss).str();
 }
 
+absl::Status WriteStringToFile(const std::string& path, const std::string& contents) {
+  std::ofstream out(path, std::ios::binary);
+  out << contents;
+  out.close();
+  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<std::string>> ReadLines(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {

@@ -34,6 +34,10 @@ class MappedFile {
 // Reads a whole (small) file into a string: config and tokenizer files.
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
+// Writes `contents` as the whole of `path` (reports, tuned configs). PermissionDenied naming
+// the path when it cannot.
+absl::Status WriteStringToFile(const std::string& path, const std::string& contents);
+
 // The lines of a text file without their "\n" / "\r\n". NotFound for a missing file,
 // InvalidArgument for an empty one; both name the path.
 absl::StatusOr<std::vector<std::string>> ReadLines(const std::string& path);

@@ -1,11 +1,11 @@
 // gecd-load: the load generator for gecd serve. See kLoadUsage (gecd-load --help).
 
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/mapped_file.h"
 #include "common/status_macros.h"
 #include "load/load_options.h"
 #include "load/report.h"
@@ -13,24 +13,16 @@
 namespace gecd::load {
 namespace {
 
-absl::Status WriteFile(const std::string& path, const std::string& contents) {
-  std::ofstream out(path);
-  out << contents;
-  out.close();
-  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
-}
-
 absl::Status RunOnce(const LoadOptions& options) {
   ASSIGN_OR_RETURN(RunResult result, RunLoad(options.run));
   WriteTable(result, std::cout);
   if (!options.json_path.empty()) {
-    RETURN_IF_ERROR(WriteFile(options.json_path, ToJson(result).dump(2) + "\n"));
+    RETURN_IF_ERROR(WriteStringToFile(options.json_path, ToJson(result).dump(2) + "\n"));
   }
   if (!options.csv_path.empty()) {
     std::ostringstream csv;
     WriteTimelineCsv(result, csv);
-    RETURN_IF_ERROR(WriteFile(options.csv_path, csv.str()));
+    RETURN_IF_ERROR(WriteStringToFile(options.csv_path, csv.str()));
   }
   return absl::OkStatus();
 }
@@ -67,7 +59,7 @@ absl::Status FindMax(const LoadOptions& options) {
                            {"max_error_rate", options.find_max_options.max_error_rate},
                            {"max_qps", result.max_qps},
                            {"trials", trials}};
-    RETURN_IF_ERROR(WriteFile(options.json_path, json.dump(2) + "\n"));
+    RETURN_IF_ERROR(WriteStringToFile(options.json_path, json.dump(2) + "\n"));
   }
   return absl::OkStatus();
 }

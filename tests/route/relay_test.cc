@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/loopback.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -18,6 +19,7 @@
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "route/fake_daemon.h"
+#include "testing/daemon_process.h"
 
 namespace gecd::route {
 namespace {
@@ -268,18 +270,9 @@ TEST_F(RelayTest, ADeadEndpointIsEjectedAndCallsGoElsewhere) {
 class GarbageServer {
  public:
   GarbageServer() {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    listen(fd_, 16);
-    socklen_t len = sizeof(addr);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
     thread_ = std::thread([this] {
       for (;;) {
-        const int c = accept(fd_, nullptr, nullptr);
+        const int c = accept(socket_.fd(), nullptr, nullptr);
         if (c < 0) return;  // shutdown
         const char junk[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello\xff\xfe";
         (void)!write(c, junk, sizeof(junk));
@@ -288,15 +281,13 @@ class GarbageServer {
     });
   }
   ~GarbageServer() {
-    shutdown(fd_, SHUT_RDWR);
+    shutdown(socket_.fd(), SHUT_RDWR);
     thread_.join();
-    close(fd_);
   }
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  std::string address() const { return absl::StrCat("127.0.0.1:", socket_.port()); }
 
  private:
-  int fd_ = -1;
-  int port_ = 0;
+  gecd::testing::HeldTcpPort socket_;
   std::thread thread_;
 };
 
@@ -313,34 +304,13 @@ TEST_F(RelayTest, AnEndpointThatAnswersGarbageIsEjected) {
   EXPECT_EQ(set_->counts().ejected, 1);
 }
 
-// A TCP server whose kernel completes every handshake (a backlog nobody accepts) and which
-// never says a word: a peer gone without closing its connections.
-class SilentServer {
- public:
-  SilentServer() {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    listen(fd_, 16);
-    socklen_t len = sizeof(addr);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-  }
-  ~SilentServer() { close(fd_); }
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
-
 TEST_F(RelayTest, ASilentEndpointIsGivenUpByKeepalive) {
-  SilentServer silent;
+  // Its kernel completes the handshake (a backlog nobody accepts) and nothing more: a peer gone
+  // without closing its connections.
+  gecd::testing::HeldTcpPort silent;
   relay_options_.keepalive_time = std::chrono::milliseconds(200);
   relay_options_.keepalive_timeout = std::chrono::milliseconds(200);
-  StartRouter({silent.address()});
+  StartRouter({absl::StrCat("127.0.0.1:", silent.port())});
   const auto start = std::chrono::steady_clock::now();
   v1::CorrectResponse response;
   const grpc::Status s = Correct("x", &response, std::chrono::seconds(20));
@@ -354,10 +324,7 @@ TEST_F(RelayTest, AClientSpeakingGarbageIsDisconnectedAndOthersAreStillServed) {
   FakeDaemon a("a");
   StartRouter({a.address()});
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(relay_->port()));
+  sockaddr_in addr = LoopbackAddress(relay_->port());
   ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n\xff\xfe\x00garbage";
   ASSERT_GT(write(fd, junk, sizeof junk), 0);

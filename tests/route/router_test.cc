@@ -86,6 +86,22 @@ std::string ListServices(grpc::GenericStub& stub) {
   return call.answer;
 }
 
+// A Correct("text") through `stub`, with a deadline.
+grpc::Status Correct(v1::GrammarCorrection::Stub& stub, const std::string& text,
+                     v1::CorrectResponse* response,
+                     std::chrono::milliseconds deadline = std::chrono::seconds(10)) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + deadline);
+  v1::CorrectRequest request;
+  request.set_text(text);
+  return stub.Correct(&context, request, response);
+}
+
+std::unique_ptr<v1::GrammarCorrection::Stub> StubFor(const Router& router) {
+  return v1::GrammarCorrection::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", router.port()), grpc::InsecureChannelCredentials()));
+}
+
 TEST(RouterTest, ServesHealthReflectionAndItsOperatorEndpoint) {
   FakeDaemon a("a");
   absl::StatusOr<std::unique_ptr<Router>> router = Router::Start(RouterConfig({a.address()}));
@@ -112,15 +128,11 @@ TEST(RouterTest, NoEligibleEndpointMeansNotReady) {
   gone.reset();
   absl::StatusOr<std::unique_ptr<Router>> router = Router::Start(RouterConfig({address}));
   ASSERT_TRUE(router.ok()) << router.status();
-  auto stub = v1::GrammarCorrection::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", (*router)->port()), grpc::InsecureChannelCredentials()));
+  auto stub = StubFor(**router);
   // Refused connections: two failures eject the only endpoint.
   for (int i = 0; i < 2; ++i) {
-    grpc::ClientContext context;
-    v1::CorrectRequest request;
     v1::CorrectResponse response;
-    EXPECT_EQ(stub->Correct(&context, request, &response).error_code(),
-              grpc::StatusCode::UNAVAILABLE);
+    EXPECT_EQ(Correct(*stub, "", &response).error_code(), grpc::StatusCode::UNAVAILABLE);
   }
   const int http = (*router)->metrics_port();
   EXPECT_TRUE(gecd::testing::WaitFor([&] { return gecd::testing::HttpGet(http, "/readyz") == 503; },
@@ -154,17 +166,10 @@ TEST(RouterTest, DrainLetsTheCallsInFlightFinish) {
   a.Hold();
   absl::StatusOr<std::unique_ptr<Router>> router = Router::Start(RouterConfig({a.address()}));
   ASSERT_TRUE(router.ok()) << router.status();
-  auto stub = v1::GrammarCorrection::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", (*router)->port()), grpc::InsecureChannelCredentials()));
+  auto stub = StubFor(**router);
   grpc::Status held_status;
   v1::CorrectResponse held_response;
-  std::thread held([&] {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    v1::CorrectRequest request;
-    request.set_text("held");
-    held_status = stub->Correct(&context, request, &held_response);
-  });
+  std::thread held([&] { held_status = Correct(*stub, "held", &held_response); });
   ASSERT_TRUE(a.WaitForCalls(1));
   std::thread release([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -186,15 +191,10 @@ TEST(RouterTest, ADrainAnswersUnavailableUntilCallsStopComing) {
   c.route.drain_quiet_ms = 1000;
   absl::StatusOr<std::unique_ptr<Router>> router = Router::Start(c);
   ASSERT_TRUE(router.ok()) << router.status();
-  auto stub = v1::GrammarCorrection::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", (*router)->port()), grpc::InsecureChannelCredentials()));
+  auto stub = StubFor(**router);
   auto correct = [&] {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    v1::CorrectRequest request;
-    request.set_text("x");
     v1::CorrectResponse response;
-    return stub->Correct(&context, request, &response);
+    return Correct(*stub, "x", &response, std::chrono::seconds(5));
   };
   ASSERT_TRUE(correct().ok());
   std::atomic<bool> drained{false};
@@ -230,16 +230,11 @@ TEST(RouterTest, ADrainCutsOffWhatStillRunsWhenTheGraceIsOver) {
   a.Hold();
   absl::StatusOr<std::unique_ptr<Router>> router = Router::Start(RouterConfig({a.address()}));
   ASSERT_TRUE(router.ok()) << router.status();
-  auto stub = v1::GrammarCorrection::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", (*router)->port()), grpc::InsecureChannelCredentials()));
+  auto stub = StubFor(**router);
   grpc::Status held_status;
-  std::thread held([&] {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-    v1::CorrectRequest request;
-    v1::CorrectResponse response;
-    held_status = stub->Correct(&context, request, &response);
-  });
+  v1::CorrectResponse held_response;
+  std::thread held(
+      [&] { held_status = Correct(*stub, "held", &held_response, std::chrono::seconds(20)); });
   ASSERT_TRUE(a.WaitForCalls(1));
   const auto start = std::chrono::steady_clock::now();
   (*router)->Drain(std::chrono::milliseconds(300));

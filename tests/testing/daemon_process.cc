@@ -31,18 +31,6 @@ namespace gecd::testing {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-namespace {
-
-sockaddr_in Loopback(int port) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  return addr;
-}
-
-}  // namespace
-
 bool WaitFor(const std::function<bool()>& done, milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   while (!done()) {
@@ -92,7 +80,7 @@ HeldTcpPort::HeldTcpPort(bool reuse_port) {
   fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   const int yes = 1;
   if (reuse_port) setsockopt(fd_, SOL_SOCKET, SO_REUSEPORT, &yes, sizeof(yes));
-  sockaddr_in addr = Loopback(0);
+  sockaddr_in addr = LoopbackAddress(0);
   EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   EXPECT_EQ(listen(fd_, 1), 0);
   socklen_t len = sizeof(addr);
@@ -104,7 +92,7 @@ HeldTcpPort::~HeldTcpPort() { close(fd_); }
 
 bool Listening(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr = Loopback(port);
+  sockaddr_in addr = LoopbackAddress(port);
   const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   close(fd);
   return ok;

@@ -48,6 +48,7 @@ class HeldTcpPort {
   HeldTcpPort(const HeldTcpPort&) = delete;
   HeldTcpPort& operator=(const HeldTcpPort&) = delete;
   int port() const { return port_; }
+  int fd() const { return fd_; }  // for a test that accepts on it itself
 
  private:
   int fd_ = -1;
