@@ -21,6 +21,7 @@ import hpa  # noqa: E402
 import traffic  # noqa: E402
 
 DEFAULT_PROFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pod_profile.json")
+DEFAULT_HEADROOM = 0.3  # gecd tune's
 
 # The two behaviours the issue compares, in the HPA manifest's own form.
 BEHAVIORS = {
@@ -159,11 +160,15 @@ def parse_args(argv):
                              "block; repeatable (default: default and asymmetric)")
     parser.add_argument("--startup", default="10s,60s,5m",
                         help="pod start-up times to compare, comma-separated (default %(default)s)")
-    parser.add_argument("--headroom", type=float, default=0.3,
+    parser.add_argument("--headroom", type=float,
                         help="target = concurrency_at_max x (1 - headroom), as gecd tune "
-                             "computes it (default %(default)s)")
+                             "computes it (default: the profile's hpa_target where it has one, "
+                             f"else headroom {DEFAULT_HEADROOM})")
     parser.add_argument("--target", type=float, help="the AverageValue target (overrides "
                                                      "--headroom)")
+    parser.add_argument("--load-scale", type=float, default=1.0, metavar="FACTOR",
+                        help="multiply the load by this, e.g. to give pods of another capacity "
+                             "the same pod counts (default %(default)s)")
     parser.add_argument("--min-replicas", type=int, default=4)
     parser.add_argument("--max-replicas", type=int, default=200)
     parser.add_argument("--tolerance", type=float, default=hpa.DEFAULT_TOLERANCE)
@@ -181,10 +186,12 @@ def parse_args(argv):
 
 
 def check_args(args):
-    if not 0 <= args.headroom < 1:
+    if args.headroom is not None and not 0 <= args.headroom < 1:
         raise InputError(f"--headroom: {args.headroom} must be in [0, 1)")
     if args.target is not None and not (math.isfinite(args.target) and args.target > 0):
         raise InputError(f"--target: {args.target} must be a number > 0")
+    if not (math.isfinite(args.load_scale) and args.load_scale > 0):
+        raise InputError(f"--load-scale: {args.load_scale} must be a number > 0")
     if args.min_replicas < 1:
         raise InputError(f"--min-replicas: {args.min_replicas} must be >= 1")
     if args.max_replicas < args.min_replicas:
@@ -220,6 +227,16 @@ def parse_periods(text):
     return periods
 
 
+def target_of(profile, target=None, headroom=None):
+    """The AverageValue: `target`, else concurrency_at_max x (1 - headroom), else the profile's
+    hpa_target, else the default headroom's."""
+    if target is not None:
+        return target
+    if headroom is None and profile.hpa_target is not None:
+        return profile.hpa_target
+    return profile.concurrency_at_max * (1 - (DEFAULT_HEADROOM if headroom is None else headroom))
+
+
 def fmt_duration(seconds):
     return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
 
@@ -234,16 +251,19 @@ def main(argv=None):
     except (InputError, fleet.ProfileError, traffic.TraceError) as e:
         print(f"sim.py: {e}", file=sys.stderr)
         return 2
+    rates = [rate * args.load_scale for rate in rates]
     if args.write_trace:
         traffic.write_trace(args.write_trace, rates)
-    target = args.target or profile.concurrency_at_max * (1 - args.headroom)
+    target = target_of(profile, args.target, args.headroom)
 
     print(f"profile: {args.profile}: {profile.max_rps:g} req/s per pod within p99 "
           f"{profile.slo_p99_s:g} s, {profile.concurrency_at_max:g} in flight there"
           + (f" ({profile.source})" if profile.source else ""))
     print(f"target: AverageValue {target:g} requests in flight per pod (a pod holds that at "
-          f"{profile.rate_at_concurrency(target):.0f} req/s); {len(rates) / 3600:g} h of load, "
-          f"peak {max(rates):.0f} req/s; replicas {args.min_replicas}..{args.max_replicas}\n")
+          f"{profile.rate_at_concurrency(target):.{0 if profile.max_rps >= 100 else 1}f} "
+          f"req/s); {len(rates) / 3600:g} h of load"
+          + (f" x {args.load_scale:g}" if args.load_scale != 1 else "")
+          + f", peak {max(rates):.0f} req/s; replicas {args.min_replicas}..{args.max_replicas}\n")
     print("| behavior | start-up | minutes over SLO | over-provisioned pod-hours | pod-hours "
           "(ideal) | scale events (up/down) | max pods | requests shed | worst p99 admitted |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
