@@ -5,6 +5,8 @@ rejected with exit code 2 and a message naming the line, field or option."""
 import csv
 import io
 import os
+import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -62,6 +64,39 @@ class SimulationTest(unittest.TestCase):
             self.assertGreater(fast["seconds_over_slo"], 0, startup)
             self.assertEqual(slow["seconds_over_slo"], 0, startup)
             self.assertGreater(fast["scale_ups"], slow["scale_ups"], startup)
+
+    def test_counting_noise_moves_a_small_target(self):
+        # Pods like the default model's (gecd tune: 46 req/s, 3.8 in flight, target 2.66) on a
+        # steady load for 10 of them: the fluid mean holds 10 pods without an event, but a
+        # count of ~27 in flight over the fleet scatters by ~19%, past the 10% tolerance. Fast
+        # scale-up acts on it, so both behaviours scale and hold more pods than needed; the
+        # slow scale-down makes fewer events.
+        small = fleet.profile_from_dict({
+            "format": "gecd-pod-profile/1", "max_rps": 46, "concurrency_at_max": 3.8,
+            "p99_at_max_s": 0.23, "slo_p99_s": 1.0, "latency_alone_s": 0.056})
+        rate = 10 * small.rate_at_concurrency(2.66)
+        rates = trace((0, rate), (7200, rate))
+        events = {}
+        for behavior in sim.BEHAVIORS:
+            spec = sim.load_behavior(behavior)[1]
+            fluid, _ = sim.simulate(rates, small, spec, 60, 2.66, 4, 200)
+            self.assertEqual((fluid["scale_ups"], fluid["scale_downs"], fluid["max_pods"]),
+                             (0, 0, 10))
+            events[behavior] = 0
+            for seed in (1, 2, 3):
+                noisy, _ = sim.simulate(rates, small, spec, 60, 2.66, 4, 200, noise_seed=seed)
+                self.assertGreater(noisy["scale_ups"], 0, (behavior, seed))
+                self.assertGreater(noisy["pod_seconds"] / 7200, 11, (behavior, seed))
+                events[behavior] += noisy["scale_ups"] + noisy["scale_downs"]
+        self.assertLess(events["asymmetric"], events["default"])
+
+    def test_poisson(self):
+        rng = random.Random(1)
+        for mean in (2.66, 26.6, 500):  # the direct draw and the normal approximation
+            draws = [sim.poisson(rng, mean) for _ in range(20000)]
+            self.assertAlmostEqual(statistics.mean(draws), mean, delta=0.05 * mean)
+            self.assertAlmostEqual(statistics.variance(draws), mean, delta=0.1 * mean)
+        self.assertEqual(sim.poisson(rng, 0), 0)
 
     def test_samples(self):
         rates = trace((0, 30000), (100, 30000))
@@ -168,6 +203,7 @@ spec:
             (["--max-replicas", "2"], "--max-replicas: 2 is below --min-replicas 4"),
             (["--min-replicas", "three"], "argument --min-replicas: invalid int value: 'three'"),
             (["--tolerance", "-1"], "--tolerance: -1.0 must be a number >= 0"),
+            (["--metric-noise", "gauss"], "argument --metric-noise: invalid choice: 'gauss'"),
             (["--periods", "ramp=7-9"], "--periods: 'ramp=7-9' is not NAME=HH:MM-HH:MM"),
             (["--periods", "x=09:00-08:00"], "--periods: 'x=09:00-08:00' is not NAME=HH:MM-HH:MM"
                                              " with the end after the start"),

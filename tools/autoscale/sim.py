@@ -13,6 +13,7 @@ import csv
 import json
 import math
 import os
+import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -96,12 +97,27 @@ def load_behavior(name):
 SHED_SHARE_OVER_SLO = 0.01
 
 
+def poisson(rng, mean):
+    """A Poisson variate (the normal approximation above a mean of 50)."""
+    if mean > 50:
+        return max(0, round(rng.gauss(mean, math.sqrt(mean))))
+    limit, n, product = math.exp(-mean), 0, rng.random()
+    while product > limit:
+        n += 1
+        product *= rng.random()
+    return n
+
+
 def simulate(rates, profile, behavior, startup_s, target, min_replicas, max_replicas,
              tolerance=hpa.DEFAULT_TOLERANCE, metric_window_s=15, max_queue_s=0.5,
-             sync_period_s=hpa.SYNC_PERIOD_S, sample_s=0, periods=()):
+             sync_period_s=hpa.SYNC_PERIOD_S, sample_s=0, periods=(), noise_seed=None):
     """One run. Returns (summary dict, samples): a sample every sample_s seconds (0: none) of
     (time_s, mean rate, pods, ready, ideal pods, worst p99, per-pod concurrency, shed).
-    periods: (name, start_s, end_s) whose seconds over the SLO summary["periods"] counts."""
+    periods: (name, start_s, end_s) whose seconds over the SLO summary["periods"] counts.
+    noise_seed: None, the HPA reads the fluid mean; else, seeding it, the gauge's counting
+    noise: at each sync the ready pods' readings add up to a Poisson count of that mean times
+    the pods (requests in flight are counted, one reading per sync)."""
+    rng = None if noise_seed is None else random.Random(noise_seed)
     initial = math.ceil(rates[0] / profile.rate_at_concurrency(target))
     initial = min(max(initial, min_replicas), max_replicas)
     pods = fleet.Fleet(profile, startup_s, initial, max_queue_s)
@@ -117,6 +133,8 @@ def simulate(rates, profile, behavior, startup_s, target, min_replicas, max_repl
             spec = pods.pods()
             ready = pods.ready(t)
             metric = sum(window) / len(window) if window else 0.0
+            if rng and ready:
+                metric = poisson(rng, metric * ready) / ready
             new = scaler.sync(t, spec, [metric] * ready, ignored=spec - ready)
             if new != spec:
                 summary["scale_ups" if new > spec else "scale_downs"] += 1
@@ -178,6 +196,10 @@ def parse_args(argv):
     parser.add_argument("--metric-window", default="15s",
                         help="the metric is the per-pod concurrency averaged over this "
                              "(scrape interval and adapter lag; default %(default)s)")
+    parser.add_argument("--metric-noise", choices=("none", "poisson"), default="none",
+                        help="none: the HPA reads the fluid mean; poisson: the gauge's counting "
+                             "noise, a Poisson count of in-flight requests over the ready pods "
+                             "at each sync (seeded by --seed; default %(default)s)")
     parser.add_argument("--periods", default="", metavar="NAME=HH:MM-HH:MM,...",
                         help="also tabulate the minutes over the SLO within these spans")
     parser.add_argument("--csv", help="write samples of every run here (for plot.py)")
@@ -279,7 +301,9 @@ def main(argv=None):
             summary, samples = simulate(rates, profile, behavior, startup, target,
                                         args.min_replicas, args.max_replicas, args.tolerance,
                                         window, max_queue, sample_s=sample if out else 0,
-                                        periods=periods)
+                                        periods=periods,
+                                        noise_seed=(args.seed if args.metric_noise == "poisson"
+                                                    else None))
             split.append((name, startup, summary))
             s = summary
             worst = "unbounded" if math.isinf(s["worst_p99_s"]) else f"{s['worst_p99_s']:.2f} s"

@@ -4,7 +4,8 @@ policies, scale-down windows and rates, and the target's headroom, for each pod 
 Prints one table row per combination (docs/AUTOSCALING.md, "Choosing the values").
 
   sweep.py [--trace CSV] [--startup 60s,5m] [--up fast,paced] [--down-window 300,600,900]
-           [--down-percent 5,10,20] [--headroom 0.3] [--profile JSON] [--load-scale F]"""
+           [--down-percent 5,10,20] [--headroom 0.3] [--profile JSON] [--load-scale F]
+           [--metric-noise poisson]"""
 
 import argparse
 import itertools
@@ -41,6 +42,8 @@ def main(argv=None):
     parser.add_argument("--down-percent", default="5,10,20", help="per 60 s, selectPolicy Min")
     parser.add_argument("--headroom", help="comma-separated (default: the profile's "
                                            "hpa_target where it has one, else 0.3)")
+    parser.add_argument("--metric-noise", choices=("none", "poisson"), default="none",
+                        help="as sim.py (seeded by --seed)")
     parser.add_argument("--load-scale", type=float, default=1.0, metavar="FACTOR",
                         help="multiply the load by this (as sim.py)")
     parser.add_argument("--min-replicas", type=int, default=4)
@@ -84,7 +87,8 @@ def main(argv=None):
         for (up, window, percent), headroom in itertools.product(behaviors, headrooms):
             target = sim.target_of(profile, headroom=headroom)
             s, _ = sim.simulate(rates, profile, behaviors[up, window, percent], startup, target,
-                                args.min_replicas, args.max_replicas)
+                                args.min_replicas, args.max_replicas,
+                                noise_seed=args.seed if args.metric_noise == "poisson" else None)
             print(f"| {sim.fmt_duration(startup)} | {UP_TEXT[up]} | {window} s | "
                   f"{percent}% / 60 s | {1 - target / profile.concurrency_at_max:.2g} | "
                   f"{s['seconds_over_slo'] / 60:.1f} | "
