@@ -148,6 +148,17 @@ class CommandLineTest(unittest.TestCase):
         self.assertEqual(samples[0]["behavior"], "default")
         self.assertEqual(float(samples[0]["rate"]), 40000)
 
+    def test_csv_seconds_over_slo_add_up(self):
+        # 5-minute pods miss this ramp; the samples' seconds over the SLO are the table's.
+        code, out, _ = cli("--trace", self.trace, "--startup", "5m", "--behavior", "default",
+                           "--csv", self.path("s.csv"), "--sample", "60s")
+        self.assertEqual(code, 0)
+        minutes = out.split("| default | 5 min | ")[1].split(" |")[0]
+        with open(self.path("s.csv")) as f:
+            seconds = sum(int(r["seconds_over_slo"]) for r in csv.DictReader(f))
+        self.assertGreater(seconds, 0)
+        self.assertEqual(f"{seconds / 60:.1f}", minutes)
+
     def test_periods(self):
         code, out, _ = cli("--trace", self.trace, "--startup", "5m", "--behavior", "asymmetric",
                            "--periods", "ramp=00:10-00:20,after=00:20-00:30")

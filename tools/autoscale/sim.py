@@ -112,7 +112,8 @@ def simulate(rates, profile, behavior, startup_s, target, min_replicas, max_repl
              tolerance=hpa.DEFAULT_TOLERANCE, metric_window_s=15, max_queue_s=0.5,
              sync_period_s=hpa.SYNC_PERIOD_S, sample_s=0, periods=(), noise_seed=None):
     """One run. Returns (summary dict, samples): a sample every sample_s seconds (0: none) of
-    (time_s, mean rate, pods, ready, ideal pods, worst p99, per-pod concurrency, shed).
+    (time_s, mean rate, pods, ready, ideal pods, worst p99, per-pod concurrency, shed, seconds
+    over the SLO).
     periods: (name, start_s, end_s) whose seconds over the SLO summary["periods"] counts.
     noise_seed: None, the HPA reads the fluid mean; else, seeding it, the gauge's counting
     noise: at each sync the ready pods' readings add up to a Poisson count of that mean times
@@ -156,12 +157,12 @@ def simulate(rates, profile, behavior, startup_s, target, min_replicas, max_repl
         summary["shed"] += tick.shed
         summary["worst_p99_s"] = max(summary["worst_p99_s"], tick.p99_s)
         if sample_s:
-            bucket.append((rate, tick, ideal))
+            bucket.append((rate, tick, ideal, over))
             if len(bucket) == sample_s or t == len(rates) - 1:
                 samples.append((t - len(bucket) + 1, sum(b[0] for b in bucket) / len(bucket),
                                 tick.pods, tick.ready, max(b[2] for b in bucket),
                                 max(b[1].p99_s for b in bucket), tick.concurrency_per_pod,
-                                sum(b[1].shed for b in bucket)))
+                                sum(b[1].shed for b in bucket), sum(b[3] for b in bucket)))
                 bucket = []
     return summary, samples
 
@@ -294,7 +295,7 @@ def main(argv=None):
         out = open(args.csv, "w", newline="")
         writer = csv.writer(out)
         writer.writerow(("behavior", "startup_s", "time_s", "rate", "pods", "ready", "ideal",
-                         "p99_s", "concurrency_per_pod", "shed"))
+                         "p99_s", "concurrency_per_pod", "shed", "seconds_over_slo"))
     split = []
     for name, behavior in behaviors:
         for startup in startups:
@@ -316,7 +317,7 @@ def main(argv=None):
                 for row in samples:
                     writer.writerow((name, f"{startup:g}", row[0], f"{row[1]:.1f}", row[2],
                                      row[3], row[4], f"{row[5]:.4f}", f"{row[6]:.2f}",
-                                     f"{row[7]:.0f}"))
+                                     f"{row[7]:.0f}", row[8]))
     if out:
         out.close()
     if periods:
