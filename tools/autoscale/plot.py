@@ -2,7 +2,8 @@
 """Plots sim.py's --csv: load and replicas over the day, one panel per pod start-up time, one
 line per behaviour (DAY_PNG), and the ramp and the spike up close (ZOOM_PNG). Samples with a
 second over the SLO (its p99, or more than 1% refused: the CSV's seconds_over_slo; the p99
-against --slo in a CSV without it) are marked along the top of each panel. Needs matplotlib (tools/route/requirements.txt).
+against --slo in a CSV without it) are marked along the top of each panel. Needs matplotlib
+(tools/route/requirements.txt).
 
   plot.py CSV DAY_PNG ZOOM_PNG [--slo 1.0] [--title TEXT]"""
 
