@@ -5,6 +5,8 @@ rejected with exit code 2 and a message naming the line, field or option."""
 import csv
 import io
 import os
+import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -63,6 +65,39 @@ class SimulationTest(unittest.TestCase):
             self.assertEqual(slow["seconds_over_slo"], 0, startup)
             self.assertGreater(fast["scale_ups"], slow["scale_ups"], startup)
 
+    def test_counting_noise_moves_a_small_target(self):
+        # Pods like the default model's (gecd tune: 46 req/s, 3.8 in flight, target 2.66) on a
+        # steady load for 10 of them: the fluid mean holds 10 pods without an event, but a
+        # count of ~27 in flight over the fleet scatters by ~19%, past the 10% tolerance. Fast
+        # scale-up acts on it, so both behaviours scale and hold more pods than needed; the
+        # slow scale-down makes fewer events.
+        small = fleet.profile_from_dict({
+            "format": "gecd-pod-profile/1", "max_rps": 46, "concurrency_at_max": 3.8,
+            "p99_at_max_s": 0.23, "slo_p99_s": 1.0, "latency_alone_s": 0.056})
+        rate = 10 * small.rate_at_concurrency(2.66)
+        rates = trace((0, rate), (7200, rate))
+        events = {}
+        for behavior in sim.BEHAVIORS:
+            spec = sim.load_behavior(behavior)[1]
+            fluid, _ = sim.simulate(rates, small, spec, 60, 2.66, 4, 200)
+            self.assertEqual((fluid["scale_ups"], fluid["scale_downs"], fluid["max_pods"]),
+                             (0, 0, 10))
+            events[behavior] = 0
+            for seed in (1, 2, 3):
+                noisy, _ = sim.simulate(rates, small, spec, 60, 2.66, 4, 200, noise_seed=seed)
+                self.assertGreater(noisy["scale_ups"], 0, (behavior, seed))
+                self.assertGreater(noisy["pod_seconds"] / 7200, 11, (behavior, seed))
+                events[behavior] += noisy["scale_ups"] + noisy["scale_downs"]
+        self.assertLess(events["asymmetric"], events["default"])
+
+    def test_poisson(self):
+        rng = random.Random(1)
+        for mean in (2.66, 26.6, 500):  # the direct draw and the normal approximation
+            draws = [sim.poisson(rng, mean) for _ in range(20000)]
+            self.assertAlmostEqual(statistics.mean(draws), mean, delta=0.05 * mean)
+            self.assertAlmostEqual(statistics.variance(draws), mean, delta=0.1 * mean)
+        self.assertEqual(sim.poisson(rng, 0), 0)
+
     def test_samples(self):
         rates = trace((0, 30000), (100, 30000))
         _, samples = sim.simulate(rates, PROFILE, sim.load_behavior("default")[1], 10, TARGET, 4,
@@ -112,6 +147,17 @@ class CommandLineTest(unittest.TestCase):
         self.assertEqual(len(samples), 4 * 30)
         self.assertEqual(samples[0]["behavior"], "default")
         self.assertEqual(float(samples[0]["rate"]), 40000)
+
+    def test_csv_seconds_over_slo_add_up(self):
+        # 5-minute pods miss this ramp; the samples' seconds over the SLO are the table's.
+        code, out, _ = cli("--trace", self.trace, "--startup", "5m", "--behavior", "default",
+                           "--csv", self.path("s.csv"), "--sample", "60s")
+        self.assertEqual(code, 0)
+        minutes = out.split("| default | 5 min | ")[1].split(" |")[0]
+        with open(self.path("s.csv")) as f:
+            seconds = sum(int(r["seconds_over_slo"]) for r in csv.DictReader(f))
+        self.assertGreater(seconds, 0)
+        self.assertEqual(f"{seconds / 60:.1f}", minutes)
 
     def test_periods(self):
         code, out, _ = cli("--trace", self.trace, "--startup", "5m", "--behavior", "asymmetric",
@@ -168,6 +214,7 @@ spec:
             (["--max-replicas", "2"], "--max-replicas: 2 is below --min-replicas 4"),
             (["--min-replicas", "three"], "argument --min-replicas: invalid int value: 'three'"),
             (["--tolerance", "-1"], "--tolerance: -1.0 must be a number >= 0"),
+            (["--metric-noise", "gauss"], "argument --metric-noise: invalid choice: 'gauss'"),
             (["--periods", "ramp=7-9"], "--periods: 'ramp=7-9' is not NAME=HH:MM-HH:MM"),
             (["--periods", "x=09:00-08:00"], "--periods: 'x=09:00-08:00' is not NAME=HH:MM-HH:MM"
                                              " with the end after the start"),

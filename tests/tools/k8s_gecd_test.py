@@ -9,15 +9,19 @@ deploy/k8s/prometheus-adapter and the top-level kustomization (no cluster):
 - the names that tie objects together agree: selectors and labels (the router's headless
   Service included), named ports, probes, the ConfigMap mount, the scrape annotations, the
   ServiceMonitor's Service and port, the autoscalers' target;
+- the HPA's and KEDA's per-pod target is the one `gecd tune` measured
+  (bench/tune/default-model-2026-12-01.json);
 - the HPA, the adapter rule and KEDA name a metric a running daemon exports: `gecd serve` with
   each variant's config (echo backend) is started and scraped; its shared-memory segment fits
   the /dev/shm volume; the pod's grace period exceeds the drain the config allows.
 """
 
 import copy
+import json
 import os
 import re
 import unittest
+from decimal import Decimal
 
 import yaml
 
@@ -43,15 +47,19 @@ def keyed(docs):
     return {(d["kind"], d["metadata"]["name"]): d for d in docs}
 
 
-def quantity_bytes(q):
-    """A Kubernetes memory quantity ("32Mi", "2Gi", "64M", "1024") in bytes."""
-    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?", str(q))
+def quantity(q):
+    """The exact value of a Kubernetes quantity without an exponent ("32Mi", "2Gi", "2660m",
+    "1024")."""
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|m|k|M|G|T)?", str(q))
     if not m:
-        raise ValueError(f"not a memory quantity: {q!r}")
+        raise ValueError(f"not a quantity: {q!r}")
     scale = {None: 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
-             "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}[m.group(2)]
-    return float(m.group(1)) * scale
+             "m": Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}[m.group(2)]
+    return Decimal(m.group(1)) * scale
 
+
+# The `gecd tune --json` summary the autoscalers' target comes from.
+TUNE_SUMMARY = os.path.join(k8s.ROOT, "bench", "tune", "default-model-2026-12-01.json")
 
 # What the API server accepts as a quantity (k8s.io/apimachinery resource.ParseQuantity); the
 # schemas only say "string or number".
@@ -435,8 +443,13 @@ class GecdManifestsTest(unittest.TestCase):
         self.assertEqual(metric["type"], "Pods")
         self.assertEqual(metric["pods"]["metric"], {"name": METRIC})
         self.assertEqual(metric["pods"]["target"]["type"], "AverageValue")
-        target = float(metric["pods"]["target"]["averageValue"])
-        self.assertGreater(target, 0)
+        # The per-pod target is what `gecd tune` measured (bench/RESULTS.md, "gecd tune on the
+        # default model"), to the milli-unit the HPA compares in.
+        target = quantity(metric["pods"]["target"]["averageValue"])
+        with open(TUNE_SUMMARY) as f:
+            tuned = json.load(f)
+        self.assertTrue(tuned["slo_met"])
+        self.assertEqual(target, Decimal(round(tuned["hpa_target"] * 1000)) / 1000)
         # The asymmetric policy of issue 15 (docs/AUTOSCALING.md justifies it).
         self.assertEqual(hpa["behavior"], {
             "scaleUp": {"stabilizationWindowSeconds": 0, "selectPolicy": "Max", "policies": [
@@ -455,7 +468,7 @@ class GecdManifestsTest(unittest.TestCase):
                          hpa["behavior"])
         (trigger,) = keda["triggers"]
         self.assertEqual((trigger["type"], trigger["metricType"]), ("prometheus", "AverageValue"))
-        self.assertEqual(float(trigger["metadata"]["threshold"]), target)
+        self.assertEqual(Decimal(trigger["metadata"]["threshold"]), target)  # KEDA: a decimal
         query = trigger["metadata"]["query"]
         self.assertEqual(metric_names(query), {METRIC})
         self.assertIn(f'namespace="{self.namespace}"', query)
@@ -503,7 +516,7 @@ class GecdManifestsTest(unittest.TestCase):
                     self.assertLess(size, rings + 64 * 1024)
                     shm = v.shm_volume()
                     self.assertEqual(shm["medium"], "Memory")
-                    self.assertLessEqual(size, quantity_bytes(shm["sizeLimit"]))
+                    self.assertLessEqual(size, quantity(shm["sizeLimit"]))
                     print(f"{name}: {v.config['server']['workers']} workers, segment "
                           f"{size / MIB:.3f} MiB, /dev/shm sizeLimit {shm['sizeLimit']}")
                     self.assertEqual(daemon.stop(), 0, daemon.log_tail())

@@ -17,9 +17,11 @@ import json
 import math
 from dataclasses import dataclass
 
+import tune_summary
+
 FORMAT = "gecd-pod-profile/1"
 FIELDS = ("format", "source", "max_rps", "concurrency_at_max", "p99_at_max_s", "slo_p99_s",
-          "latency_alone_s")
+          "latency_alone_s", "hpa_target")
 
 
 class ProfileError(ValueError):
@@ -32,13 +34,15 @@ class PodProfile:
     time a + b * batch and K steps per request, the mean latency at rate r is
     T0 / (1 - r / r_sat), T0 the latency of a request alone. The profile gives T0 and one point,
     (max_rps, concurrency_at_max / max_rps), which fixes r_sat; p99 keeps its ratio to the mean
-    at max_rps. Without latency_alone_s the latency is flat (concurrency linear in the rate)."""
+    at max_rps. Without latency_alone_s the latency is flat (concurrency linear in the rate).
+    hpa_target: the AverageValue the measurement gave (gecd tune's), or None."""
     max_rps: float
     concurrency_at_max: float
     p99_at_max_s: float
     slo_p99_s: float
     latency_alone_s: float = None
     source: str = ""
+    hpa_target: float = None
 
     @property
     def mean_at_max_s(self):
@@ -87,7 +91,8 @@ def profile_from_dict(doc, where="profile"):
         if key not in FIELDS:
             raise ProfileError(f"{where}: {key}: unknown field (expected {', '.join(FIELDS)})")
     if doc.get("format") != FORMAT:
-        raise ProfileError(f"{where}: format: {doc.get('format')!r}, expected {FORMAT!r}")
+        raise ProfileError(f"{where}: format: {doc.get('format')!r}, expected {FORMAT!r} "
+                           "(or the summary `gecd tune --json` writes)")
     source = doc.get("source", "")
     if not isinstance(source, str):
         raise ProfileError(f"{where}: source: expected a string")
@@ -95,7 +100,8 @@ def profile_from_dict(doc, where="profile"):
                          _positive(doc, "concurrency_at_max", where),
                          _positive(doc, "p99_at_max_s", where),
                          _positive(doc, "slo_p99_s", where),
-                         _positive(doc, "latency_alone_s", where, required=False), source)
+                         _positive(doc, "latency_alone_s", where, required=False), source,
+                         _positive(doc, "hpa_target", where, required=False))
     if profile.p99_at_max_s > profile.slo_p99_s:
         raise ProfileError(f"{where}: p99_at_max_s: {profile.p99_at_max_s:g} is above slo_p99_s "
                            f"{profile.slo_p99_s:g} (max_rps is the rate within the SLO)")
@@ -106,10 +112,15 @@ def profile_from_dict(doc, where="profile"):
         raise ProfileError(f"{where}: latency_alone_s: {profile.latency_alone_s:g} must be below "
                            f"the mean latency at max_rps (concurrency_at_max / max_rps = "
                            f"{profile.mean_at_max_s:g})")
+    if profile.hpa_target is not None and profile.hpa_target > profile.concurrency_at_max:
+        raise ProfileError(f"{where}: hpa_target: {profile.hpa_target:g} is above "
+                           f"concurrency_at_max {profile.concurrency_at_max:g} (pods would run "
+                           "beyond max_rps)")
     return profile
 
 
 def load_profile(path):
+    """A gecd-pod-profile/1 file, or the summary `gecd tune --json` writes."""
     try:
         with open(path) as f:
             doc = json.load(f)
@@ -117,6 +128,11 @@ def load_profile(path):
         raise ProfileError(f"{path}: {e.strerror}") from None
     except json.JSONDecodeError as e:
         raise ProfileError(f"{path}:{e.lineno}: not JSON: {e.msg}") from None
+    if tune_summary.is_tune_summary(doc):
+        try:
+            doc = tune_summary.to_pod_profile(doc, path)
+        except tune_summary.TuneSummaryError as e:
+            raise ProfileError(str(e)) from None
     return profile_from_dict(doc, path)
 
 

@@ -13,6 +13,7 @@ import csv
 import json
 import math
 import os
+import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -21,6 +22,7 @@ import hpa  # noqa: E402
 import traffic  # noqa: E402
 
 DEFAULT_PROFILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pod_profile.json")
+DEFAULT_HEADROOM = 0.3  # gecd tune's
 
 # The two behaviours the issue compares, in the HPA manifest's own form.
 BEHAVIORS = {
@@ -95,12 +97,28 @@ def load_behavior(name):
 SHED_SHARE_OVER_SLO = 0.01
 
 
+def poisson(rng, mean):
+    """A Poisson variate (the normal approximation above a mean of 50)."""
+    if mean > 50:
+        return max(0, round(rng.gauss(mean, math.sqrt(mean))))
+    limit, n, product = math.exp(-mean), 0, rng.random()
+    while product > limit:
+        n += 1
+        product *= rng.random()
+    return n
+
+
 def simulate(rates, profile, behavior, startup_s, target, min_replicas, max_replicas,
              tolerance=hpa.DEFAULT_TOLERANCE, metric_window_s=15, max_queue_s=0.5,
-             sync_period_s=hpa.SYNC_PERIOD_S, sample_s=0, periods=()):
+             sync_period_s=hpa.SYNC_PERIOD_S, sample_s=0, periods=(), noise_seed=None):
     """One run. Returns (summary dict, samples): a sample every sample_s seconds (0: none) of
-    (time_s, mean rate, pods, ready, ideal pods, worst p99, per-pod concurrency, shed).
-    periods: (name, start_s, end_s) whose seconds over the SLO summary["periods"] counts."""
+    (time_s, mean rate, pods, ready, ideal pods, worst p99, per-pod concurrency, shed, seconds
+    over the SLO).
+    periods: (name, start_s, end_s) whose seconds over the SLO summary["periods"] counts.
+    noise_seed: None, the HPA reads the fluid mean; else, seeding it, the gauge's counting
+    noise: at each sync the ready pods' readings add up to a Poisson count of that mean times
+    the pods (requests in flight are counted, one reading per sync)."""
+    rng = None if noise_seed is None else random.Random(noise_seed)
     initial = math.ceil(rates[0] / profile.rate_at_concurrency(target))
     initial = min(max(initial, min_replicas), max_replicas)
     pods = fleet.Fleet(profile, startup_s, initial, max_queue_s)
@@ -116,6 +134,8 @@ def simulate(rates, profile, behavior, startup_s, target, min_replicas, max_repl
             spec = pods.pods()
             ready = pods.ready(t)
             metric = sum(window) / len(window) if window else 0.0
+            if rng and ready:
+                metric = poisson(rng, metric * ready) / ready
             new = scaler.sync(t, spec, [metric] * ready, ignored=spec - ready)
             if new != spec:
                 summary["scale_ups" if new > spec else "scale_downs"] += 1
@@ -137,12 +157,12 @@ def simulate(rates, profile, behavior, startup_s, target, min_replicas, max_repl
         summary["shed"] += tick.shed
         summary["worst_p99_s"] = max(summary["worst_p99_s"], tick.p99_s)
         if sample_s:
-            bucket.append((rate, tick, ideal))
+            bucket.append((rate, tick, ideal, over))
             if len(bucket) == sample_s or t == len(rates) - 1:
                 samples.append((t - len(bucket) + 1, sum(b[0] for b in bucket) / len(bucket),
                                 tick.pods, tick.ready, max(b[2] for b in bucket),
                                 max(b[1].p99_s for b in bucket), tick.concurrency_per_pod,
-                                sum(b[1].shed for b in bucket)))
+                                sum(b[1].shed for b in bucket), sum(b[3] for b in bucket)))
                 bucket = []
     return summary, samples
 
@@ -159,11 +179,15 @@ def parse_args(argv):
                              "block; repeatable (default: default and asymmetric)")
     parser.add_argument("--startup", default="10s,60s,5m",
                         help="pod start-up times to compare, comma-separated (default %(default)s)")
-    parser.add_argument("--headroom", type=float, default=0.3,
+    parser.add_argument("--headroom", type=float,
                         help="target = concurrency_at_max x (1 - headroom), as gecd tune "
-                             "computes it (default %(default)s)")
+                             "computes it (default: the profile's hpa_target where it has one, "
+                             f"else headroom {DEFAULT_HEADROOM})")
     parser.add_argument("--target", type=float, help="the AverageValue target (overrides "
                                                      "--headroom)")
+    parser.add_argument("--load-scale", type=float, default=1.0, metavar="FACTOR",
+                        help="multiply the load by this, e.g. to give pods of another capacity "
+                             "the same pod counts (default %(default)s)")
     parser.add_argument("--min-replicas", type=int, default=4)
     parser.add_argument("--max-replicas", type=int, default=200)
     parser.add_argument("--tolerance", type=float, default=hpa.DEFAULT_TOLERANCE)
@@ -173,6 +197,10 @@ def parse_args(argv):
     parser.add_argument("--metric-window", default="15s",
                         help="the metric is the per-pod concurrency averaged over this "
                              "(scrape interval and adapter lag; default %(default)s)")
+    parser.add_argument("--metric-noise", choices=("none", "poisson"), default="none",
+                        help="none: the HPA reads the fluid mean; poisson: the gauge's counting "
+                             "noise, a Poisson count of in-flight requests over the ready pods "
+                             "at each sync (seeded by --seed; default %(default)s)")
     parser.add_argument("--periods", default="", metavar="NAME=HH:MM-HH:MM,...",
                         help="also tabulate the minutes over the SLO within these spans")
     parser.add_argument("--csv", help="write samples of every run here (for plot.py)")
@@ -181,10 +209,12 @@ def parse_args(argv):
 
 
 def check_args(args):
-    if not 0 <= args.headroom < 1:
+    if args.headroom is not None and not 0 <= args.headroom < 1:
         raise InputError(f"--headroom: {args.headroom} must be in [0, 1)")
     if args.target is not None and not (math.isfinite(args.target) and args.target > 0):
         raise InputError(f"--target: {args.target} must be a number > 0")
+    if not (math.isfinite(args.load_scale) and args.load_scale > 0):
+        raise InputError(f"--load-scale: {args.load_scale} must be a number > 0")
     if args.min_replicas < 1:
         raise InputError(f"--min-replicas: {args.min_replicas} must be >= 1")
     if args.max_replicas < args.min_replicas:
@@ -220,6 +250,16 @@ def parse_periods(text):
     return periods
 
 
+def target_of(profile, target=None, headroom=None):
+    """The AverageValue: `target`, else concurrency_at_max x (1 - headroom), else the profile's
+    hpa_target, else the default headroom's."""
+    if target is not None:
+        return target
+    if headroom is None and profile.hpa_target is not None:
+        return profile.hpa_target
+    return profile.concurrency_at_max * (1 - (DEFAULT_HEADROOM if headroom is None else headroom))
+
+
 def fmt_duration(seconds):
     return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
 
@@ -234,16 +274,19 @@ def main(argv=None):
     except (InputError, fleet.ProfileError, traffic.TraceError) as e:
         print(f"sim.py: {e}", file=sys.stderr)
         return 2
+    rates = [rate * args.load_scale for rate in rates]
     if args.write_trace:
         traffic.write_trace(args.write_trace, rates)
-    target = args.target or profile.concurrency_at_max * (1 - args.headroom)
+    target = target_of(profile, args.target, args.headroom)
 
     print(f"profile: {args.profile}: {profile.max_rps:g} req/s per pod within p99 "
           f"{profile.slo_p99_s:g} s, {profile.concurrency_at_max:g} in flight there"
           + (f" ({profile.source})" if profile.source else ""))
     print(f"target: AverageValue {target:g} requests in flight per pod (a pod holds that at "
-          f"{profile.rate_at_concurrency(target):.0f} req/s); {len(rates) / 3600:g} h of load, "
-          f"peak {max(rates):.0f} req/s; replicas {args.min_replicas}..{args.max_replicas}\n")
+          f"{profile.rate_at_concurrency(target):.{0 if profile.max_rps >= 100 else 1}f} "
+          f"req/s); {len(rates) / 3600:g} h of load"
+          + (f" x {args.load_scale:g}" if args.load_scale != 1 else "")
+          + f", peak {max(rates):.0f} req/s; replicas {args.min_replicas}..{args.max_replicas}\n")
     print("| behavior | start-up | minutes over SLO | over-provisioned pod-hours | pod-hours "
           "(ideal) | scale events (up/down) | max pods | requests shed | worst p99 admitted |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -252,14 +295,16 @@ def main(argv=None):
         out = open(args.csv, "w", newline="")
         writer = csv.writer(out)
         writer.writerow(("behavior", "startup_s", "time_s", "rate", "pods", "ready", "ideal",
-                         "p99_s", "concurrency_per_pod", "shed"))
+                         "p99_s", "concurrency_per_pod", "shed", "seconds_over_slo"))
     split = []
     for name, behavior in behaviors:
         for startup in startups:
             summary, samples = simulate(rates, profile, behavior, startup, target,
                                         args.min_replicas, args.max_replicas, args.tolerance,
                                         window, max_queue, sample_s=sample if out else 0,
-                                        periods=periods)
+                                        periods=periods,
+                                        noise_seed=(args.seed if args.metric_noise == "poisson"
+                                                    else None))
             split.append((name, startup, summary))
             s = summary
             worst = "unbounded" if math.isinf(s["worst_p99_s"]) else f"{s['worst_p99_s']:.2f} s"
@@ -272,7 +317,7 @@ def main(argv=None):
                 for row in samples:
                     writer.writerow((name, f"{startup:g}", row[0], f"{row[1]:.1f}", row[2],
                                      row[3], row[4], f"{row[5]:.4f}", f"{row[6]:.2f}",
-                                     f"{row[7]:.0f}"))
+                                     f"{row[7]:.0f}", row[8]))
     if out:
         out.close()
     if periods:
