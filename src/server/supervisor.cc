@@ -453,8 +453,8 @@ absl::Status Supervisor::Run() {
       StartDueRestarts();
       UpdateReadiness();
     }
-    Watch();
     UpdateStatus();
+    Watch();
     siginfo_t info;
     const int signal = sigtimedwait(&signals_, &info, &poll);
     if (signal == SIGTERM || signal == SIGINT) {
