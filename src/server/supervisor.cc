@@ -27,8 +27,8 @@
 #endif
 #include "model/checkpoint.h"
 #include "model/tokenizer.h"
-#include "server/metrics.h"
 #include "server/listen_address.h"
+#include "server/metrics.h"
 #include "server/open_file_limit.h"
 #include "server/process_title.h"
 #include "server/roles.h"
@@ -209,9 +209,9 @@ absl::Status Supervisor::Start() {
 
 std::vector<std::string> Supervisor::ChildEnvironment(const Child& child) const {
   // Our own variables are replaced, not inherited; systemd's are the supervisor's alone.
-  static constexpr std::string_view kOwned[] = {
-      kRoleEnv,      kShmEnv,         kWorkerIndexEnv, kConfigEnv,
-      kOverridesEnv, "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"};
+  static constexpr std::string_view kOwned[] = {kRoleEnv,        kShmEnv,       kWorkerIndexEnv,
+                                                kConfigEnv,      kOverridesEnv, "NOTIFY_SOCKET",
+                                                "WATCHDOG_USEC", "WATCHDOG_PID"};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view var(*e);
@@ -343,10 +343,11 @@ void Supervisor::Watch() {
   }
   if (watchdog_->stalled() != was_stalled) {
     if (watchdog_->stalled()) {
-      spdlog::error("engine (pid {}) has work queued and finished no step for {} ms; "
-                    "withholding systemd watchdog pings",
-                    children_[0].pid,
-                    std::chrono::duration_cast<milliseconds>(watchdog_->ping_period()).count());
+      spdlog::error(
+          "engine (pid {}) has work queued and finished no step for {} ms; "
+          "withholding systemd watchdog pings",
+          children_[0].pid,
+          std::chrono::duration_cast<milliseconds>(watchdog_->ping_period()).count());
     } else {
       spdlog::warn("engine making progress again; systemd watchdog pings resumed");
     }
@@ -434,10 +435,10 @@ bool Supervisor::AnyRunning(bool workers_only) const {
 absl::Status Supervisor::Run() {
   RETURN_IF_ERROR(Start());
   // Often enough to ping within the watchdog's half interval.
-  const auto poll_interval =
-      watchdog_ ? std::clamp<std::chrono::nanoseconds>(watchdog_->ping_period() / 2,
-                                                        milliseconds(1), kPollInterval)
-                : std::chrono::nanoseconds(kPollInterval);
+  const auto poll_interval = watchdog_
+                                 ? std::clamp<std::chrono::nanoseconds>(
+                                       watchdog_->ping_period() / 2, milliseconds(1), kPollInterval)
+                                 : std::chrono::nanoseconds(kPollInterval);
   const timespec poll = {0, poll_interval.count()};
   while (true) {
     ReapExited();

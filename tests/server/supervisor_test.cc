@@ -16,8 +16,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <future>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <optional>
 #include <string>
@@ -208,8 +208,8 @@ class NotifySocket {
   bool WaitFor(absl::string_view prefix, milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
-      const auto left = std::chrono::duration_cast<milliseconds>(
-          deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left <= milliseconds(0)) return false;
       const size_t before = received_.size();
       if (!ReceiveOne(left)) continue;
@@ -261,8 +261,8 @@ std::string Joined(const std::vector<std::string>& lines) { return absl::StrJoin
 TEST(SupervisorTest, NotifiesSystemdReadyStatusWatchdogAndStopping) {
   NotifySocket notify;
   Daemon daemon({}, {{"NOTIFY_SOCKET", notify.path()}, {"WATCHDOG_USEC", "300000"}});
-  ASSERT_TRUE(notify.WaitFor("READY=1", kStartTimeout)) << Joined(notify.received())
-                                                        << daemon.log();
+  ASSERT_TRUE(notify.WaitFor("READY=1", kStartTimeout))
+      << Joined(notify.received()) << daemon.log();
   EXPECT_EQ(daemon.Get("/readyz"), 200);
   // Pinged every 150 ms while idle: no work queued, so no step is owed.
   notify.ReceiveFor(milliseconds(1'200));
@@ -294,8 +294,8 @@ TEST(SupervisorTest, WedgedEngineWithWorkQueuedGetsNoWatchdogPings) {
   NotifySocket notify;
   Daemon daemon({"server.workers=1"},
                 {{"NOTIFY_SOCKET", notify.path()}, {"WATCHDOG_USEC", "400000"}});
-  ASSERT_TRUE(notify.WaitFor("READY=1", kStartTimeout)) << Joined(notify.received())
-                                                        << daemon.log();
+  ASSERT_TRUE(notify.WaitFor("READY=1", kStartTimeout))
+      << Joined(notify.received()) << daemon.log();
   ASSERT_TRUE(notify.WaitFor("WATCHDOG=1", milliseconds(10'000))) << Joined(notify.received());
   ASSERT_TRUE(daemon.WaitReady()) << daemon.log();
   const std::map<std::string, pid_t> children = daemon.WaitForChildren(1);
