@@ -357,7 +357,11 @@ void Supervisor::Watch() {
 std::string Supervisor::StatusLine() const {
   if (shutting_down_) return "draining";
   if (watchdog_ && watchdog_->stalled()) return "engine stalled: work queued, no step progress";
-  if (ready_) return absl::StrCat("serving: ", children_.size() - 1, " workers, engine ready");
+  if (ready_) {
+    const size_t workers = children_.size() - 1;
+    return absl::StrCat("serving: ", workers, workers == 1 ? " worker" : " workers",
+                        ", engine ready");
+  }
   if (engine_was_ready_) return "engine restarting";
   return "starting: engine loading the model";
 }

@@ -326,7 +326,7 @@ TEST(SupervisorTest, WedgedEngineWithWorkQueuedGetsNoWatchdogPings) {
       << daemon.log();
 
   std::move(resume).Invoke();
-  ASSERT_TRUE(notify.WaitFor("STATUS=serving: 1 workers, engine ready", milliseconds(5'000)))
+  ASSERT_TRUE(notify.WaitFor("STATUS=serving: 1 worker, engine ready", milliseconds(5'000)))
       << Joined(notify.received());
   ASSERT_TRUE(notify.WaitFor("WATCHDOG=1", milliseconds(5'000))) << Joined(notify.received());
   std::future<grpc::Status> status = done.get_future();
