@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -28,7 +29,9 @@ absl::StatusOr<std::optional<std::chrono::microseconds>> Watchdog::IntervalFromE
   return std::chrono::microseconds(n);
 }
 
-Watchdog::Watchdog(std::chrono::microseconds interval) : ping_period_(interval / 2) {}
+// At least a millisecond, so that a nonsensical WATCHDOG_USEC=1 still lets steps count.
+Watchdog::Watchdog(std::chrono::microseconds interval)
+    : ping_period_(std::max<Clock::duration>(interval / 2, std::chrono::milliseconds(1))) {}
 
 bool Watchdog::Observe(Clock::time_point now, uint64_t engine_steps, bool work_queued) {
   if (!last_ping_) progress_at_ = now;  // the first look: nothing to compare with yet

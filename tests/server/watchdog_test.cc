@@ -122,5 +122,14 @@ TEST(WatchdogTest, QueuedWorkAfterAnIdleSpellGetsTheFullHalfInterval) {
   EXPECT_FALSE(watchdog.stalled());
 }
 
+TEST(WatchdogTest, ATinyIntervalStillLetsStepsCount) {
+  Watchdog watchdog(microseconds(1));
+  EXPECT_EQ(watchdog.ping_period(), milliseconds(1));
+  const Clock::time_point t0 = Clock::now();
+  EXPECT_TRUE(watchdog.Observe(t0, 1, true));
+  EXPECT_TRUE(watchdog.Observe(t0 + milliseconds(1), 2, true));
+  EXPECT_FALSE(watchdog.stalled());
+}
+
 }  // namespace
 }  // namespace gecd::server
