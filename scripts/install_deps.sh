@@ -17,6 +17,7 @@ packages=(
   python3-venv  # .venv-test below
   prometheus  # tests/tools/prometheus_autoscaling_test.py: prometheus and promtool
   patchelf  # scripts/gpu_deps.sh
+  systemd  # tests/tools/systemd_unit_test.py: systemd-analyze verify/security on docs/gecd.service
 )
 
 missing=()

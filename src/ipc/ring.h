@@ -79,6 +79,12 @@ class Ring {
   size_t max_message_bytes() const { return header_->slot_bytes - kSlotHeaderBytes; }
   RingHeader* header() const { return header_; }
   Doorbell consumer_doorbell() const { return {&header_->wake_word, &header_->consumer_sleeping}; }
+  // Whether published messages wait for the consumer: a look from outside either side (the
+  // supervisor's watchdog), so it reads both shared indices.
+  bool HasUnread() const {
+    return header_->tail.load(std::memory_order_acquire) !=
+           header_->head.load(std::memory_order_acquire);
+  }
 
  private:
   friend class RingProducer;

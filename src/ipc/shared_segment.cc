@@ -20,7 +20,7 @@ namespace gecd::ipc {
 namespace {
 
 constexpr uint64_t kMagic = 0x31474553'44434547;  // "GECDSEG1"
-constexpr uint32_t kVersion = 3;
+constexpr uint32_t kVersion = 4;
 constexpr int kMaxWorkers = 1024;
 
 size_t RoundUp64(size_t n) { return (n + 63) / 64 * 64; }
@@ -203,6 +203,12 @@ std::string SharedSegment::EngineFailure() const {
 }
 
 void SharedSegment::ClearEngineFailure() { header()->engine_failure_bytes = 0; }
+
+bool SharedSegment::EngineWorkQueued() const {
+  if (header()->engine_has_work.load(std::memory_order_acquire) != 0) return true;
+  return std::any_of(channels_.begin(), channels_.end(),
+                     [](const WorkerChannel& c) { return c.requests().HasUnread(); });
+}
 
 void SharedSegment::ResetWorkerChannel(int index) {
   channels_[index].RequestReset();

@@ -55,6 +55,11 @@ struct SegmentHeader {
   // ring a worker bumps and futex-wakes it, but only when engine_sleeping is set.
   alignas(64) std::atomic<uint32_t> engine_doorbell;
   std::atomic<uint32_t> engine_sleeping;
+  // The engine's progress, for the supervisor's systemd watchdog: engine_steps counts the steps
+  // it finished; engine_has_work is set while it holds sequences still to step (set before a
+  // step, so one that never returns leaves it set). See SharedSegment::EngineWorkQueued.
+  alignas(64) std::atomic<uint64_t> engine_steps;
+  std::atomic<uint32_t> engine_has_work;
   // Why the engine could not start (loading the model or sizing its cache failed): written by
   // that engine just before it exits, read by the supervisor once it has reaped it, cleared by
   // the supervisor before it starts an engine. See SharedSegment::SetEngineFailure.
@@ -100,6 +105,10 @@ class SharedSegment {
   void SetEngineFailure(std::string_view message);
   std::string EngineFailure() const;
   void ClearEngineFailure();
+
+  // Whether the engine has work it should be making steps on: sequences it admitted, or
+  // requests waiting in a worker's ring. With engine_steps standing still, a wedged engine.
+  bool EngineWorkQueued() const;
 
   // Supervisor, after worker `index` died and before starting its replacement: has the engine
   // free its sequences and reset its rings (see worker_channel.h).

@@ -86,9 +86,11 @@ absl::Status EngineLoop::Run() {
     }
     ResetDeadChannels();
     DrainRequests();
+    PublishHasWork();  // before the step: one that never returns leaves it set
     if (generator_->HasWork()) RETURN_IF_ERROR(RunStep());
     generator_->PublishGauges(metrics_);
     SendReplies();
+    PublishHasWork();
     if (generator_->HasWork()) continue;
     const bool draining = header_->draining.load(std::memory_order_acquire) != 0 ||
                           drain_requested_.load(std::memory_order_acquire);
@@ -229,7 +231,15 @@ absl::Status EngineLoop::RunStep() {
     if (outputs_.Add(event)) Reply(event.id, absl::StatusCode::kOk);
   }
   if (!outcome.ran.empty()) metrics_.ObserveBatch(static_cast<int>(outcome.ran.size()));
+  header_->engine_steps.fetch_add(1, std::memory_order_release);
   return absl::OkStatus();
+}
+
+void EngineLoop::PublishHasWork() {
+  const bool has_work = generator_->HasWork();
+  if (has_work == published_has_work_) return;  // a shared line: written on change only
+  published_has_work_ = has_work;
+  header_->engine_has_work.store(has_work ? 1 : 0, std::memory_order_release);
 }
 
 void EngineLoop::Reply(engine::SequenceId id, absl::StatusCode code, std::string message) {

@@ -76,6 +76,8 @@ class EngineLoop {
   void SendReplies();
   bool HasRequests() const;
   bool RepliesPending() const;
+  // engine_has_work in the segment header, for the supervisor's watchdog.
+  void PublishHasWork();
 
   const ipc::SharedSegment& segment_;
   ipc::SegmentHeader* const header_;
@@ -88,6 +90,7 @@ class EngineLoop {
   absl::flat_hash_map<engine::SequenceId, Sequence> sequences_;
   pipeline::OutputCollector outputs_;  // the generated tokens of sequences_
   engine::SequenceId next_id_ = 1;
+  bool published_has_work_ = false;  // the supervisor clears the flag when an engine dies
 };
 
 }  // namespace gecd::server

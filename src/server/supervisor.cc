@@ -27,13 +27,14 @@
 #endif
 #include "model/checkpoint.h"
 #include "model/tokenizer.h"
-#include "server/metrics.h"
 #include "server/listen_address.h"
+#include "server/metrics.h"
 #include "server/open_file_limit.h"
 #include "server/process_title.h"
 #include "server/roles.h"
 #include "server/sd_notify.h"
 #include "server/status_http.h"
+#include "server/watchdog.h"
 #include "spdlog/spdlog.h"
 
 extern char** environ;
@@ -111,6 +112,12 @@ class Supervisor {
   void StartDueRestarts();
   void UpdateReadiness();
   bool Ready() const;
+  bool EngineReady() const;
+  // systemd: WATCHDOG=1 while the engine is healthy, STATUS= when the state line changes.
+  void Watch();
+  std::string StatusLine() const;
+  void UpdateStatus();
+  void Notify(const std::string& state);
   void BeginShutdown(int signal);
   void AdvanceShutdown();
   void KillAll();
@@ -132,6 +139,8 @@ class Supervisor {
 
   bool ready_ = false;
   bool notified_ready_ = false;
+  std::optional<Watchdog> watchdog_;  // set when systemd asked for pings (WatchdogSec=)
+  std::string status_;                // the STATUS= line last sent
   bool engine_was_ready_ = false;  // some engine set engine_ready_epoch to its epoch
   std::optional<std::string> engine_start_failure_;  // why the first engine could not start
   bool shutting_down_ = false;
@@ -176,6 +185,16 @@ absl::Status Supervisor::Start() {
   spdlog::info("metrics, /healthz and /readyz on {} (port {})", config_.server.metrics_listen,
                http_->port());
 
+  absl::StatusOr<std::optional<std::chrono::microseconds>> watchdog =
+      Watchdog::IntervalFromEnvironment();
+  if (!watchdog.ok()) {
+    spdlog::warn("no systemd watchdog pings: {}", watchdog.status().ToString());
+  } else if (*watchdog) {
+    watchdog_.emplace(**watchdog);
+    spdlog::info("systemd watchdog: {} ms, pinged while the engine makes progress",
+                 std::chrono::duration_cast<milliseconds>(**watchdog).count());
+  }
+
   header_->engine_epoch.store(1);
   children_.resize(1 + num_workers);
   for (int i = 0; i < num_workers; ++i) {
@@ -189,9 +208,10 @@ absl::Status Supervisor::Start() {
 }
 
 std::vector<std::string> Supervisor::ChildEnvironment(const Child& child) const {
-  // Our own variables are replaced, not inherited; NOTIFY_SOCKET is the supervisor's alone.
-  static constexpr std::string_view kOwned[] = {kRoleEnv,   kShmEnv,       kWorkerIndexEnv,
-                                                kConfigEnv, kOverridesEnv, "NOTIFY_SOCKET"};
+  // Our own variables are replaced, not inherited; systemd's are the supervisor's alone.
+  static constexpr std::string_view kOwned[] = {kRoleEnv,        kShmEnv,       kWorkerIndexEnv,
+                                                kConfigEnv,      kOverridesEnv, "NOTIFY_SOCKET",
+                                                "WATCHDOG_USEC", "WATCHDOG_PID"};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view var(*e);
@@ -279,6 +299,7 @@ void Supervisor::OnExit(Child& child, int wait_status) {
     // Not ready until the next engine warms up; the new epoch tells workers to fail what they
     // had in flight with the dead one.
     header_->engine_ready_epoch.store(0);
+    header_->engine_has_work.store(0);  // the next engine starts with none
     header_->engine_epoch.fetch_add(1);
   } else {
     // The engine frees the dead worker's sequences and resets its rings before the
@@ -303,10 +324,63 @@ void Supervisor::OnExit(Child& child, int wait_status) {
   child.restart_at = now + delay;
 }
 
-bool Supervisor::Ready() const {
+bool Supervisor::Ready() const { return EngineReady() && header_->draining.load() == 0; }
+
+bool Supervisor::EngineReady() const {
   const uint64_t epoch = header_->engine_epoch.load();
-  return epoch != 0 && header_->engine_ready_epoch.load() == epoch &&
-         header_->draining.load() == 0;
+  return epoch != 0 && header_->engine_ready_epoch.load() == epoch;
+}
+
+void Supervisor::Watch() {
+  if (!watchdog_) return;
+  const bool was_stalled = watchdog_->stalled();
+  // Only a ready engine is held to making steps (it serves the drain too): loading a model is
+  // bounded by TimeoutStartSec, and a restart by its backoff.
+  const bool queued = EngineReady() && segment_.EngineWorkQueued();
+  if (watchdog_->Observe(Clock::now(), header_->engine_steps.load(std::memory_order_acquire),
+                         queued)) {
+    Notify("WATCHDOG=1");
+  }
+  if (watchdog_->stalled() != was_stalled) {
+    if (watchdog_->stalled()) {
+      spdlog::error(
+          "engine (pid {}) has work queued and finished no step for {} ms; "
+          "withholding systemd watchdog pings",
+          children_[0].pid,
+          std::chrono::duration_cast<milliseconds>(watchdog_->ping_period()).count());
+    } else {
+      spdlog::warn("engine making progress again; systemd watchdog pings resumed");
+    }
+  }
+}
+
+std::string Supervisor::StatusLine() const {
+  if (shutting_down_) return "draining";
+  if (watchdog_ && watchdog_->stalled()) return "engine stalled: work queued, no step progress";
+  if (ready_) {
+    const size_t workers = children_.size() - 1;
+    return absl::StrCat("serving: ", workers, workers == 1 ? " worker" : " workers",
+                        ", engine ready");
+  }
+  if (engine_was_ready_) return "engine restarting";
+  return "starting: engine loading the model";
+}
+
+void Supervisor::UpdateStatus() {
+  std::string line = StatusLine();
+  if (line == status_) return;
+  status_ = std::move(line);
+  // READY=1 goes with the first "serving" line, in one datagram.
+  std::string state = absl::StrCat("STATUS=", status_);
+  if (ready_ && !notified_ready_) {
+    notified_ready_ = true;
+    state = absl::StrCat("READY=1\n", state);
+  }
+  Notify(state);
+}
+
+void Supervisor::Notify(const std::string& state) {
+  if (absl::Status s = NotifySystemd(state); !s.ok()) spdlog::warn("{}", s.ToString());
 }
 
 void Supervisor::UpdateReadiness() {
@@ -314,10 +388,6 @@ void Supervisor::UpdateReadiness() {
   if (ready == ready_) return;
   ready_ = ready;
   spdlog::info(ready ? "ready" : "not ready: engine not warmed up");
-  if (ready && !notified_ready_) {
-    notified_ready_ = true;
-    if (absl::Status s = NotifySystemd("READY=1"); !s.ok()) spdlog::warn("{}", s.ToString());
-  }
 }
 
 void Supervisor::BeginShutdown(int signal) {
@@ -325,7 +395,8 @@ void Supervisor::BeginShutdown(int signal) {
   shutdown_deadline_ = Clock::now() + milliseconds(config_.server.grace_period_ms);
   header_->draining.store(1);
   spdlog::info("{}: draining for up to {} ms", strsignal(signal), config_.server.grace_period_ms);
-  if (absl::Status s = NotifySystemd("STOPPING=1"); !s.ok()) spdlog::warn("{}", s.ToString());
+  status_ = StatusLine();
+  Notify(absl::StrCat("STOPPING=1\nSTATUS=", status_));
   // Workers first: the engine keeps serving what they still have in flight.
   for (Child& child : children_) {
     child.restart_at.reset();
@@ -367,7 +438,12 @@ bool Supervisor::AnyRunning(bool workers_only) const {
 
 absl::Status Supervisor::Run() {
   RETURN_IF_ERROR(Start());
-  const timespec poll = {0, std::chrono::nanoseconds(kPollInterval).count()};
+  // Often enough to ping within the watchdog's half interval.
+  const auto poll_interval = watchdog_
+                                 ? std::clamp<std::chrono::nanoseconds>(
+                                       watchdog_->ping_period() / 2, milliseconds(1), kPollInterval)
+                                 : std::chrono::nanoseconds(kPollInterval);
+  const timespec poll = {0, poll_interval.count()};
   while (true) {
     ReapExited();
     if (engine_start_failure_) {
@@ -382,6 +458,8 @@ absl::Status Supervisor::Run() {
       StartDueRestarts();
       UpdateReadiness();
     }
+    UpdateStatus();
+    Watch();
     siginfo_t info;
     const int signal = sigtimedwait(&signals_, &info, &poll);
     if (signal == SIGTERM || signal == SIGINT) {

@@ -58,11 +58,15 @@ TEST(RingTest, MessagesBecomeVisibleOnPublishInOrder) {
   Put(producer, 1);
   Put(producer, 2);
   EXPECT_FALSE(consumer.HasMessage()) << "committed but not published";
+  EXPECT_FALSE(memory.ring().HasUnread());
   producer.Publish();
   EXPECT_FALSE(producer.ConsumerCaughtUp());
   ASSERT_TRUE(consumer.HasMessage());
+  EXPECT_TRUE(memory.ring().HasUnread()) << "seen from outside either side";
   EXPECT_EQ(Take(consumer), 1u);
+  EXPECT_TRUE(memory.ring().HasUnread());
   EXPECT_EQ(Take(consumer), 2u);
+  EXPECT_FALSE(memory.ring().HasUnread());
   EXPECT_TRUE(consumer.Peek().empty());
   EXPECT_TRUE(producer.ConsumerCaughtUp());
 }

@@ -235,6 +235,25 @@ TEST_F(EngineProcessTest, EchoStepDelaySlowsEveryStepAndCapsItsBatch) {
   }
 }
 
+TEST_F(EngineProcessTest, PublishesStepsAndQueuedWorkForTheWatchdog) {
+  config::Config config = EngineConfig("echo");
+  config.engine.echo_step_ms = 300;
+  StartEngine(config);
+  ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready(); }));
+  EXPECT_FALSE(segment_.EngineWorkQueued());
+  const uint64_t steps_before = header().engine_steps.load();
+  std::future<EngineReply> reply = Submit(Link(0), 1, {3, 7}, 8);
+  // Admitted and in its (slow) step: the ring is empty, yet work is queued and no step has
+  // finished, which is what the supervisor sees of an engine stuck in a step.
+  ASSERT_TRUE(WaitUntil([&] { return metrics().prompt_tokens == 2; }));
+  EXPECT_TRUE(segment_.EngineWorkQueued());
+  EXPECT_EQ(header().engine_has_work.load(), 1u);
+  EXPECT_EQ(header().engine_steps.load(), steps_before);
+  EXPECT_TRUE(Get(reply).status.ok());
+  EXPECT_TRUE(WaitUntil([&] { return !segment_.EngineWorkQueued(); }));
+  EXPECT_GT(header().engine_steps.load(), steps_before);
+}
+
 TEST_F(EngineProcessTest, CpuModelGivesWhatTheInProcessEngineGives) {
   const std::vector<int32_t> prompt = Prompt(1, 20);
   // The reference: the same model and options, one sequence, in this process.

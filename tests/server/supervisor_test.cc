@@ -3,7 +3,9 @@
 // /metrics, systemd notifications, and a clean exit on SIGTERM.
 #include "server/supervisor.h"
 
+#include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -11,17 +13,23 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "gecd/v1/grammar.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "testing/daemon_process.h"
@@ -179,28 +187,152 @@ TEST(SupervisorTest, AnEngineThatCannotStartStopsTheDaemonWithItsReason) {
   EXPECT_EQ(engines_started, 1u) << log;
 }
 
-TEST(SupervisorTest, NotifiesSystemdWhenReadyAndWhenStopping) {
-  const std::string path = testing::MakeTempDir() + "/notify.sock";
-  const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  timeval timeout = {60, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  auto receive = [fd] {
-    char buf[256];
-    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    return n > 0 ? std::string(buf, n) : std::string("(nothing)");
-  };
+// systemd's notification socket, played by the test: a bound unix datagram socket whose path
+// goes to the daemon as NOTIFY_SOCKET. Keeps every assignment received, in order (one datagram
+// may carry several, one a line).
+class NotifySocket {
+ public:
+  NotifySocket() : path_(testing::MakeTempDir() + "/notify.sock") {
+    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path_.c_str());
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << path_;
+  }
+  ~NotifySocket() { close(fd_); }
 
-  Daemon daemon({}, {{"NOTIFY_SOCKET", path}});
-  EXPECT_EQ(receive(), "READY=1") << daemon.log();
+  const std::string& path() const { return path_; }
+  const std::vector<std::string>& received() const { return received_; }
+
+  // Receives until an assignment starting with `prefix` arrives (true) or `timeout` passes.
+  bool WaitFor(absl::string_view prefix, milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      const auto left =
+          std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left <= milliseconds(0)) return false;
+      const size_t before = received_.size();
+      if (!ReceiveOne(left)) continue;
+      for (size_t i = before; i < received_.size(); ++i) {
+        if (absl::StartsWith(received_[i], prefix)) return true;
+      }
+    }
+  }
+
+  // Everything that arrives within `duration`.
+  std::vector<std::string> ReceiveFor(milliseconds duration) {
+    const size_t before = received_.size();
+    const auto deadline = std::chrono::steady_clock::now() + duration;
+    for (auto now = std::chrono::steady_clock::now(); now < deadline;
+         now = std::chrono::steady_clock::now()) {
+      ReceiveOne(std::chrono::duration_cast<milliseconds>(deadline - now));
+    }
+    return {received_.begin() + before, received_.end()};
+  }
+
+  // Where the first assignment equal to `what` is at or after `from`; npos when none.
+  size_t Find(absl::string_view what, size_t from = 0) const {
+    for (size_t i = from; i < received_.size(); ++i) {
+      if (received_[i] == what) return i;
+    }
+    return std::string::npos;
+  }
+
+ private:
+  bool ReceiveOne(milliseconds timeout) {
+    pollfd p = {fd_, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(std::max<int64_t>(1, timeout.count()))) != 1) return false;
+    char buf[512];
+    const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+    if (n <= 0) return false;
+    for (absl::string_view line : absl::StrSplit(absl::string_view(buf, n), '\n')) {
+      received_.emplace_back(line);
+    }
+    return true;
+  }
+
+  std::string path_;
+  int fd_ = -1;
+  std::vector<std::string> received_;
+};
+
+std::string Joined(const std::vector<std::string>& lines) { return absl::StrJoin(lines, " | "); }
+
+TEST(SupervisorTest, NotifiesSystemdReadyStatusWatchdogAndStopping) {
+  NotifySocket notify;
+  Daemon daemon({}, {{"NOTIFY_SOCKET", notify.path()}, {"WATCHDOG_USEC", "300000"}});
+  ASSERT_TRUE(notify.WaitFor("READY=1", kStartTimeout))
+      << Joined(notify.received()) << daemon.log();
   EXPECT_EQ(daemon.Get("/readyz"), 200);
+  // Pinged every 150 ms while idle: no work queued, so no step is owed.
+  notify.ReceiveFor(milliseconds(1'200));
   ASSERT_EQ(kill(daemon.pid(), SIGTERM), 0);
-  EXPECT_EQ(receive(), "STOPPING=1") << daemon.log();
+  ASSERT_TRUE(notify.WaitFor("STOPPING=1", milliseconds(10'000))) << Joined(notify.received());
   EXPECT_TRUE(daemon.WaitExit(kGracePeriod + milliseconds(10'000)).has_value());
-  close(fd);
+  notify.ReceiveFor(milliseconds(100));
+
+  const std::string got = Joined(notify.received());
+  const size_t ready = notify.Find("READY=1");
+  const size_t serving = notify.Find("STATUS=serving: 2 workers, engine ready");
+  const size_t ping = notify.Find("WATCHDOG=1", serving == std::string::npos ? 0 : serving);
+  const size_t stopping = notify.Find("STOPPING=1");
+  ASSERT_NE(ready, std::string::npos) << got;
+  ASSERT_NE(serving, std::string::npos) << got;
+  ASSERT_NE(ping, std::string::npos) << got;
+  ASSERT_NE(stopping, std::string::npos) << got;
+  EXPECT_LT(ready, serving) << got;
+  EXPECT_LT(serving, ping) << got;
+  EXPECT_LT(ping, stopping) << got;
+  EXPECT_EQ(notify.Find("STATUS=draining", stopping), stopping + 1) << got;
+  EXPECT_EQ(notify.Find("READY=1", ready + 1), std::string::npos) << got;  // once only
+  int pings = 0;
+  for (size_t i = ready; i < stopping; ++i) pings += notify.received()[i] == "WATCHDOG=1";
+  EXPECT_GE(pings, 5) << got;  // 1.2 s at one per 150 ms, give or take the poll and two cores
+}
+
+TEST(SupervisorTest, WedgedEngineWithWorkQueuedGetsNoWatchdogPings) {
+  NotifySocket notify;
+  Daemon daemon({"server.workers=1"},
+                {{"NOTIFY_SOCKET", notify.path()}, {"WATCHDOG_USEC", "400000"}});
+  ASSERT_TRUE(notify.WaitFor("READY=1", kStartTimeout))
+      << Joined(notify.received()) << daemon.log();
+  ASSERT_TRUE(notify.WaitFor("WATCHDOG=1", milliseconds(10'000))) << Joined(notify.received());
+  ASSERT_TRUE(daemon.WaitReady()) << daemon.log();
+  const std::map<std::string, pid_t> children = daemon.WaitForChildren(1);
+  ASSERT_TRUE(children.count("gecd: engine")) << daemon.log();
+  const pid_t engine = children.at("gecd: engine");
+
+  // Stopped, the engine stands for one stuck in a step: alive, and never finishing one.
+  ASSERT_EQ(kill(engine, SIGSTOP), 0);
+  absl::Cleanup resume = [engine] { kill(engine, SIGCONT); };
+  auto channel = grpc::CreateChannel(daemon.grpc_target(), grpc::InsecureChannelCredentials());
+  auto stub = gecd::v1::GrammarCorrection::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  gecd::v1::CorrectRequest request;
+  request.set_text("She go to school yesterday.");
+  gecd::v1::CorrectResponse response;
+  std::promise<grpc::Status> done;
+  stub->async()->Correct(&context, &request, &response,
+                         [&done](grpc::Status status) { done.set_value(std::move(status)); });
+
+  // Pings stop within half the interval of the request reaching the ring...
+  ASSERT_TRUE(notify.WaitFor("STATUS=engine stalled", milliseconds(10'000)))
+      << Joined(notify.received()) << daemon.log();
+  // ...and none comes for four whole intervals: systemd would have restarted the daemon.
+  const std::vector<std::string> wedged = notify.ReceiveFor(milliseconds(1'600));
+  EXPECT_EQ(std::count(wedged.begin(), wedged.end(), "WATCHDOG=1"), 0) << Joined(wedged);
+  EXPECT_TRUE(absl::StrContains(daemon.log(), "withholding systemd watchdog pings"))
+      << daemon.log();
+
+  std::move(resume).Invoke();
+  ASSERT_TRUE(notify.WaitFor("STATUS=serving: 1 worker, engine ready", milliseconds(5'000)))
+      << Joined(notify.received());
+  ASSERT_TRUE(notify.WaitFor("WATCHDOG=1", milliseconds(5'000))) << Joined(notify.received());
+  std::future<grpc::Status> status = done.get_future();
+  ASSERT_EQ(status.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  const grpc::Status answer = status.get();
+  EXPECT_TRUE(answer.ok()) << answer.error_message();
 }
 
 TEST(SupervisorTest, TakenMetricsPortFailsWithoutLeavingTheSegment) {
