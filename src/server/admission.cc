@@ -86,8 +86,7 @@ void AdmissionController::Advance(int64_t now_us) {
 }
 
 double AdmissionController::SojournSeconds(int64_t now_us) const {
-  const double measured =
-      sojourn_mean_.weight > 0 ? sojourn_mean_.sum / sojourn_mean_.weight : 0.0;
+  const double measured = sojourn_mean_.weight > 0 ? sojourn_mean_.sum / sojourn_mean_.weight : 0.0;
   if (in_flight_ == 0) return measured;
   // Each sentence in flight takes at least its age: without this an engine that stopped
   // answering would leave W as it was, and L would grow with what is admitted meanwhile.

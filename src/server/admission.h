@@ -35,7 +35,7 @@ class AdmissionController {
   static constexpr std::chrono::microseconds kNoDeadline = std::chrono::microseconds::max();
 
   struct Options {
-    int max_in_flight = 1024;                   // server.max_in_flight
+    int max_in_flight = 1024;                  // server.max_in_flight
     std::chrono::milliseconds max_queue{500};  // server.max_queue_ms; 0 = only the deadline
     // The smoothing time constant (busy time) of L and W.
     std::chrono::milliseconds smoothing{1000};

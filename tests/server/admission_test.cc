@@ -142,7 +142,7 @@ class FakeEngine {
  private:
   const std::vector<milliseconds> service_;
   size_t next_ = 0;
-  std::vector<int64_t> slots_;             // min-heap of when each batch slot is free
+  std::vector<int64_t> slots_;            // min-heap of when each batch slot is free
   std::multimap<int64_t, int64_t> done_;  // completion time -> admitted_us
 };
 
