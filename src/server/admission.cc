@@ -7,6 +7,16 @@
 #include "absl/strings/str_format.h"
 
 namespace gecd::server {
+namespace {
+
+AdmissionController::Decision Refused(AdmissionController::Refusal refusal, std::string message) {
+  AdmissionController::Decision decision;
+  decision.refusal = refusal;
+  decision.message = std::move(message);
+  return decision;
+}
+
+}  // namespace
 
 AdmissionController::AdmissionController(Options options, Clock clock)
     : options_(options), clock_(std::move(clock)) {}
@@ -16,12 +26,13 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
   const int64_t now_us = clock_();
   Advance(now_us);
   if (in_flight_ >= options_.max_in_flight) {
-    return {Refusal::kMaxInFlight,
-            absl::StrFormat("server is at its in-flight limit (server.max_in_flight %d); retry "
-                            "with backoff",
-                            options_.max_in_flight)};
+    return Refused(
+        Refusal::kMaxInFlight,
+        absl::StrFormat("server is at its in-flight limit (server.max_in_flight %d); retry "
+                        "with backoff",
+                        options_.max_in_flight));
   }
-  const double rate = Rate(now_us);
+  const double rate = Rate();
   if (rate > 0 && in_flight_ > 0) {
     const double predicted_us = in_flight_ / rate * 1e6;
     const auto max_queue_us = static_cast<double>(
@@ -31,32 +42,44 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
         budget != kNoDeadline && predicted_us > static_cast<double>(budget.count());
     // Name the tighter of the two limits that the prediction exceeds.
     if (over_deadline && (!over_queue || static_cast<double>(budget.count()) <= max_queue_us)) {
-      return {Refusal::kDeadline,
-              absl::StrFormat("overloaded: predicted wait %.0f ms (%d queued at %.1f/s) exceeds "
-                              "the %.0f ms left to the request's deadline",
-                              predicted_us * 1e-3, in_flight_, rate,
-                              static_cast<double>(budget.count()) * 1e-3)};
+      return Refused(
+          Refusal::kDeadline,
+          absl::StrFormat("overloaded: predicted wait %.0f ms (%d queued at %.1f/s) exceeds "
+                          "the %.0f ms left to the request's deadline",
+                          predicted_us * 1e-3, in_flight_, rate,
+                          static_cast<double>(budget.count()) * 1e-3));
     }
     if (over_queue) {
-      return {Refusal::kMaxQueue,
-              absl::StrFormat("overloaded: predicted wait %.0f ms (%d queued at %.1f/s) exceeds "
-                              "server.max_queue_ms %d; retry with backoff",
-                              predicted_us * 1e-3, in_flight_, rate,
-                              static_cast<int>(options_.max_queue.count()))};
+      return Refused(
+          Refusal::kMaxQueue,
+          absl::StrFormat("overloaded: predicted wait %.0f ms (%d queued at %.1f/s) exceeds "
+                          "server.max_queue_ms %d; retry with backoff",
+                          predicted_us * 1e-3, in_flight_, rate,
+                          static_cast<int>(options_.max_queue.count())));
     }
   }
   ++in_flight_;
-  admitted_us_sum_ += now_us;
-  return {.refusal = Refusal::kNone, .message = {}, .admitted_us = now_us};
+  Decision admitted;
+  admitted.ticket = {.admitted_us = now_us, .held_us = held_us_};
+  return admitted;
 }
 
-void AdmissionController::Release(int64_t admitted_us) {
+void AdmissionController::Release(const Ticket& ticket) {
   std::lock_guard lock(mu_);
   const int64_t now_us = clock_();
   Advance(now_us);
+  const double tau =
+      std::chrono::duration_cast<std::chrono::duration<double>>(options_.smoothing).count();
+  const double decay =
+      tau > 0 ? std::exp(-static_cast<double>(busy_since_release_us_) * 1e-6 / tau) : 0.0;
+  busy_since_release_us_ = 0;
+  in_flight_mean_.Decay(decay);
+  sojourn_mean_.Decay(decay);
+  const int64_t sojourn_us = now_us - ticket.admitted_us;
+  in_flight_mean_.Add(sojourn_us > 0 ? (held_us_ - ticket.held_us) / static_cast<double>(sojourn_us)
+                                     : static_cast<double>(in_flight_));
+  sojourn_mean_.Add(static_cast<double>(sojourn_us) * 1e-6);
   --in_flight_;
-  admitted_us_sum_ -= admitted_us;
-  sojourn_mean_.Add(static_cast<double>(now_us - admitted_us) * 1e-6, 1.0);
 }
 
 int AdmissionController::in_flight() const {
@@ -66,38 +89,21 @@ int AdmissionController::in_flight() const {
 
 double AdmissionController::service_rate() const {
   std::lock_guard lock(mu_);
-  return Rate(clock_());
+  return Rate();
 }
 
 void AdmissionController::Advance(int64_t now_us) {
   const int64_t elapsed_us = now_us - last_event_us_;
   last_event_us_ = now_us;
   if (in_flight_ == 0 || elapsed_us <= 0) return;
-  const double seconds = static_cast<double>(elapsed_us) * 1e-6;
-  const double tau =
-      std::chrono::duration_cast<std::chrono::duration<double>>(options_.smoothing).count();
-  // The interval's own weight is its exponentially weighted length, so the means do not depend
-  // on how often events sample them.
-  const double decay = tau > 0 ? std::exp(-seconds / tau) : 0.0;
-  const double weight = tau > 0 ? tau * (1 - decay) : seconds;
-  in_flight_mean_.Decay(decay);
-  in_flight_mean_.Add(in_flight_, weight);
-  sojourn_mean_.Decay(decay);
+  busy_since_release_us_ += elapsed_us;
+  held_us_ += static_cast<double>(in_flight_) * static_cast<double>(elapsed_us);
 }
 
-double AdmissionController::SojournSeconds(int64_t now_us) const {
-  const double measured = sojourn_mean_.weight > 0 ? sojourn_mean_.sum / sojourn_mean_.weight : 0.0;
-  if (in_flight_ == 0) return measured;
-  // Each sentence in flight takes at least its age: without this an engine that stopped
-  // answering would leave W as it was, and L would grow with what is admitted meanwhile.
-  const double mean_age_us =
-      static_cast<double>(now_us) - static_cast<double>(admitted_us_sum_) / in_flight_;
-  return std::max(measured, mean_age_us * 1e-6);
-}
-
-double AdmissionController::Rate(int64_t now_us) const {
-  const double sojourn = SojournSeconds(now_us);
-  if (sojourn <= 0 || in_flight_mean_.weight <= 0) return 0;
+double AdmissionController::Rate() const {
+  if (sojourn_mean_.weight <= 0 || in_flight_mean_.weight <= 0) return 0;
+  const double sojourn = sojourn_mean_.sum / sojourn_mean_.weight;
+  if (sojourn <= 0) return 0;
   return in_flight_mean_.sum / in_flight_mean_.weight / sojourn;
 }
 

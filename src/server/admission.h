@@ -15,19 +15,21 @@ namespace gecd::server {
 // them, and decides on each arrival. The predicted wait of a new sentence is in_flight / rate:
 // the time until the sentences ahead of it have finished.
 //
-// The rate comes from Little's law, rate = L / W: L the sentences held on average over busy time,
-// W how long a sentence took from admission to release, both smoothed over busy time. The engine
-// batches, so the sentences in flight finish together, not one after another: a rate counted
-// from completions alone lags every rise in load by a sentence's whole response time, and so is
-// lowest after a cold start (the first completion over the first sentence's latency, while all
-// the others ran alongside it). Refusing on such a rate kept the load low and the completions
-// measured at that load confirmed it; L / W follows the load at once. The sentences still in
-// flight count as taking at least their mean age so far, so an engine that stops answering
-// (or has not answered yet) raises W and the wait it predicts, and what is admitted stays
-// bounded. A sentence with nothing ahead is always admitted, so W keeps being measured however
-// slow one sentence is. Idle time counts for nothing. The engine is shared by all workers, so
-// each worker measures its own share of the engine's throughput, and its own queue against it.
-// Thread-safe.
+// The rate is Little's law over the sentences that finished, rate = L / W: W how long one took
+// from admission to release, L how many the worker held on average meanwhile, each smoothed over
+// the completions of the last second or so of busy time. The engine batches, so the sentences
+// in flight finish together, not one after another: a rate counted from completions per second
+// lags every rise in load by a whole response time, and is lowest after a cold start (one
+// completion over the first sentence's latency, while all the others ran alongside it), so
+// refusing on it kept the load low, and the completions measured at that load confirmed it.
+// L / W is right from the first completion. (Under an overload from the start, the first
+// completions also count the queue that grew behind them, so for a second or two up to about
+// twice max_queue may be admitted.) Without completions (an engine that stopped answering)
+// nothing moves, so about max_queue of sentences at the last rate are admitted and no more. A
+// sentence with nothing ahead is always admitted, so W keeps being measured however slow one
+// sentence is. Idle time counts for nothing. The engine is shared by all workers, so each worker
+// measures its own share of the engine's throughput, and its own queue against it. Until a first
+// completion only max_in_flight applies. Thread-safe.
 class AdmissionController {
  public:
   // Monotonic time in microseconds; tests pass a fake.
@@ -42,29 +44,33 @@ class AdmissionController {
   };
 
   enum class Refusal { kNone, kMaxInFlight, kMaxQueue, kDeadline };
+  // What Release needs of an admitted sentence.
+  struct Ticket {
+    int64_t admitted_us = 0;  // the clock's time at admission
+    double held_us = 0;       // the worker's sentence-microseconds in flight until then
+  };
   struct Decision {
     Refusal refusal = Refusal::kNone;
-    std::string message;      // why, for the client; empty when admitted
-    int64_t admitted_us = 0;  // when admitted (the clock's time), for Release
+    std::string message;  // why, for the client; empty when admitted
+    Ticket ticket;        // when admitted
     bool admitted() const { return refusal == Refusal::kNone; }
   };
 
   AdmissionController(Options options, Clock clock);
 
   // Admits one sentence whose deadline is `budget` from now (kNoDeadline: none), counting it in
-  // flight, or says why not. Every admitted sentence must be Released once, with its decision's
-  // admitted_us.
+  // flight, or says why not. Every admitted sentence must be Released once, with its ticket.
   Decision Admit(std::chrono::microseconds budget);
   // An admitted sentence left the engine (answered or failed): one completion.
-  void Release(int64_t admitted_us);
+  void Release(const Ticket& ticket);
 
   int in_flight() const;
-  // The rate the predictions assume (L / W, per second); 0 while nothing has been measured.
+  // The rate the predictions assume (L / W, per second); 0 until the first completion.
   double service_rate() const;
 
  private:
-  // An exponentially weighted mean whose weights decay with busy time; no prior, so the first
-  // value is the mean.
+  // A mean of one value per completion whose weights decay exponentially with busy time; no
+  // prior, so the first value is the mean.
   struct DecayingMean {
     double sum = 0;
     double weight = 0;
@@ -72,26 +78,26 @@ class AdmissionController {
       sum *= factor;
       weight *= factor;
     }
-    void Add(double value, double value_weight) {
-      sum += value * value_weight;
-      weight += value_weight;
+    void Add(double value) {
+      sum += value;
+      weight += 1;
     }
   };
 
-  // Folds the busy time since the last event into the means. Requires mu_.
+  // Counts the busy time since the last event, and the sentences held over it. Requires mu_.
   void Advance(int64_t now_us);
-  // How long a sentence takes (W, seconds) and the rate: 0 while unknown. Require mu_.
-  double SojournSeconds(int64_t now_us) const;
-  double Rate(int64_t now_us) const;
+  // L / W; 0 until the first completion. Requires mu_.
+  double Rate() const;
 
   const Options options_;
   const Clock clock_;
   mutable std::mutex mu_;
   int in_flight_ = 0;
-  int64_t admitted_us_sum_ = 0;  // of the sentences in flight, for their mean age
   int64_t last_event_us_ = 0;
-  DecayingMean in_flight_mean_;  // L, weighted by busy time
-  DecayingMean sojourn_mean_;    // W (seconds), one weight per completion
+  double held_us_ = 0;  // the integral of in_flight_ over time (sentence-µs)
+  int64_t busy_since_release_us_ = 0;
+  DecayingMean in_flight_mean_;  // L: sentences held during each finished one's stay
+  DecayingMean sojourn_mean_;    // W: each finished one's stay, seconds
 };
 
 }  // namespace gecd::server

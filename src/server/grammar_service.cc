@@ -318,8 +318,8 @@ void GrammarService::StartDraining() {
   for (StreamCall* stream : finish) stream->FinishDrained();
 }
 
-void GrammarService::Release(int64_t admitted_us) {
-  admission_.Release(admitted_us);
+void GrammarService::Release(const AdmissionController::Ticket& ticket) {
+  admission_.Release(ticket);
   metrics_.RequestReleased();
 }
 
@@ -382,7 +382,7 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
         lookups, skipped);
   }
   if (!prompt.ok()) {
-    Release(admitted.admitted_us);
+    Release(admitted.ticket);
     reply(ToGrpc(prompt.status()), {});
     return;
   }
@@ -397,9 +397,9 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
   // The engine thread does the reply's CPU work (detokenize, diff), off gRPC's threads.
   absl::Status submitted = engine_.Submit(
       std::move(engine_request),
-      [this, reply, deadline, prompt_tokens, admitted_us = admitted.admitted_us,
+      [this, reply, deadline, prompt_tokens, ticket = admitted.ticket,
        text = request.text()](EngineReply engine_reply) {
-        Release(admitted_us);
+        Release(ticket);
         if (engine_reply.first_token_us > 0) {
           metrics_.ObserveTimeToFirstToken(static_cast<double>(engine_reply.first_token_us) * 1e-6);
         }
@@ -423,7 +423,7 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
         reply(grpc::Status::OK, std::move(response));
       });
   if (!submitted.ok()) {
-    Release(admitted.admitted_us);
+    Release(admitted.ticket);
     reply(ToGrpc(submitted), {});
   }
 }

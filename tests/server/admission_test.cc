@@ -17,6 +17,7 @@ namespace {
 using std::chrono::milliseconds;
 using ::testing::HasSubstr;
 using Refusal = AdmissionController::Refusal;
+using Ticket = AdmissionController::Ticket;
 
 constexpr auto kNone = AdmissionController::kNoDeadline;
 
@@ -35,7 +36,7 @@ class AdmissionTest : public ::testing::Test {
       const AdmissionController::Decision admitted = admission.Admit(kNone);
       ASSERT_TRUE(admitted.admitted());
       Advance(busy / completions);
-      admission.Release(admitted.admitted_us);
+      admission.Release(admitted.ticket);
     }
   }
 
@@ -49,7 +50,7 @@ TEST_F(AdmissionTest, ColdStartAdmitsUpToMaxInFlight) {
   EXPECT_EQ(refused.refusal, Refusal::kMaxInFlight);
   EXPECT_THAT(refused.message, HasSubstr("server.max_in_flight 8"));
   EXPECT_EQ(admission.in_flight(), 8);
-  admission.Release(now_us_);
+  admission.Release(Ticket{.admitted_us = now_us_, .held_us = 0});
   EXPECT_TRUE(admission.Admit(kNone).admitted());
 }
 
@@ -105,14 +106,9 @@ TEST_F(AdmissionTest, RateFollowsTheEngineAndIgnoresIdleTime) {
   // A faster engine raises it within a few time constants (1 s).
   for (int i = 0; i < 40; ++i) Measure(admission, 10, milliseconds(100));  // 100 per second
   EXPECT_GT(admission.service_rate(), 95.0);
-  // A stalled one (nothing finishes) lowers it, so the queue it may hold shrinks.
-  ASSERT_TRUE(admission.Admit(kNone).admitted());
-  for (int i = 0; i < 20; ++i) {
-    Advance(milliseconds(100));
-    (void)admission.Admit(kNone);
-  }
-  EXPECT_LT(admission.service_rate(), 20.0);
-  EXPECT_GT(admission.service_rate(), 0.0);
+  // A slower one lowers it as fast.
+  for (int i = 0; i < 4; ++i) Measure(admission, 10, milliseconds(1000));  // 10 per second
+  EXPECT_LT(admission.service_rate(), 12.0);
 }
 
 // A batching engine on the fake clock: up to `batch` sentences run at once, each for its own
@@ -123,18 +119,18 @@ class FakeEngine {
       : service_(std::move(service)), slots_(static_cast<size_t>(batch), 0) {}
 
   // Starts an admitted sentence at `now_us`.
-  void Submit(int64_t now_us, int64_t admitted_us) {
+  void Submit(int64_t now_us, const Ticket& ticket) {
     std::pop_heap(slots_.begin(), slots_.end(), std::greater<>());
     const int64_t start_us = std::max(now_us, slots_.back());
     slots_.back() = start_us + service_[next_++ % service_.size()].count() * 1000;
-    done_.emplace(slots_.back(), admitted_us);
+    done_.emplace(slots_.back(), ticket);
     std::push_heap(slots_.begin(), slots_.end(), std::greater<>());
   }
-  // The earliest completion (time, admitted_us); false when nothing is in flight.
-  bool Next(int64_t& done_us, int64_t& admitted_us) const {
+  // The earliest completion; false when nothing is in flight.
+  bool Next(int64_t& done_us, Ticket& ticket) const {
     if (done_.empty()) return false;
     done_us = done_.begin()->first;
-    admitted_us = done_.begin()->second;
+    ticket = done_.begin()->second;
     return true;
   }
   void Pop() { done_.erase(done_.begin()); }
@@ -142,16 +138,17 @@ class FakeEngine {
  private:
   const std::vector<milliseconds> service_;
   size_t next_ = 0;
-  std::vector<int64_t> slots_;            // min-heap of when each batch slot is free
-  std::multimap<int64_t, int64_t> done_;  // completion time -> admitted_us
+  std::vector<int64_t> slots_;           // min-heap of when each batch slot is free
+  std::multimap<int64_t, Ticket> done_;  // by completion time
 };
 
 struct LoadResult {
   int admitted = 0;
   int refused = 0;
   int completed = 0;
-  int max_in_flight = 0;  // after the first second
-  double rate = 0;        // service_rate() at the last admission
+  int max_in_flight = 0;          // over the whole run
+  int settled_max_in_flight = 0;  // after the first five seconds
+  double rate = 0;                // service_rate() at the last admission
 };
 
 // A closed loop of `clients` sentences against `engine` for `duration`: each one answered or
@@ -164,12 +161,12 @@ LoadResult ClosedLoop(AdmissionController& admission, FakeEngine& engine, int64_
   for (int i = 0; i < clients; ++i) sends.push(now_us);
   while (true) {
     int64_t done_us = 0;
-    int64_t admitted_us = 0;
-    const bool pending = engine.Next(done_us, admitted_us);
+    Ticket ticket;
+    const bool pending = engine.Next(done_us, ticket);
     if (pending && (sends.empty() || done_us <= sends.top())) {
       now_us = done_us;
       engine.Pop();
-      admission.Release(admitted_us);
+      admission.Release(ticket);
       ++result.completed;
       if (now_us < end_us) sends.push(now_us);
       continue;
@@ -181,7 +178,7 @@ LoadResult ClosedLoop(AdmissionController& admission, FakeEngine& engine, int64_
     if (decision.admitted()) {
       ++result.admitted;
       result.rate = admission.service_rate();
-      engine.Submit(now_us, decision.admitted_us);
+      engine.Submit(now_us, decision.ticket);
     } else {
       ++result.refused;
       if (now_us + 1000 < end_us) sends.push(now_us + 1000);
@@ -199,12 +196,12 @@ LoadResult OpenLoop(AdmissionController& admission, FakeEngine& engine, int64_t&
   int64_t arrival_us = now_us;
   while (true) {
     int64_t done_us = 0;
-    int64_t admitted_us = 0;
-    const bool pending = engine.Next(done_us, admitted_us);
+    Ticket ticket;
+    const bool pending = engine.Next(done_us, ticket);
     if (pending && (arrival_us >= end_us || done_us <= arrival_us)) {
       now_us = done_us;
       engine.Pop();
-      admission.Release(admitted_us);
+      admission.Release(ticket);
       ++result.completed;
       continue;
     }
@@ -215,9 +212,11 @@ LoadResult OpenLoop(AdmissionController& admission, FakeEngine& engine, int64_t&
     if (decision.admitted()) {
       ++result.admitted;
       result.rate = admission.service_rate();
-      engine.Submit(now_us, decision.admitted_us);
-      if (now_us - start_us >= 1'000'000) {
-        result.max_in_flight = std::max(result.max_in_flight, admission.in_flight());
+      engine.Submit(now_us, decision.ticket);
+      result.max_in_flight = std::max(result.max_in_flight, admission.in_flight());
+      if (now_us - start_us >= 5'000'000) {
+        result.settled_max_in_flight =
+            std::max(result.settled_max_in_flight, admission.in_flight());
       }
     } else {
       ++result.refused;
@@ -228,9 +227,9 @@ LoadResult OpenLoop(AdmissionController& admission, FakeEngine& engine, int64_t&
 
 // The reported trap: a closed loop of 8 sentences on a fresh worker whose engine runs them all
 // at once in 350-450 ms (20 per second, 350 ms of predicted wait). Counting completions over
-// busy time, the first sample was one sentence over the first one's latency (2.9/s), every
-// sentence sent with more than one ahead was refused, and at one or two in flight the rate
-// measured stayed as low as that, so the loop was refused for good.
+// busy time, the first sample was one sentence over the first one's latency (2.9/s), and every
+// sentence sent with more than one ahead was refused (4,250 refusals here, in the first second;
+// on the real box their own CPU slowed the engine, and the loop stayed refused).
 TEST_F(AdmissionTest, AClosedLoopWithinMaxQueueIsNotRefusedAfterAColdStart) {
   AdmissionController admission = Make(1024, 500);
   FakeEngine engine(128, {milliseconds(350), milliseconds(375), milliseconds(400),
@@ -249,14 +248,17 @@ TEST_F(AdmissionTest, AnOverloadIsRefusedOnceTheWaitReachesMaxQueue) {
   // 60 per second, three times what it serves: 20 per second at 500 ms of wait are 10 in flight.
   const LoadResult result =
       OpenLoop(admission, engine, now_us_, std::chrono::microseconds(16'667), milliseconds(10'000));
-  EXPECT_LE(result.max_in_flight, 12);
-  EXPECT_GE(result.max_in_flight, 8);
+  EXPECT_LE(result.settled_max_in_flight, 12);
+  EXPECT_GE(result.settled_max_in_flight, 9);
+  // Right after the start the first completions saw the queue grow behind them, so the rate
+  // began high: for a moment about twice as many, and never more.
+  EXPECT_LE(result.max_in_flight, 22);
   EXPECT_NEAR(result.admitted, 200, 20);
   EXPECT_NEAR(result.rate, 20.0, 2.0);
 }
 
-// An engine that stops answering: what is in flight grows older, the prediction with it, and
-// admission stops well short of max_in_flight.
+// An engine that stops answering: with no completion the rate stays as it was, so admission stops
+// at max_queue_ms' worth of sentences (10 at 20 per second), far short of max_in_flight.
 TEST_F(AdmissionTest, AStalledEngineStopsBeingSentMore) {
   AdmissionController admission = Make(1024, 500);
   FakeEngine engine(128, {milliseconds(400)});
@@ -267,21 +269,9 @@ TEST_F(AdmissionTest, AStalledEngineStopsBeingSentMore) {
     if (admission.Admit(kNone).admitted()) ++admitted;
     Advance(milliseconds(10));
   }
-  EXPECT_LE(admitted, 20);
+  EXPECT_LE(admitted, 11);  // 10, and one with nothing ahead
+  EXPECT_GE(admitted, 9);
   EXPECT_EQ(admission.Admit(kNone).refusal, Refusal::kMaxQueue);
-}
-
-// Before anything has been answered there is no rate, but the age of what is in flight already
-// bounds the wait: an engine that has not answered in 500 ms is not sent 100 more per second.
-TEST_F(AdmissionTest, BeforeTheFirstAnswerTheAgeOfWhatIsInFlightBoundsTheWait) {
-  AdmissionController admission = Make(1024, 500);
-  int admitted = 0;
-  for (int i = 0; i < 300; ++i) {  // 100 per second for 3 s
-    if (admission.Admit(kNone).admitted()) ++admitted;
-    Advance(milliseconds(10));
-  }
-  EXPECT_GE(admitted, 45);
-  EXPECT_LE(admitted, 60);
 }
 
 }  // namespace
