@@ -7,6 +7,16 @@
 #include "absl/strings/str_format.h"
 
 namespace gecd::server {
+namespace {
+
+AdmissionController::Decision Refused(AdmissionController::Refusal refusal, std::string message) {
+  AdmissionController::Decision decision;
+  decision.refusal = refusal;
+  decision.message = std::move(message);
+  return decision;
+}
+
+}  // namespace
 
 AdmissionController::AdmissionController(Options options, Clock clock)
     : options_(options), clock_(std::move(clock)) {}
@@ -14,15 +24,17 @@ AdmissionController::AdmissionController(Options options, Clock clock)
 AdmissionController::Decision AdmissionController::Admit(std::chrono::microseconds budget) {
   std::lock_guard lock(mu_);
   const int64_t now_us = clock_();
-  MaybeSample(now_us);
+  Advance(now_us);
   if (in_flight_ >= options_.max_in_flight) {
-    return {Refusal::kMaxInFlight,
-            absl::StrFormat("server is at its in-flight limit (server.max_in_flight %d); retry "
-                            "with backoff",
-                            options_.max_in_flight)};
+    return Refused(
+        Refusal::kMaxInFlight,
+        absl::StrFormat("server is at its in-flight limit (server.max_in_flight %d); retry "
+                        "with backoff",
+                        options_.max_in_flight));
   }
-  if (rate_ > 0) {
-    const double predicted_us = in_flight_ / rate_ * 1e6;
+  const double rate = Rate();
+  if (rate > 0 && in_flight_ > 0) {
+    const double predicted_us = in_flight_ / rate * 1e6;
     const auto max_queue_us = static_cast<double>(
         std::chrono::duration_cast<std::chrono::microseconds>(options_.max_queue).count());
     const bool over_queue = max_queue_us > 0 && predicted_us > max_queue_us;
@@ -30,32 +42,44 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
         budget != kNoDeadline && predicted_us > static_cast<double>(budget.count());
     // Name the tighter of the two limits that the prediction exceeds.
     if (over_deadline && (!over_queue || static_cast<double>(budget.count()) <= max_queue_us)) {
-      return {Refusal::kDeadline,
-              absl::StrFormat("overloaded: predicted wait %.0f ms (%d queued at %.1f/s) exceeds "
-                              "the %.0f ms left to the request's deadline",
-                              predicted_us * 1e-3, in_flight_, rate_,
-                              static_cast<double>(budget.count()) * 1e-3)};
+      return Refused(
+          Refusal::kDeadline,
+          absl::StrFormat("overloaded: predicted wait %.0f ms (%d queued at %.1f/s) exceeds "
+                          "the %.0f ms left to the request's deadline",
+                          predicted_us * 1e-3, in_flight_, rate,
+                          static_cast<double>(budget.count()) * 1e-3));
     }
     if (over_queue) {
-      return {Refusal::kMaxQueue,
-              absl::StrFormat("overloaded: predicted wait %.0f ms (%d queued at %.1f/s) exceeds "
-                              "server.max_queue_ms %d; retry with backoff",
-                              predicted_us * 1e-3, in_flight_, rate_,
-                              static_cast<int>(options_.max_queue.count()))};
+      return Refused(
+          Refusal::kMaxQueue,
+          absl::StrFormat("overloaded: predicted wait %.0f ms (%d queued at %.1f/s) exceeds "
+                          "server.max_queue_ms %d; retry with backoff",
+                          predicted_us * 1e-3, in_flight_, rate,
+                          static_cast<int>(options_.max_queue.count())));
     }
   }
-  if (in_flight_ == 0) busy_since_us_ = now_us;
   ++in_flight_;
-  return {};
+  Decision admitted;
+  admitted.ticket = {.admitted_us = now_us, .held_us = held_us_};
+  return admitted;
 }
 
-void AdmissionController::Release() {
+void AdmissionController::Release(const Ticket& ticket) {
   std::lock_guard lock(mu_);
   const int64_t now_us = clock_();
+  Advance(now_us);
+  const double tau =
+      std::chrono::duration_cast<std::chrono::duration<double>>(options_.smoothing).count();
+  const double decay =
+      tau > 0 ? std::exp(-static_cast<double>(busy_since_release_us_) * 1e-6 / tau) : 0.0;
+  busy_since_release_us_ = 0;
+  in_flight_mean_.Decay(decay);
+  sojourn_mean_.Decay(decay);
+  const int64_t sojourn_us = now_us - ticket.admitted_us;
+  in_flight_mean_.Add(sojourn_us > 0 ? (held_us_ - ticket.held_us) / static_cast<double>(sojourn_us)
+                                     : static_cast<double>(in_flight_));
+  sojourn_mean_.Add(static_cast<double>(sojourn_us) * 1e-6);
   --in_flight_;
-  ++unsampled_completions_;
-  if (in_flight_ == 0) unsampled_busy_us_ += now_us - busy_since_us_;
-  MaybeSample(now_us);
 }
 
 int AdmissionController::in_flight() const {
@@ -65,31 +89,22 @@ int AdmissionController::in_flight() const {
 
 double AdmissionController::service_rate() const {
   std::lock_guard lock(mu_);
-  return rate_;
+  return Rate();
 }
 
-void AdmissionController::MaybeSample(int64_t now_us) {
-  const int64_t busy_us = unsampled_busy_us_ + (in_flight_ > 0 ? now_us - busy_since_us_ : 0);
-  const int64_t period_us =
-      std::chrono::duration_cast<std::chrono::microseconds>(options_.sample_period).count();
-  if (busy_us < period_us || busy_us <= 0) return;
-  // Before the first completion there is nothing to measure: keep accumulating, so that the
-  // first estimate spans the first sentence's whole service time.
-  if (rate_ == 0 && unsampled_completions_ == 0) return;
-  const double seconds = static_cast<double>(busy_us) * 1e-6;
-  const double sample = static_cast<double>(unsampled_completions_) / seconds;
-  if (rate_ == 0) {
-    rate_ = sample;
-  } else {
-    const double tau =
-        std::chrono::duration_cast<std::chrono::duration<double>>(options_.smoothing).count();
-    const double alpha = tau > 0 ? 1 - std::exp(-seconds / tau) : 1.0;
-    // A stalled engine (no completions) drives the estimate down, never to "unknown".
-    rate_ = std::max(rate_ + alpha * (sample - rate_), 1e-3);
-  }
-  unsampled_busy_us_ = 0;
-  unsampled_completions_ = 0;
-  if (in_flight_ > 0) busy_since_us_ = now_us;
+void AdmissionController::Advance(int64_t now_us) {
+  const int64_t elapsed_us = now_us - last_event_us_;
+  last_event_us_ = now_us;
+  if (in_flight_ == 0 || elapsed_us <= 0) return;
+  busy_since_release_us_ += elapsed_us;
+  held_us_ += static_cast<double>(in_flight_) * static_cast<double>(elapsed_us);
+}
+
+double AdmissionController::Rate() const {
+  if (sojourn_mean_.weight <= 0 || in_flight_mean_.weight <= 0) return 0;
+  const double sojourn = sojourn_mean_.sum / sojourn_mean_.weight;
+  if (sojourn <= 0) return 0;
+  return in_flight_mean_.sum / in_flight_mean_.weight / sojourn;
 }
 
 }  // namespace gecd::server

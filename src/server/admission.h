@@ -11,14 +11,25 @@
 // when the worker could not answer it in time, instead of queueing it until its deadline.
 namespace gecd::server {
 
-// Owns the worker's count of admitted-but-unfinished sentences and the measured rate at which
-// they finish (completions per second of busy time, smoothed), and decides on each arrival.
-// The predicted wait of a new sentence is in_flight / rate: the time until the sentences ahead
-// of it have finished. A sentence with nothing ahead is always admitted, so the rate keeps being
-// measured however slow one sentence is (refusing it would freeze a low estimate for good).
-// The engine is shared by all workers, so each worker measures its own share of the engine's
-// throughput, and its own queue against it. Until a rate has been measured (cold start) only
-// max_in_flight applies. Thread-safe.
+// Owns the worker's count of admitted-but-unfinished sentences and the rate at which it finishes
+// them, and decides on each arrival. The predicted wait of a new sentence is in_flight / rate:
+// the time until the sentences ahead of it have finished.
+//
+// The rate is Little's law over the sentences that finished, rate = L / W: W how long one took
+// from admission to release, L how many the worker held on average meanwhile, each smoothed over
+// the completions of the last second or so of busy time. The engine batches, so the sentences
+// in flight finish together, not one after another: a rate counted from completions per second
+// lags every rise in load by a whole response time, and is lowest after a cold start (one
+// completion over the first sentence's latency, while all the others ran alongside it), so
+// refusing on it kept the load low, and the completions measured at that load confirmed it.
+// L / W is right from the first completion. (Under an overload from the start, the first
+// completions also count the queue that grew behind them, so for a second or two up to about
+// twice max_queue may be admitted.) Without completions (an engine that stopped answering)
+// nothing moves, so about max_queue of sentences at the last rate are admitted and no more. A
+// sentence with nothing ahead is always admitted, so W keeps being measured however slow one
+// sentence is. Idle time counts for nothing. The engine is shared by all workers, so each worker
+// measures its own share of the engine's throughput, and its own queue against it. Until a first
+// completion only max_in_flight applies. Thread-safe.
 class AdmissionController {
  public:
   // Monotonic time in microseconds; tests pass a fake.
@@ -26,45 +37,67 @@ class AdmissionController {
   static constexpr std::chrono::microseconds kNoDeadline = std::chrono::microseconds::max();
 
   struct Options {
-    int max_in_flight = 1024;                   // server.max_in_flight
+    int max_in_flight = 1024;                  // server.max_in_flight
     std::chrono::milliseconds max_queue{500};  // server.max_queue_ms; 0 = only the deadline
-    // Busy time per rate sample, and the smoothing time constant of the estimate.
-    std::chrono::milliseconds sample_period{100};
+    // The smoothing time constant (busy time) of L and W.
     std::chrono::milliseconds smoothing{1000};
   };
 
   enum class Refusal { kNone, kMaxInFlight, kMaxQueue, kDeadline };
+  // What Release needs of an admitted sentence.
+  struct Ticket {
+    int64_t admitted_us = 0;  // the clock's time at admission
+    double held_us = 0;       // the worker's sentence-microseconds in flight until then
+  };
   struct Decision {
     Refusal refusal = Refusal::kNone;
     std::string message;  // why, for the client; empty when admitted
+    Ticket ticket;        // when admitted
     bool admitted() const { return refusal == Refusal::kNone; }
   };
 
   AdmissionController(Options options, Clock clock);
 
   // Admits one sentence whose deadline is `budget` from now (kNoDeadline: none), counting it in
-  // flight, or says why not. Every admitted sentence must be Released once.
+  // flight, or says why not. Every admitted sentence must be Released once, with its ticket.
   Decision Admit(std::chrono::microseconds budget);
   // An admitted sentence left the engine (answered or failed): one completion.
-  void Release();
+  void Release(const Ticket& ticket);
 
   int in_flight() const;
-  // Completions per second of busy time; 0 until the first sample.
+  // The rate the predictions assume (L / W, per second); 0 until the first completion.
   double service_rate() const;
 
  private:
-  // Folds the busy time and completions since the last sample into the estimate once a sample
-  // period of busy time has passed. Requires mu_.
-  void MaybeSample(int64_t now_us);
+  // A mean of one value per completion whose weights decay exponentially with busy time; no
+  // prior, so the first value is the mean.
+  struct DecayingMean {
+    double sum = 0;
+    double weight = 0;
+    void Decay(double factor) {
+      sum *= factor;
+      weight *= factor;
+    }
+    void Add(double value) {
+      sum += value;
+      weight += 1;
+    }
+  };
+
+  // Counts the busy time since the last event, and the sentences held over it. Requires mu_.
+  void Advance(int64_t now_us);
+  // L / W; 0 until the first completion. Requires mu_.
+  double Rate() const;
 
   const Options options_;
   const Clock clock_;
   mutable std::mutex mu_;
   int in_flight_ = 0;
-  int64_t busy_since_us_ = 0;      // while in_flight_ > 0: start of the unsampled busy time
-  int64_t unsampled_busy_us_ = 0;  // busy time before busy_since_us_ not yet sampled
-  int64_t unsampled_completions_ = 0;
-  double rate_ = 0;  // completions per second of busy time; 0 = no estimate yet
+  int64_t last_event_us_ = 0;
+  double held_us_ = 0;  // the integral of in_flight_ over time (sentence-µs)
+  int64_t busy_since_release_us_ = 0;
+  DecayingMean in_flight_mean_;  // L: sentences held during each finished one's stay
+  DecayingMean sojourn_mean_;    // W: each finished one's stay, seconds
 };
 
 }  // namespace gecd::server

@@ -318,8 +318,8 @@ void GrammarService::StartDraining() {
   for (StreamCall* stream : finish) stream->FinishDrained();
 }
 
-void GrammarService::Release() {
-  admission_.Release();
+void GrammarService::Release(const AdmissionController::Ticket& ticket) {
+  admission_.Release(ticket);
   metrics_.RequestReleased();
 }
 
@@ -382,7 +382,7 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
         lookups, skipped);
   }
   if (!prompt.ok()) {
-    Release();
+    Release(admitted.ticket);
     reply(ToGrpc(prompt.status()), {});
     return;
   }
@@ -397,8 +397,9 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
   // The engine thread does the reply's CPU work (detokenize, diff), off gRPC's threads.
   absl::Status submitted = engine_.Submit(
       std::move(engine_request),
-      [this, reply, deadline, prompt_tokens, text = request.text()](EngineReply engine_reply) {
-        Release();
+      [this, reply, deadline, prompt_tokens, ticket = admitted.ticket,
+       text = request.text()](EngineReply engine_reply) {
+        Release(ticket);
         if (engine_reply.first_token_us > 0) {
           metrics_.ObserveTimeToFirstToken(static_cast<double>(engine_reply.first_token_us) * 1e-6);
         }
@@ -422,7 +423,7 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
         reply(grpc::Status::OK, std::move(response));
       });
   if (!submitted.ok()) {
-    Release();
+    Release(admitted.ticket);
     reply(ToGrpc(submitted), {});
   }
 }

@@ -84,7 +84,8 @@ class GrammarService final : public grpc::Service {
   // inline when the sentence is refused, else on the engine link's thread.
   void Process(uint64_t id, const gecd::internal::CorrectRequest& request, Deadline deadline,
                SentenceDone done);
-  void Release();
+  // One admitted sentence left.
+  void Release(const AdmissionController::Ticket& ticket);
 
   const model::Tokenizer& tokenizer_;
   EngineLink& engine_;
