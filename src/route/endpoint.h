@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "grpcpp/channel.h"
-#include "grpcpp/support/channel_arguments.h"
 #include "route/outlier_detector.h"
 
 // One backend daemon as the router sees it: its address, the counters the picker and /metrics
