@@ -5,6 +5,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "cli/commands.h"
+#include "common/startup_phases.h"
 #ifdef GECD_HAVE_SERVER
 #include "server/process_title.h"
 #include "server/roles.h"
@@ -21,6 +22,7 @@ void PrintUsage(FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  gecd::ProcessStartup();  // its clock starts here; exec→main is what ran before
   // Debian builds Abseil without NDEBUG, so every absl::Mutex (gRPC takes several per call)
   // would otherwise record lock-order graphs to detect deadlocks: ~7% of the router's perf
   // samples, in gRPC's locks.

@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/config_flags.h"
 #include "common/logging.h"
+#include "common/startup_phases.h"
 #include "config/config.h"
 #include "server/process_title.h"
 #include "server/roles.h"
@@ -36,6 +37,7 @@ int RunServe(const std::vector<std::string>& argv) {
   int exit_code = 0;
   std::optional<DaemonFlags> flags = ParseDaemonFlags(argv, "serve", &exit_code);
   if (!flags.has_value()) return exit_code;
+  ProcessStartup().Mark("config");
   if (absl::Status s = SetUpRoleLogging("supervisor", flags->config); !s.ok()) {
     std::fprintf(stderr, "gecd serve: %s\n", std::string(s.message()).c_str());
     return 2;
@@ -49,6 +51,7 @@ int RunChildRole(const std::string& role) {
       absl::StrSplit(EnvOrEmpty(server::kOverridesEnv), '\n', absl::SkipEmpty());
   absl::StatusOr<config::Config> cfg =
       LoadConfigWithOverrides(EnvOrEmpty(server::kConfigEnv), overrides);
+  ProcessStartup().Mark("config");
   const std::string shm = EnvOrEmpty(server::kShmEnv);
   int worker = -1;
   absl::Status status = cfg.status();

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/memory_limit.h"
+#include "common/startup_phases.h"
 #include "common/status_macros.h"
 
 namespace gecd::engine {
@@ -186,16 +187,21 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
     ASSIGN_OR_RETURN(b->lm_head_, LoadLinear(checkpoint, {"lm_head"}, c.vocab_size, hidden));
   }
 
+  ProcessStartup().Mark("weights");
+
   const size_t cache = static_cast<size_t>(b->layout_.num_layers) * b->layout_.num_blocks *
                        b->layout_.block_size * b->kv_width_;
-  try {
-    b->k_cache_.assign(cache, 0.0f);
-    b->v_cache_.assign(cache, 0.0f);
-  } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(kv_key, ": cannot allocate the KV cache (", kv_bytes, " bytes)"));
+  for (ZeroedPages* half : {&b->k_cache_, &b->v_cache_}) {
+    absl::StatusOr<ZeroedPages> pages = ZeroedPages::Map(cache * sizeof(float));
+    if (!pages.ok()) {
+      return absl::ResourceExhaustedError(absl::StrCat(kv_key, ": cannot allocate the KV cache (",
+                                                       kv_bytes, " bytes): ",
+                                                       pages.status().message()));
+    }
+    *half = *std::move(pages);
   }
   if (absl::Status s = b->AllocateStepBuffers(options); !s.ok()) return s;
+  ProcessStartup().Mark("KV cache and step buffers");
   if (options.threads > 0) openblas_set_num_threads(options.threads);
   return b;
 }

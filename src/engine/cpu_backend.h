@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/zeroed_pages.h"
 #include "engine/backend.h"
 #include "engine/cpu_linear.h"
 #include "model/checkpoint.h"
@@ -66,11 +67,11 @@ class CpuBackend final : public Backend {
   void ApplyRopeAndStore(const StepBatch& batch, int layer);
   void Attention(const StepBatch& batch, int layer);
   float* KeySlot(int layer, int block, int slot) {
-    return k_cache_.data() + ((static_cast<size_t>(layer) * layout_.num_blocks + block) *
+    return k_cache_.as<float>() + ((static_cast<size_t>(layer) * layout_.num_blocks + block) *
                                   layout_.block_size + slot) * kv_width_;
   }
   float* ValueSlot(int layer, int block, int slot) {
-    return v_cache_.data() + ((static_cast<size_t>(layer) * layout_.num_blocks + block) *
+    return v_cache_.as<float>() + ((static_cast<size_t>(layer) * layout_.num_blocks + block) *
                                   layout_.block_size + slot) * kv_width_;
   }
 
@@ -88,9 +89,9 @@ class CpuBackend final : public Backend {
   std::vector<float> final_norm_;
   CpuLinear lm_head_;
 
-  // [layer][block][slot][kv_head][head_dim]
-  std::vector<float> k_cache_;
-  std::vector<float> v_cache_;
+  // float [layer][block][slot][kv_head][head_dim]
+  ZeroedPages k_cache_;
+  ZeroedPages v_cache_;
 
   // Step workspaces.
   std::vector<float> x_;         // [tokens, hidden] residual stream

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
+#include <deque>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -19,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/mapped_file.h"
 #include "common/status_macros.h"
+#include "spdlog/spdlog.h"
 
 namespace gecd::model {
 namespace {
@@ -120,12 +122,34 @@ struct SpellCorrector::Instance {
   std::unique_ptr<Hunspell> suggester;  // its rules, the lexicon's common words
 };
 
+absl::StatusOr<SpellCorrector::Instance> SpellCorrector::LoadInstance(
+    const std::string& dictionary, const Counts& counts, int min_count) {
+  const std::string aff = dictionary + ".aff";
+  auto checker = std::make_unique<Hunspell>(aff.c_str(), (dictionary + ".dic").c_str());
+  // Hunspell reports no load errors; a dictionary that knows not even "the" did not load.
+  if (!checker->spell(std::string("the"))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Hunspell dictionary ", dictionary, ".{aff,dic} did not load (spelling.dictionary)"));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Hunspell> suggester, LoadSuggester(aff, counts, min_count));
+  return Instance{std::move(checker), std::move(suggester)};
+}
+
 // Instances handed to one call at a time; a call that finds none free waits, up to its
-// deadline.
+// deadline. Instances join it as they load.
 class SpellCorrector::Pool {
  public:
-  explicit Pool(std::vector<Instance> instances) : instances_(std::move(instances)) {
-    for (Instance& i : instances_) free_.push_back(&i);
+  void Add(Instance instance) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      instances_.push_back(std::move(instance));
+      free_.push_back(&instances_.back());
+    }
+    cv_.notify_one();
+  }
+  int size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int>(instances_.size());
   }
 
   // Null when none came free before `deadline`.
@@ -145,10 +169,10 @@ class SpellCorrector::Pool {
   }
 
  private:
-  std::vector<Instance> instances_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Instance*> free_;  // guarded by mu_
+  std::deque<Instance> instances_;  // guarded by mu_; a deque, so that free_'s pointers stay
+  std::vector<Instance*> free_;     // guarded by mu_
 };
 
 absl::StatusOr<std::unique_ptr<SpellCorrector>> SpellCorrector::Create(
@@ -165,26 +189,40 @@ absl::StatusOr<std::unique_ptr<SpellCorrector>> SpellCorrector::Create(
     }
   }
   ASSIGN_OR_RETURN(Counts counts, ReadLexicon(lexicon));
-  const std::string aff = dictionary + ".aff";
-  std::vector<Instance> pool;
-  for (int i = 0; i < instances; ++i) {
-    auto checker = std::make_unique<Hunspell>(aff.c_str(), (dictionary + ".dic").c_str());
-    // Hunspell reports no load errors; a dictionary that knows not even "the" did not load.
-    if (!checker->spell(std::string("the"))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Hunspell dictionary ", dictionary, ".{aff,dic} did not load (spelling.dictionary)"));
-    }
-    ASSIGN_OR_RETURN(std::unique_ptr<Hunspell> suggester, LoadSuggester(aff, counts, min_count));
-    pool.push_back(Instance{std::move(checker), std::move(suggester)});
+  ASSIGN_OR_RETURN(Instance first, LoadInstance(dictionary, counts, min_count));
+  auto pool = std::make_unique<Pool>();
+  pool->Add(std::move(first));
+  std::unique_ptr<SpellCorrector> corrector(
+      new SpellCorrector(std::move(pool), std::move(counts), min_count));
+  // The others load while the first serves: each is ~0.1 s of a worker's start-up otherwise.
+  // They load from the files the first loaded from, so they fail only where the machine does
+  // (no temporary file for the suggester); the pool then stays smaller, which is logged.
+  if (instances > 1) {
+    SpellCorrector* c = corrector.get();
+    corrector->loader_ = std::thread([c, dictionary, instances] {
+      for (int i = 1; i < instances && !c->stop_loading_.load(); ++i) {
+        absl::StatusOr<Instance> instance = LoadInstance(dictionary, c->counts_, c->min_count_);
+        if (!instance.ok()) {
+          spdlog::error("spelling: {} of {} Hunspell instances loaded; the next: {}", i,
+                        instances, instance.status().ToString());
+          return;
+        }
+        c->pool_->Add(*std::move(instance));
+      }
+    });
   }
-  return std::unique_ptr<SpellCorrector>(new SpellCorrector(
-      std::make_unique<Pool>(std::move(pool)), std::move(counts), min_count));
+  return corrector;
 }
 
 SpellCorrector::SpellCorrector(std::unique_ptr<Pool> pool, Counts counts, int min_count)
     : pool_(std::move(pool)), counts_(std::move(counts)), min_count_(min_count) {}
 
-SpellCorrector::~SpellCorrector() = default;
+SpellCorrector::~SpellCorrector() {
+  stop_loading_.store(true);
+  if (loader_.joinable()) loader_.join();
+}
+
+int SpellCorrector::instances_loaded() const { return pool_->size(); }
 
 std::optional<std::string> SpellCorrector::CachedReplacement(const std::string& word) const {
   std::lock_guard<std::mutex> lock(cache_mu_);

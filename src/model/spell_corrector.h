@@ -1,6 +1,7 @@
 #ifndef GECD_MODEL_SPELL_CORRECTOR_H_
 #define GECD_MODEL_SPELL_CORRECTOR_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <limits>
@@ -9,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -45,7 +47,9 @@ class SpellCorrector {
   // `.dic`, e.g. /usr/share/hunspell/en_US); `lexicon`: lines "word<TAB>count", the count
   // being how often the word was written in lower case (0 for a name). NotFound or
   // InvalidArgument naming the file (and line) when one is missing or malformed.
-  // `instances`: Hunspell pairs in the pool, the calls that can look words up at once.
+  // `instances`: Hunspell pairs in the pool, the calls that can look words up at once. The
+  // first is loaded (and the files checked) before Create returns; the others load on a
+  // thread of their own and join the pool as they are ready.
   static absl::StatusOr<std::unique_ptr<SpellCorrector>> Create(const std::string& dictionary,
                                                                 const std::string& lexicon,
                                                                 int min_count, int instances = 1);
@@ -65,6 +69,8 @@ class SpellCorrector {
     int skipped = 0;    // candidate words left as written because the budget ran out
   };
   Result Correct(std::string_view text, const Budget& budget) const;
+  // Hunspell pairs loaded so far (1 .. instances).
+  int instances_loaded() const;
   // Without limits: the same text whatever the load (eval, generate, tests).
   std::string Correct(std::string_view text) const { return Correct(text, Budget()).text; }
 
@@ -73,6 +79,11 @@ class SpellCorrector {
  private:
   struct Instance;  // a checker and a suggester Hunspell
   class Pool;
+
+  // InvalidArgument naming spelling.dictionary when it does not load.
+  static absl::StatusOr<Instance> LoadInstance(const std::string& dictionary,
+                                               const absl::flat_hash_map<std::string, int64_t>& counts,
+                                               int min_count);
 
   SpellCorrector(std::unique_ptr<Pool> pool, absl::flat_hash_map<std::string, int64_t> counts,
                  int min_count);
@@ -89,6 +100,8 @@ class SpellCorrector {
   mutable absl::flat_hash_map<std::string, std::string> cache_;
   absl::flat_hash_map<std::string, int64_t> counts_;
   int min_count_;
+  std::atomic<bool> stop_loading_{false};
+  std::thread loader_;  // loads the pool's instances after the first; joined on destruction
 };
 
 }  // namespace gecd::model

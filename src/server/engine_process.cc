@@ -11,6 +11,7 @@
 #include <variant>
 
 #include "absl/strings/str_cat.h"
+#include "common/startup_phases.h"
 #include "common/status_macros.h"
 #include "ipc/messages.h"
 #include "server/generator.h"
@@ -76,7 +77,8 @@ void EngineLoop::AttachEndpoint(Endpoint& endpoint) {
 
 absl::Status EngineLoop::Run() {
   header_->engine_ready_epoch.store(epoch_, std::memory_order_release);
-  spdlog::info("engine ready (epoch {})", epoch_);
+  ProcessStartup().Mark("rings");
+  spdlog::info("engine ready (epoch {}); start-up: {}", epoch_, ProcessStartup().Summary());
   const ipc::Doorbell doorbell = segment_.engine_doorbell();
   for (;;) {
     const uint64_t epoch = header_->engine_epoch.load(std::memory_order_acquire);
@@ -316,6 +318,7 @@ int RunEngineProcess(const config::Config& config, const std::string& shm_name) 
     spdlog::critical("engine: {}", segment.status().ToString());
     return 1;
   }
+  ProcessStartup().Mark("segment");
   absl::StatusOr<std::unique_ptr<EngineLoop>> loop = EngineLoop::Create(config, *segment);
   if (!loop.ok()) {
     spdlog::critical("engine: {}", loop.status().ToString());

@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/startup_phases.h"
 #include "common/status_macros.h"
 #include "config/engine_options.h"
 #include "engine/pipelined_engine.h"
@@ -23,8 +24,11 @@ class ModelGenerator final : public Generator {
   static absl::StatusOr<std::unique_ptr<ModelGenerator>> Create(const config::Config& config) {
     ASSIGN_OR_RETURN(std::unique_ptr<model::Checkpoint> checkpoint,
                      model::Checkpoint::Open(config.model.dir));
+    ProcessStartup().Mark("model open");
+    // The backend marks its own phases within (weights, quantization, graphs) where it has them.
     ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend,
                      config::CreateBackend(config, *checkpoint));
+    ProcessStartup().Mark("backend");
     return std::make_unique<ModelGenerator>(std::move(backend),
                                             config::EngineOptionsFrom(*checkpoint));
   }
@@ -150,6 +154,7 @@ absl::StatusOr<std::unique_ptr<Generator>> MakeGenerator(const config::Config& c
         absl::StrCat("engine.backend '", config.engine.backend, "' is not available"));
   }
   RETURN_IF_ERROR(WarmUp(*generator));
+  ProcessStartup().Mark("warm-up");
   return generator;
 }
 

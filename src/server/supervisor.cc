@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/startup_phases.h"
 #include "common/status_macros.h"
 #include "config/config.h"
 #include "config/engine_options.h"
@@ -139,6 +141,7 @@ class Supervisor {
 
   bool ready_ = false;
   bool notified_ready_ = false;
+  bool was_ever_ready_ = false;  // the start-up summary is logged once
   std::optional<Watchdog> watchdog_;  // set when systemd asked for pings (WatchdogSec=)
   std::string status_;                // the STATUS= line last sent
   bool engine_was_ready_ = false;  // some engine set engine_ready_epoch to its epoch
@@ -184,6 +187,7 @@ absl::Status Supervisor::Start() {
   ASSIGN_OR_RETURN(http_, StatusHttpServer::Start(config_.server.metrics_listen, handlers));
   spdlog::info("metrics, /healthz and /readyz on {} (port {})", config_.server.metrics_listen,
                http_->port());
+  ProcessStartup().Mark("segment and /metrics");
 
   absl::StatusOr<std::optional<std::chrono::microseconds>> watchdog =
       Watchdog::IntervalFromEnvironment();
@@ -204,6 +208,7 @@ absl::Status Supervisor::Start() {
   children_[0].title = "gecd: engine";
   for (Child& child : children_) child.restart_at = Clock::now();
   StartDueRestarts();
+  ProcessStartup().Mark("children started");
   return absl::OkStatus();
 }
 
@@ -387,6 +392,13 @@ void Supervisor::UpdateReadiness() {
   const bool ready = Ready();
   if (ready == ready_) return;
   ready_ = ready;
+  if (ready && !was_ever_ready_) {
+    was_ever_ready_ = true;
+    // The engine and the workers log their own phases as they come up.
+    ProcessStartup().Mark("engine and workers up");
+    spdlog::info("ready; start-up: {}", ProcessStartup().Summary());
+    return;
+  }
   spdlog::info(ready ? "ready" : "not ready: engine not warmed up");
 }
 
@@ -521,14 +533,24 @@ int RunSupervisor(const config::Config& config, const std::string& config_path,
   } else {
     spdlog::warn("open files limit unchanged: {}", files.status().ToString());
   }
-  if (absl::Status model = CheckModelDirectory(config); !model.ok()) {
+  ProcessStartup().Mark("logging and file limit");
+  // The workers' spelling stage, checked for the same reason (its errors name the file and the
+  // key): one Hunspell instance is enough to know the files load, and it loads on a thread
+  // alongside the model check, each being a tenth of a second of start-up.
+  std::future<absl::Status> spelling = std::async(std::launch::async, [&config] {
+    config::SpellingSection one = config.spelling;
+    one.instances = 1;
+    return config::SpellCorrectorFrom(one).status();
+  });
+  const absl::Status model = CheckModelDirectory(config);
+  const absl::Status spelling_status = spelling.get();
+  ProcessStartup().Mark("model and spelling checks");
+  if (!model.ok()) {
     spdlog::critical("model.dir {}: {}", config.model.dir, model.ToString());
     return 2;
   }
-  // The workers' spelling stage, for the same reason (its errors name the file and the key).
-  if (absl::Status spelling = config::SpellCorrectorFrom(config.spelling).status();
-      !spelling.ok()) {
-    spdlog::critical("{}", spelling.ToString());
+  if (!spelling_status.ok()) {
+    spdlog::critical("{}", spelling_status.ToString());
     return 2;
   }
   for (const auto& [key, listen] : {std::pair{"server.listen", &config.server.listen},
@@ -543,6 +565,7 @@ int RunSupervisor(const config::Config& config, const std::string& config_path,
     spdlog::critical("{}", device.ToString());
     return 2;
   }
+  ProcessStartup().Mark("listen and device checks");
   // Blocked before any thread starts, so every thread inherits the mask and the loop alone
   // takes these signals, synchronously.
   sigset_t signals;

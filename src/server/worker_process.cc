@@ -6,6 +6,7 @@
 #include <chrono>
 #include <ctime>
 
+#include "common/startup_phases.h"
 #include "config/engine_options.h"
 #include "ipc/shared_segment.h"
 #include "model/spell_corrector.h"
@@ -45,6 +46,7 @@ int RunWorkerProcess(const config::Config& config, const std::string& shm_name, 
     spdlog::critical("worker index {} has no metrics block in segment {}", index, shm_name);
     return 1;
   }
+  ProcessStartup().Mark("segment");
   // A worker only tokenizes: the weights stay in the engine.
   absl::StatusOr<std::unique_ptr<model::Tokenizer>> tokenizer =
       model::Tokenizer::LoadFromModelDir(config.model.dir);
@@ -52,6 +54,7 @@ int RunWorkerProcess(const config::Config& config, const std::string& shm_name, 
     spdlog::critical("{}", tokenizer.status().ToString());
     return 1;
   }
+  ProcessStartup().Mark("tokenizer");
   absl::StatusOr<std::unique_ptr<RingEngineLink>> link = RingEngineLink::Create(*segment, index);
   if (!link.ok()) {
     spdlog::critical("{}", link.status().ToString());
@@ -63,6 +66,7 @@ int RunWorkerProcess(const config::Config& config, const std::string& shm_name, 
     spdlog::critical("{}", spelling.status().ToString());
     return 1;
   }
+  ProcessStartup().Mark("spelling");
   WorkerServer::Options options;
   options.listen = config.server.listen;
   options.service.spelling = spelling->get();
@@ -72,7 +76,9 @@ int RunWorkerProcess(const config::Config& config, const std::string& shm_name, 
     spdlog::critical("{}", server.status().ToString());
     return 1;
   }
-  spdlog::info("listening on {} (port {})", config.server.listen, (*server)->port());
+  ProcessStartup().Mark("gRPC server");
+  spdlog::info("listening on {} (port {}); start-up: {}", config.server.listen, (*server)->port(),
+               ProcessStartup().Summary());
 
   // SIGTERM from the supervisor, or its draining flag, whichever comes first.
   while (segment->header()->draining.load(std::memory_order_relaxed) == 0) {

@@ -3,6 +3,7 @@
 #include "model/spell_corrector.h"
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -94,6 +95,37 @@ TEST_F(SpellCorrectorTest, ConcurrentCallsGiveTheSameAnswers) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST_F(SpellCorrectorTest, ServesWithTheFirstInstanceWhileTheOthersLoad) {
+  auto corrector = SpellCorrector::Create(kDictionary, lexicon_, 3, /*instances=*/4);
+  ASSERT_TRUE(corrector.ok()) << corrector.status();
+  const int at_once = (*corrector)->instances_loaded();
+  EXPECT_GE(at_once, 1);
+  EXPECT_EQ((*corrector)->Correct("I recieved a leter."), "I received a letter.");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while ((*corrector)->instances_loaded() < 4 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ((*corrector)->instances_loaded(), 4);
+  // Four calls at once, each holding an instance, all answer.
+  std::vector<std::thread> threads;
+  std::atomic<int> right{0};
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      for (int j = 0; j < 20; ++j) right += (*corrector)->Correct("my freind") == "my friend";
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(right.load(), 80);
+}
+
+TEST_F(SpellCorrectorTest, DestroyedWhileInstancesStillLoad) {
+  // The destructor stops and joins the loader; nothing is left running on freed memory.
+  for (int i = 0; i < 3; ++i) {
+    auto corrector = SpellCorrector::Create(kDictionary, lexicon_, 3, /*instances=*/8);
+    ASSERT_TRUE(corrector.ok()) << corrector.status();
+  }
 }
 
 TEST_F(SpellCorrectorTest, BadFilesAreErrorsNamingThem) {
