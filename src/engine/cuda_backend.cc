@@ -27,8 +27,6 @@ using kernels::DeviceBuffer;
 // Launch helpers return cudaError_t; this names the kernel in the Status.
 #define LAUNCH(expr) RETURN_IF_ERROR(CudaStatus((expr), #expr))
 
-size_t Align(size_t n) { return (n + 63) / 64 * 64; }
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
@@ -160,7 +158,8 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
   // entry), then copy texts (room for 64 tokens per sampled row to start with: GEC texts are
   // sentences).
   max_block_ids_ = layout_.num_blocks + max_step_tokens_ + 1;
-  fixed_input_ints_ = 4 * Align(t) + Align(bmax) + Align(8 * bmax) + Align(max_block_ids_);
+  fixed_input_ints_ =
+      StepInputLayout::FixedInts(max_step_tokens_, max_batch_size_, max_block_ids_);
   RETURN_IF_ERROR(ReserveInputs(64 * bmax));
   for (int s = 0; s < kSlots; ++s) {
     RETURN_IF_ERROR(pinned_tokens_[s].Allocate(bmax * sizeof(int32_t)));
@@ -256,18 +255,17 @@ absl::Status CudaBackend::Validate(const StepBatch& batch, int* sampled) const {
   return CheckTokenIds(batch.copy_tokens, config_.vocab_size);
 }
 
-CudaBackend::StepInputs CudaBackend::InputLayout(int rows, int sample_rows) const {
+CudaBackend::StepInputs CudaBackend::DeviceInputs(const StepInputLayout& at) const {
   const int32_t* base = inputs_.as<int32_t>();
-  const size_t r = Align(rows);
   StepInputs in;
   in.base = base;
-  in.tokens = base;
-  in.prev_index = base + r;
-  in.positions = base + 2 * r;
-  in.table_offsets = base + 3 * r;
-  in.sample_rows = base + 4 * r;
-  in.copy_rows = reinterpret_cast<const kernels::CopyRow*>(in.sample_rows + Align(sample_rows));
-  in.block_ids = in.sample_rows + Align(sample_rows) + Align(8 * sample_rows);
+  in.tokens = base + at.tokens;
+  in.prev_index = base + at.prev_index;
+  in.positions = base + at.positions;
+  in.table_offsets = base + at.table_offsets;
+  in.sample_rows = base + at.sample_rows;
+  in.copy_rows = reinterpret_cast<const kernels::CopyRow*>(base + at.copy_rows);
+  in.block_ids = base + at.block_ids;
   return in;
 }
 
@@ -406,7 +404,7 @@ absl::StatusOr<kernels::GraphExec*> CudaBackend::GraphFor(int bucket_index) {
   cudaStream_t st = stream_.get();
   RETURN_IF_ERROR(CudaStatus(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed),
                              "cudaStreamBeginCapture"));
-  const absl::Status enqueued = EnqueueForward(b, b, InputLayout(b, b));
+  const absl::Status enqueued = EnqueueForward(b, b, DeviceInputs(StepInputLayout(b, b)));
   cudaGraph_t graph = nullptr;
   const cudaError_t end = cudaStreamEndCapture(st, &graph);
   if (!enqueued.ok() || end != cudaSuccess) {
@@ -478,25 +476,24 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
                                                                kRowQuantum * kRowQuantum));
   const int sample_rows = bucket >= 0 ? rows : sampled;
 
-  // One host pass into the pinned slot, laid out as InputLayout says:
-  // [tokens][prev][positions][offsets][samples][copy rows][blocks][copy texts].
+  // One host pass into the pinned slot, laid out as StepInputLayout says.
+  const StepInputLayout at(rows, sample_rows);
   int32_t* pin = pinned_in_[f.slot].as<int32_t>();
-  const size_t r = Align(rows);
-  int32_t* p_tokens = pin;
-  int32_t* p_prev = pin + r;
-  int32_t* p_pos = pin + 2 * r;
-  int32_t* p_off = pin + 3 * r;
-  int32_t* p_samples = pin + 4 * r;
-  int32_t* p_copy = p_samples + Align(sample_rows);
-  int32_t* p_blocks = p_copy + Align(8 * sample_rows);
+  int32_t* p_tokens = pin + at.tokens;
+  int32_t* p_prev = pin + at.prev_index;
+  int32_t* p_pos = pin + at.positions;
+  int32_t* p_off = pin + at.table_offsets;
+  int32_t* p_samples = pin + at.sample_rows;
+  int32_t* p_copy = pin + at.copy_rows;
+  int32_t* p_blocks = pin + at.block_ids;
   const int nblocks = static_cast<int>(batch.block_ids.size());
   std::memcpy(p_blocks, batch.block_ids.data(), nblocks * sizeof(int32_t));
   p_blocks[nblocks] = layout_.num_blocks;  // the scratch block, for padded rows
-  int32_t* p_texts = p_blocks + nblocks + 1;
+  const size_t texts_at = at.texts(nblocks + 1);
+  int32_t* p_texts = pin + texts_at;
   std::memcpy(p_texts, batch.copy_tokens.data(), batch.copy_tokens.size() * sizeof(int32_t));
-  const auto texts_at = static_cast<int32_t>(p_texts - pin);
   auto put_copy = [&](int q, const kernels::CopyRow& row) {
-    std::memcpy(p_copy + 8 * q, &row, sizeof(row));
+    std::memcpy(p_copy + StepInputLayout::kCopyRowInts * q, &row, sizeof(row));
   };
   int sample = 0;
   for (const BatchSequence& s : batch.sequences) {
@@ -509,7 +506,7 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
     }
     if (!s.sample) continue;
     put_copy(sample, {.bias = s.copy.bias,
-                      .text_offset = texts_at + s.copy.text_offset,
+                      .text_offset = static_cast<int32_t>(texts_at) + s.copy.text_offset,
                       .text_length = s.copy.text_length,
                       .end_token = s.copy.end_token,
                       .position = s.copy.cursor.position,
@@ -527,7 +524,7 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
     p_samples[q] = q;
     put_copy(q, {});
   }
-  const size_t ints = (p_texts + batch.copy_tokens.size()) - pin;
+  const size_t ints = texts_at + batch.copy_tokens.size();
 
   cudaStream_t st = stream_.get();
   const int ev = static_cast<int>(f.step % kEventRing);
@@ -539,7 +536,7 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
     RETURN_IF_ERROR(graphs_[bucket].Launch(st));
     ++stats_.graph_steps;
   } else {
-    RETURN_IF_ERROR(EnqueueForward(rows, sample_rows, InputLayout(rows, sample_rows)));
+    RETURN_IF_ERROR(EnqueueForward(rows, sample_rows, DeviceInputs(at)));
   }
   if (sampled > 0) {
     RETURN_IF_ERROR(CudaStatus(

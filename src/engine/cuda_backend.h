@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/backend.h"
+#include "engine/cuda_step_inputs.h"
 #include "engine/cuda_weights.h"
 #include "kernels/cuda_util.h"
 #include "kernels/gemm.h"
@@ -100,7 +101,7 @@ class CudaBackend final : public Backend {
     const uint8_t* fp8 = nullptr;
     const float* scale = nullptr;
   };
-  // Where one step's inputs are on the device (offsets depend on rows / sampled rows).
+  // Where one step's inputs are on the device (StepInputLayout's offsets from `base`).
   // Copy texts lie anywhere in the inputs; a CopyRow's text_offset counts from `base`.
   struct StepInputs {
     const int32_t* base;
@@ -123,8 +124,8 @@ class CudaBackend final : public Backend {
   CudaBackend() = default;
   absl::Status Init(const model::Checkpoint& checkpoint, const CudaBackendOptions& options);
   absl::Status Validate(const StepBatch& batch, int* sampled) const;
-  // Fills the pinned slot, returns the layout of `rows` tokens / `sample_rows` rows.
-  StepInputs InputLayout(int rows, int sample_rows) const;
+  // The device copy of the step inputs, as `at` lays them out.
+  StepInputs DeviceInputs(const StepInputLayout& at) const;
   // Enqueues the whole forward pass for `rows` tokens of which `sampled` rows sample.
   absl::Status EnqueueForward(int rows, int sampled, const StepInputs& in);
   absl::Status LinearForward(const CudaLinear& l, const Act& in, int rows, uint16_t* y);
@@ -171,8 +172,8 @@ class CudaBackend final : public Backend {
   kernels::DeviceBuffer resolved_;   // int32 [T]: each row's input token, resolved on the device
   kernels::DeviceBuffer candidate_;  // int32 [B]: each sampled row's copy candidate
   kernels::DeviceBuffer copy_bias_;  // f32 [B]: its bias
-  kernels::DeviceBuffer inputs_;     // int32: the step inputs (InputLayout), then copy texts
-  size_t fixed_input_ints_ = 0;      // InputLayout's part, for max_step_tokens / max_batch_size
+  kernels::DeviceBuffer inputs_;     // int32: the step inputs (StepInputLayout)
+  size_t fixed_input_ints_ = 0;      // StepInputLayout::FixedInts for the largest step
   size_t copy_ints_ = 0;             // room for copy texts after it
 
   kernels::PinnedBuffer pinned_in_[kSlots];
