@@ -4,15 +4,12 @@
 #include <cmath>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/numerics.h"
 #include "common/status_macros.h"
-#include "engine/cpu_backend.h"
 #include "kernels/activation.h"
 #include "kernels/attention.h"
 #include "kernels/embedding.h"
@@ -30,45 +27,6 @@ using kernels::DeviceBuffer;
 // Launch helpers return cudaError_t; this names the kernel in the Status.
 #define LAUNCH(expr) RETURN_IF_ERROR(CudaStatus((expr), #expr))
 
-absl::Status UploadBytes(const void* host, size_t bytes, DeviceBuffer* dev) {
-  RETURN_IF_ERROR(dev->Allocate(bytes));
-  if (bytes == 0) return absl::OkStatus();
-  return CudaStatus(cudaMemcpy(dev->get(), host, bytes, cudaMemcpyHostToDevice), "upload");
-}
-
-template <typename T>
-absl::Status Upload(const std::vector<T>& host, DeviceBuffer* dev) {
-  return UploadBytes(host.data(), host.size() * sizeof(T), dev);
-}
-
-// Runs fn(begin, end) over [0, n) split across the host's cores: converting and quantizing a
-// billion weights one core at a time would dominate start-up.
-// `serial_below`: item counts that are not worth threads.
-template <typename Fn>
-void ParallelFor(size_t n, Fn fn, size_t serial_below = 1u << 16) {
-  const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 32);
-  if (n < serial_below || threads == 1) {
-    fn(size_t{0}, n);
-    return;
-  }
-  std::vector<std::thread> pool;
-  const size_t chunk = (n + threads - 1) / threads;
-  for (size_t begin = 0; begin < n; begin += chunk) {
-    pool.emplace_back(fn, begin, std::min(n, begin + chunk));
-  }
-  for (std::thread& t : pool) t.join();
-}
-
-std::vector<uint16_t> ToBf16(const std::vector<float>& v) {
-  std::vector<uint16_t> out(v.size());
-  ParallelFor(v.size(), [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; ++i) out[i] = FloatToBf16(v[i]);
-  });
-  return out;
-}
-
-size_t Align(size_t n) { return (n + 63) / 64 * 64; }
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
@@ -81,90 +39,6 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
 CudaBackend::~CudaBackend() {
   // Nothing may still write buffers the members' destructors free.
   if (stream_.get() != nullptr) cudaStreamSynchronize(stream_.get());
-}
-
-absl::Status CudaBackend::LoadLinear(const model::Checkpoint& checkpoint,
-                                     const std::vector<std::string>& modules, int64_t out,
-                                     int64_t in, bool want_fp8, Linear* linear) {
-  std::vector<float> values;        // f32 [out, in] (dequantized) unless codes are kept
-  std::vector<uint8_t> codes;       // e4m3 [out, in] when FP8 per channel
-  std::vector<float> scales;        // [out] when FP8 per channel
-  std::vector<float> bias;
-  bool any_bias = false;
-  int64_t rows = 0;
-  const bool keep_codes = want_fp8 && !per_tensor_;
-  for (const std::string& m : modules) {
-    ASSIGN_OR_RETURN(model::LinearWeight w, checkpoint.Linear(m));
-    if (w.weight.shape.size() != 2 || w.weight.shape[1] != in) {
-      return absl::InvalidArgumentError(absl::StrCat(m, ": weight is not [*, ", in, "]"));
-    }
-    const int64_t r = w.weight.shape[0];
-    std::vector<float> f = model::ToFloat(w.weight);  // e4m3 decoded without its scale
-    std::vector<float> s;
-    if (w.is_fp8()) {
-      s = model::ToFloat(*w.scale);
-      if (static_cast<int64_t>(s.size()) != r) {
-        return absl::InvalidArgumentError(absl::StrCat(m, ": weight_scale has ", s.size(),
-                                                       " entries for ", r, " rows"));
-      }
-    }
-    if (keep_codes) {
-      std::vector<uint8_t> c(f.size());
-      if (w.is_fp8()) {
-        // Used as they are: the stored codes and scales.
-        std::memcpy(c.data(), w.weight.data.data(), c.size());
-      } else {
-        s.resize(r);
-        ParallelFor(static_cast<size_t>(r), [&](size_t begin, size_t end) {
-          QuantizeRowsE4m3Codes(f.data() + begin * in, end - begin, in, c.data() + begin * in,
-                                s.data() + begin);
-        }, /*serial_below=*/64);
-      }
-      codes.insert(codes.end(), c.begin(), c.end());
-      scales.insert(scales.end(), s.begin(), s.end());
-    } else {
-      if (w.is_fp8()) {
-        ParallelFor(static_cast<size_t>(r), [&](size_t begin, size_t end) {
-          for (size_t o = begin; o < end; ++o) {
-            for (int64_t i = 0; i < in; ++i) f[o * in + i] *= s[o];
-          }
-        }, /*serial_below=*/64);
-      }
-      values.insert(values.end(), f.begin(), f.end());
-    }
-    std::vector<float> bv(r, 0.0f);
-    if (w.bias.has_value()) {
-      any_bias = true;
-      bv = model::ToFloat(*w.bias);
-      if (static_cast<int64_t>(bv.size()) != r) {
-        return absl::InvalidArgumentError(absl::StrCat(m, ": bias has ", bv.size(), " entries"));
-      }
-    }
-    bias.insert(bias.end(), bv.begin(), bv.end());
-    rows += r;
-  }
-  if (rows != out) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(modules[0], ": expected ", out, " output rows, got ", rows));
-  }
-  linear->out = static_cast<int>(out);
-  linear->in = static_cast<int>(in);
-  linear->fp8 = want_fp8;
-  if (keep_codes) {
-    RETURN_IF_ERROR(Upload(codes, &linear->weight));
-    RETURN_IF_ERROR(Upload(scales, &linear->scale));
-  } else if (want_fp8) {
-    // Per tensor: one scale for the whole (fused) matrix.
-    codes.resize(values.size());
-    std::vector<float> scale(1);
-    QuantizeRowsE4m3Codes(values.data(), 1, values.size(), codes.data(), scale.data());
-    RETURN_IF_ERROR(Upload(codes, &linear->weight));
-    RETURN_IF_ERROR(Upload(scale, &linear->scale));
-  } else {
-    RETURN_IF_ERROR(Upload(ToBf16(values), &linear->weight));
-  }
-  if (any_bias) RETURN_IF_ERROR(Upload(bias, &linear->bias));
-  return absl::OkStatus();
 }
 
 absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
@@ -207,54 +81,12 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
   RETURN_IF_ERROR(stream_.Create());
   RETURN_IF_ERROR(gemm_.Init());
 
-  // Weights. FP8 per family: the MLP whenever quantizing, attention unless attention_fp8 is
-  // off. FP8 GEMMs need in % 16 == 0 and out % 8 == 0; a model that misses it stays bf16.
-  const bool quantize = options.quantization == CudaBackendOptions::Quantization::kFp8;
-  auto fp8_ok = [](int64_t out, int64_t in) { return in % 16 == 0 && out % 8 == 0; };
-  const bool mlp_fp8 = quantize && fp8_ok(2LL * inter, hidden) && fp8_ok(hidden, inter);
-  const bool attn_fp8 = quantize && options.attention_fp8 && fp8_ok(qkv_width_, hidden) &&
-                        fp8_ok(hidden, q_width_);
-  ASSIGN_OR_RETURN(std::vector<float> embed,
-                   checkpoint.FloatTensor("model.embed_tokens.weight",
-                              static_cast<int64_t>(c.vocab_size) * hidden));
-  RETURN_IF_ERROR(Upload(ToBf16(embed), &embed_));
-  embed.clear();
-  embed.shrink_to_fit();
-  for (int l = 0; l < c.num_hidden_layers; ++l) {
-    const std::string p = absl::StrCat("model.layers.", l, ".");
-    Layer layer;
-    ASSIGN_OR_RETURN(std::vector<float> in_norm,
-                     checkpoint.FloatTensor(p + "input_layernorm.weight", hidden));
-    RETURN_IF_ERROR(Upload(in_norm, &layer.input_norm));
-    ASSIGN_OR_RETURN(std::vector<float> post_norm,
-                     checkpoint.FloatTensor(p + "post_attention_layernorm.weight", hidden));
-    RETURN_IF_ERROR(Upload(post_norm, &layer.post_attention_norm));
-    RETURN_IF_ERROR(LoadLinear(checkpoint,
-                               {p + "self_attn.q_proj", p + "self_attn.k_proj",
-                                p + "self_attn.v_proj"},
-                               qkv_width_, hidden, attn_fp8, &layer.qkv));
-    RETURN_IF_ERROR(
-        LoadLinear(checkpoint, {p + "self_attn.o_proj"}, hidden, q_width_, attn_fp8, &layer.o));
-    RETURN_IF_ERROR(LoadLinear(checkpoint, {p + "mlp.gate_proj", p + "mlp.up_proj"}, 2LL * inter,
-                               hidden, mlp_fp8, &layer.gate_up));
-    RETURN_IF_ERROR(
-        LoadLinear(checkpoint, {p + "mlp.down_proj"}, hidden, inter, mlp_fp8, &layer.down));
-    if (layer.o.bias.get() != nullptr || layer.gate_up.bias.get() != nullptr ||
-        layer.down.bias.get() != nullptr) {
-      return absl::UnimplementedError(
-          absl::StrCat(p, ": biases are supported on q/k/v only (as in Qwen2)"));
-    }
-    layers_.push_back(std::move(layer));
-  }
-  ASSIGN_OR_RETURN(std::vector<float> final_norm,
-                   checkpoint.FloatTensor("model.norm.weight", hidden));
-  RETURN_IF_ERROR(Upload(final_norm, &final_norm_));
-  if (!c.tie_word_embeddings) {
-    Linear head;
-    RETURN_IF_ERROR(LoadLinear(checkpoint, {"lm_head"}, c.vocab_size, hidden, false, &head));
-    lm_head_ = std::move(head.weight);
-  }
-  RETURN_IF_ERROR(Upload(RopeInverseFrequencies(c), &inv_freq_));
+  ASSIGN_OR_RETURN(weights_,
+                   CudaWeights::Load(checkpoint,
+                                     {.fp8 = options.quantization ==
+                                                 CudaBackendOptions::Quantization::kFp8,
+                                      .attention_fp8 = options.attention_fp8,
+                                      .per_tensor = per_tensor_}));
 
   // Workspaces.
   const size_t t = max_step_tokens_, bmax = max_batch_size_;
@@ -271,7 +103,9 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
   RETURN_IF_ERROR(attn_.Allocate(t * q_width_ * 2));
   RETURN_IF_ERROR(delta_.Allocate(t * hidden * 2));
   RETURN_IF_ERROR(gate_up_.Allocate(t * 2 * inter * 2));
-  if (mlp_fp8 || attn_fp8) RETURN_IF_ERROR(gemm_acc_.Allocate(t * max_out * sizeof(float)));
+  if (weights_.mlp_fp8 || weights_.attention_fp8) {
+    RETURN_IF_ERROR(gemm_acc_.Allocate(t * max_out * sizeof(float)));
+  }
   RETURN_IF_ERROR(last_.Allocate(bmax * hidden * 2));
   RETURN_IF_ERROR(logits_.Allocate(bmax * c.vocab_size * sizeof(float)));
   RETURN_IF_ERROR(out_tokens_.Allocate(bmax * sizeof(int32_t)));
@@ -324,7 +158,8 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
   // entry), then copy texts (room for 64 tokens per sampled row to start with: GEC texts are
   // sentences).
   max_block_ids_ = layout_.num_blocks + max_step_tokens_ + 1;
-  fixed_input_ints_ = 4 * Align(t) + Align(bmax) + Align(8 * bmax) + Align(max_block_ids_);
+  fixed_input_ints_ =
+      StepInputLayout::FixedInts(max_step_tokens_, max_batch_size_, max_block_ids_);
   RETURN_IF_ERROR(ReserveInputs(64 * bmax));
   for (int s = 0; s < kSlots; ++s) {
     RETURN_IF_ERROR(pinned_tokens_[s].Allocate(bmax * sizeof(int32_t)));
@@ -352,11 +187,12 @@ std::string CudaBackend::Describe() const {
   cudaDeviceProp prop{};
   std::string name = "?";
   if (cudaGetDeviceProperties(&prop, options_.device) == cudaSuccess) name = prop.name;
-  const bool any_fp8 = !layers_.empty() && (layers_[0].qkv.fp8 || layers_[0].gate_up.fp8);
+  const std::vector<CudaLayer>& layers = weights_.layers;
+  const bool any_fp8 = !layers.empty() && (layers[0].qkv.fp8 || layers[0].gate_up.fp8);
   return absl::StrCat(
       "device ", options_.device, " (", name, "), weights ",
       any_fp8 ? absl::StrCat("FP8 ", per_tensor_ ? "per-tensor" : "per-channel",
-                             layers_[0].qkv.fp8 ? " (attention FP8)" : " (attention bf16)")
+                             layers[0].qkv.fp8 ? " (attention FP8)" : " (attention bf16)")
               : std::string("bf16"),
       any_fp8 && !per_tensor_ ? absl::StrCat("; ", gemm_.Describe()) : std::string(),
       "; graphs ", buckets_.empty() ? std::string("off") : absl::StrCat(buckets_.size(), " buckets"),
@@ -419,18 +255,17 @@ absl::Status CudaBackend::Validate(const StepBatch& batch, int* sampled) const {
   return CheckTokenIds(batch.copy_tokens, config_.vocab_size);
 }
 
-CudaBackend::StepInputs CudaBackend::InputLayout(int rows, int sample_rows) const {
+CudaBackend::StepInputs CudaBackend::DeviceInputs(const StepInputLayout& at) const {
   const int32_t* base = inputs_.as<int32_t>();
-  const size_t r = Align(rows);
   StepInputs in;
   in.base = base;
-  in.tokens = base;
-  in.prev_index = base + r;
-  in.positions = base + 2 * r;
-  in.table_offsets = base + 3 * r;
-  in.sample_rows = base + 4 * r;
-  in.copy_rows = reinterpret_cast<const kernels::CopyRow*>(in.sample_rows + Align(sample_rows));
-  in.block_ids = in.sample_rows + Align(sample_rows) + Align(8 * sample_rows);
+  in.tokens = base + at.tokens;
+  in.prev_index = base + at.prev_index;
+  in.positions = base + at.positions;
+  in.table_offsets = base + at.table_offsets;
+  in.sample_rows = base + at.sample_rows;
+  in.copy_rows = reinterpret_cast<const kernels::CopyRow*>(base + at.copy_rows);
+  in.block_ids = base + at.block_ids;
   return in;
 }
 
@@ -464,7 +299,7 @@ absl::Status CudaBackend::FinishAct(bool fp8, uint16_t* bf16, int rows, int cols
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::LinearForward(const Linear& l, const Act& in, int rows, uint16_t* y) {
+absl::Status CudaBackend::LinearForward(const CudaLinear& l, const Act& in, int rows, uint16_t* y) {
   const auto* w = static_cast<const uint8_t*>(l.weight.get());
   if (!l.fp8) {
     return gemm_.Bf16(in.bf16, l.weight.as<uint16_t>(), rows, l.out, l.in, y,
@@ -485,13 +320,14 @@ absl::Status CudaBackend::EnqueueForward(int rows, int sampled, const StepInputs
   float* x = x_.as<float>();
   uint16_t* h = h_.as<uint16_t>();
   uint16_t* delta = delta_.as<uint16_t>();
+  const CudaWeights& w = weights_;
   // The per-row FP8 outputs of a producer, when its consumer is FP8 per channel.
   auto fp8_out = [&](bool fp8) { return fp8 && !per_tensor_ ? h_fp8_.as<uint8_t>() : nullptr; };
   auto scale_out = [&](bool fp8) { return fp8 && !per_tensor_ ? h_scale_.as<float>() : nullptr; };
   // bf16 output is needed by bf16 consumers and by the per-tensor quantizer.
   auto bf16_out = [&](bool fp8) { return !fp8 || per_tensor_ ? h : nullptr; };
 
-  LAUNCH(kernels::LaunchEmbedding(embed_.as<uint16_t>(), config_.vocab_size, in.tokens,
+  LAUNCH(kernels::LaunchEmbedding(w.embed.as<uint16_t>(), config_.vocab_size, in.tokens,
                                   in.prev_index, out_tokens_.as<int32_t>(), rows, hidden, x,
                                   resolved_.as<int32_t>(), st));
   const kernels::TokenMeta meta{in.positions, in.table_offsets, in.block_ids};
@@ -502,8 +338,8 @@ absl::Status CudaBackend::EnqueueForward(int rows, int sampled, const StepInputs
                                       1.0f / std::sqrt(static_cast<float>(config_.head_dim))};
   const size_t layer_cache = static_cast<size_t>(layout_.num_blocks + 1) * layout_.block_size *
                              kv_width_;
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    const Layer& layer = layers_[l];
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const CudaLayer& layer = w.layers[l];
     uint16_t* k_cache = k_cache_.as<uint16_t>() + l * layer_cache;
     uint16_t* v_cache = v_cache_.as<uint16_t>() + l * layer_cache;
     // Attention block: (residual += previous layer's MLP output), norm, qkv.
@@ -515,7 +351,7 @@ absl::Status CudaBackend::EnqueueForward(int rows, int sampled, const StepInputs
     RETURN_IF_ERROR(FinishAct(afp8, h, rows, hidden, &act));
     RETURN_IF_ERROR(LinearForward(layer.qkv, act, rows, qkv_.as<uint16_t>()));
     LAUNCH(kernels::LaunchRopeKvWrite(qkv_.as<uint16_t>(), layer.qkv.bias.as<float>(),
-                                      inv_freq_.as<float>(), meta, rows, rope, q_.as<uint16_t>(),
+                                      w.inv_freq.as<float>(), meta, rows, rope, q_.as<uint16_t>(),
                                       k_cache, v_cache, st));
     LAUNCH(kernels::LaunchPagedAttention(q_.as<uint16_t>(), k_cache, v_cache, meta, rows, attn,
                                          attn_.as<uint16_t>(), st));
@@ -546,10 +382,10 @@ absl::Status CudaBackend::EnqueueForward(int rows, int sampled, const StepInputs
     return absl::OkStatus();
   }
   // Final norm on the sampled rows only (residual += last MLP output on those rows).
-  LAUNCH(kernels::LaunchAddRmsNorm(x, delta, in.sample_rows, final_norm_.as<float>(), sampled,
+  LAUNCH(kernels::LaunchAddRmsNorm(x, delta, in.sample_rows, w.final_norm.as<float>(), sampled,
                                    hidden, eps, last_.as<uint16_t>(), nullptr, nullptr, st));
-  const uint16_t* head = lm_head_.get() != nullptr ? lm_head_.as<uint16_t>()
-                                                   : embed_.as<uint16_t>();
+  const uint16_t* head = w.lm_head.get() != nullptr ? w.lm_head.as<uint16_t>()
+                                                    : w.embed.as<uint16_t>();
   RETURN_IF_ERROR(gemm_.Bf16(last_.as<uint16_t>(), head, sampled, config_.vocab_size, hidden,
                              logits_.get(), kernels::GemmOut::kF32, st));
   LAUNCH(kernels::LaunchCopyCandidates(in.copy_rows, in.base, in.sample_rows,
@@ -568,7 +404,7 @@ absl::StatusOr<kernels::GraphExec*> CudaBackend::GraphFor(int bucket_index) {
   cudaStream_t st = stream_.get();
   RETURN_IF_ERROR(CudaStatus(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed),
                              "cudaStreamBeginCapture"));
-  const absl::Status enqueued = EnqueueForward(b, b, InputLayout(b, b));
+  const absl::Status enqueued = EnqueueForward(b, b, DeviceInputs(StepInputLayout(b, b)));
   cudaGraph_t graph = nullptr;
   const cudaError_t end = cudaStreamEndCapture(st, &graph);
   if (!enqueued.ok() || end != cudaSuccess) {
@@ -640,25 +476,24 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
                                                                kRowQuantum * kRowQuantum));
   const int sample_rows = bucket >= 0 ? rows : sampled;
 
-  // One host pass into the pinned slot, laid out as InputLayout says:
-  // [tokens][prev][positions][offsets][samples][copy rows][blocks][copy texts].
+  // One host pass into the pinned slot, laid out as StepInputLayout says.
+  const StepInputLayout at(rows, sample_rows);
   int32_t* pin = pinned_in_[f.slot].as<int32_t>();
-  const size_t r = Align(rows);
-  int32_t* p_tokens = pin;
-  int32_t* p_prev = pin + r;
-  int32_t* p_pos = pin + 2 * r;
-  int32_t* p_off = pin + 3 * r;
-  int32_t* p_samples = pin + 4 * r;
-  int32_t* p_copy = p_samples + Align(sample_rows);
-  int32_t* p_blocks = p_copy + Align(8 * sample_rows);
+  int32_t* p_tokens = pin + at.tokens;
+  int32_t* p_prev = pin + at.prev_index;
+  int32_t* p_pos = pin + at.positions;
+  int32_t* p_off = pin + at.table_offsets;
+  int32_t* p_samples = pin + at.sample_rows;
+  int32_t* p_copy = pin + at.copy_rows;
+  int32_t* p_blocks = pin + at.block_ids;
   const int nblocks = static_cast<int>(batch.block_ids.size());
   std::memcpy(p_blocks, batch.block_ids.data(), nblocks * sizeof(int32_t));
   p_blocks[nblocks] = layout_.num_blocks;  // the scratch block, for padded rows
-  int32_t* p_texts = p_blocks + nblocks + 1;
+  const size_t texts_at = at.texts(nblocks + 1);
+  int32_t* p_texts = pin + texts_at;
   std::memcpy(p_texts, batch.copy_tokens.data(), batch.copy_tokens.size() * sizeof(int32_t));
-  const auto texts_at = static_cast<int32_t>(p_texts - pin);
   auto put_copy = [&](int q, const kernels::CopyRow& row) {
-    std::memcpy(p_copy + 8 * q, &row, sizeof(row));
+    std::memcpy(p_copy + StepInputLayout::kCopyRowInts * q, &row, sizeof(row));
   };
   int sample = 0;
   for (const BatchSequence& s : batch.sequences) {
@@ -671,7 +506,7 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
     }
     if (!s.sample) continue;
     put_copy(sample, {.bias = s.copy.bias,
-                      .text_offset = texts_at + s.copy.text_offset,
+                      .text_offset = static_cast<int32_t>(texts_at) + s.copy.text_offset,
                       .text_length = s.copy.text_length,
                       .end_token = s.copy.end_token,
                       .position = s.copy.cursor.position,
@@ -689,7 +524,7 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
     p_samples[q] = q;
     put_copy(q, {});
   }
-  const size_t ints = (p_texts + batch.copy_tokens.size()) - pin;
+  const size_t ints = texts_at + batch.copy_tokens.size();
 
   cudaStream_t st = stream_.get();
   const int ev = static_cast<int>(f.step % kEventRing);
@@ -701,7 +536,7 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
     RETURN_IF_ERROR(graphs_[bucket].Launch(st));
     ++stats_.graph_steps;
   } else {
-    RETURN_IF_ERROR(EnqueueForward(rows, sample_rows, InputLayout(rows, sample_rows)));
+    RETURN_IF_ERROR(EnqueueForward(rows, sample_rows, DeviceInputs(at)));
   }
   if (sampled > 0) {
     RETURN_IF_ERROR(CudaStatus(

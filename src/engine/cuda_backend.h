@@ -8,6 +8,8 @@
 
 #include "absl/status/statusor.h"
 #include "engine/backend.h"
+#include "engine/cuda_step_inputs.h"
+#include "engine/cuda_weights.h"
 #include "kernels/cuda_util.h"
 #include "kernels/gemm.h"
 #include "kernels/sampling.h"
@@ -59,9 +61,10 @@ struct CudaBackendStats {
 
 class CudaBackend final : public Backend {
  public:
-  // Uploads every weight (quantizing / fusing as the options say); `checkpoint` may be closed
-  // afterwards. Errors: no device, an unsupported shape, out of memory (for the KV cache:
-  // ResourceExhausted naming engine.kv_cache_memory_fraction or engine.kv_cache_blocks).
+  // Uploads every weight (CudaWeights::Load, quantizing / fusing as the options say);
+  // `checkpoint` may be closed afterwards. Errors: no device, an unsupported shape, out of
+  // memory (for the KV cache: ResourceExhausted naming engine.kv_cache_memory_fraction or
+  // engine.kv_cache_blocks).
   static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const model::Checkpoint& checkpoint,
                                                              const CudaBackendOptions& options);
   ~CudaBackend() override;
@@ -92,24 +95,13 @@ class CudaBackend final : public Backend {
   static constexpr int kSlots = 2;       // steps in flight (pinned input/output buffers)
   static constexpr int kEventRing = 4;   // step events kept, so gaps span two steps
 
-  struct Linear {
-    int out = 0, in = 0;
-    bool fp8 = false;
-    kernels::DeviceBuffer weight;  // bf16 or e4m3 [out, in]
-    kernels::DeviceBuffer scale;   // f32 [out] (per channel) or [1] (per tensor); FP8 only
-    kernels::DeviceBuffer bias;    // f32 [out] or empty
-  };
-  struct Layer {
-    kernels::DeviceBuffer input_norm, post_attention_norm;  // f32 [hidden]
-    Linear qkv, o, gate_up, down;
-  };
   // A GEMM input: bf16 rows, or e4m3 rows with their scales (one per row, or one in all).
   struct Act {
     const uint16_t* bf16 = nullptr;
     const uint8_t* fp8 = nullptr;
     const float* scale = nullptr;
   };
-  // Where one step's inputs are on the device (offsets depend on rows / sampled rows).
+  // Where one step's inputs are on the device (StepInputLayout's offsets from `base`).
   // Copy texts lie anywhere in the inputs; a CopyRow's text_offset counts from `base`.
   struct StepInputs {
     const int32_t* base;
@@ -131,15 +123,12 @@ class CudaBackend final : public Backend {
 
   CudaBackend() = default;
   absl::Status Init(const model::Checkpoint& checkpoint, const CudaBackendOptions& options);
-  absl::Status LoadLinear(const model::Checkpoint& checkpoint,
-                          const std::vector<std::string>& modules, int64_t out, int64_t in,
-                          bool want_fp8, Linear* linear);
   absl::Status Validate(const StepBatch& batch, int* sampled) const;
-  // Fills the pinned slot, returns the layout of `rows` tokens / `sample_rows` rows.
-  StepInputs InputLayout(int rows, int sample_rows) const;
+  // The device copy of the step inputs, as `at` lays them out.
+  StepInputs DeviceInputs(const StepInputLayout& at) const;
   // Enqueues the whole forward pass for `rows` tokens of which `sampled` rows sample.
   absl::Status EnqueueForward(int rows, int sampled, const StepInputs& in);
-  absl::Status LinearForward(const Linear& l, const Act& in, int rows, uint16_t* y);
+  absl::Status LinearForward(const CudaLinear& l, const Act& in, int rows, uint16_t* y);
   // Writes the activation a consumer Linear needs from a producer that can emit bf16 and/or
   // per-row FP8: for per-tensor FP8 it quantizes the bf16 output in a second pass.
   absl::Status FinishAct(bool fp8, uint16_t* bf16, int rows, int cols, Act* act);
@@ -162,11 +151,7 @@ class CudaBackend final : public Backend {
   kernels::Stream stream_;
   kernels::GemmRunner gemm_;
 
-  kernels::DeviceBuffer embed_;       // bf16 [vocab, hidden]
-  kernels::DeviceBuffer lm_head_;     // bf16 [vocab, hidden], empty when tied
-  kernels::DeviceBuffer final_norm_;  // f32 [hidden]
-  kernels::DeviceBuffer inv_freq_;    // f32 [head_dim / 2]
-  std::vector<Layer> layers_;
+  CudaWeights weights_;
   kernels::DeviceBuffer k_cache_, v_cache_;  // bf16 [layer][num_blocks + 1][block][kv_w]
 
   // Step workspaces, sized for max_step_tokens / max_batch_size.
@@ -187,8 +172,8 @@ class CudaBackend final : public Backend {
   kernels::DeviceBuffer resolved_;   // int32 [T]: each row's input token, resolved on the device
   kernels::DeviceBuffer candidate_;  // int32 [B]: each sampled row's copy candidate
   kernels::DeviceBuffer copy_bias_;  // f32 [B]: its bias
-  kernels::DeviceBuffer inputs_;     // int32: the step inputs (InputLayout), then copy texts
-  size_t fixed_input_ints_ = 0;      // InputLayout's part, for max_step_tokens / max_batch_size
+  kernels::DeviceBuffer inputs_;     // int32: the step inputs (StepInputLayout)
+  size_t fixed_input_ints_ = 0;      // StepInputLayout::FixedInts for the largest step
   size_t copy_ints_ = 0;             // room for copy texts after it
 
   kernels::PinnedBuffer pinned_in_[kSlots];
