@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/startup_phases.h"
 #include "common/status_macros.h"
 #include "kernels/activation.h"
 #include "kernels/attention.h"
@@ -80,6 +81,8 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
 
   RETURN_IF_ERROR(stream_.Create());
   RETURN_IF_ERROR(gemm_.Init());
+  // The device's context is made by the first runtime calls above.
+  ProcessStartup().Mark("CUDA context");
 
   ASSIGN_OR_RETURN(weights_,
                    CudaWeights::Load(checkpoint,
@@ -179,6 +182,8 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
   graphs_.resize(buckets_.size());
   graph_failed_.assign(buckets_.size(), false);
   RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_.get()), "Create sync"));
+  // The graphs are captured by the first step of each size (the daemon's warm-up runs them).
+  ProcessStartup().Mark("KV cache and step buffers");
   spdlog::info("cuda backend: {}", Describe());
   return absl::OkStatus();
 }

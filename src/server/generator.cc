@@ -4,6 +4,7 @@
 #include <deque>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -130,13 +131,29 @@ class EchoGenerator final : public Generator {
   std::deque<engine::SequenceId> order_;  // arrival order; may hold freed ids
 };
 
-absl::Status WarmUp(Generator& generator) {
-  constexpr engine::SequenceId kWarmUpId = 0;  // real sequences start at 1
-  engine::GenerationParams params;
-  params.max_new_tokens = 1;
-  RETURN_IF_ERROR(generator.Add(kWarmUpId, {0}, std::move(params)));
-  Generator::StepOutcome outcome;
-  while (generator.HasWork()) RETURN_IF_ERROR(generator.Step(&outcome));
+// Runs the model before the daemon is ready, so that the first requests do not pay for what
+// first steps do: page faults on the weights, BLAS and CUDA initialisation, kernel loading, and
+// on cuda the capture of each decode graph (one step of each graph's batch size, of one-token
+// prompts, which the backend runs as decode rows). Warm-up ids are far above the engine loop's,
+// which count up from 1, and every warm-up sequence has finished when this returns.
+absl::Status WarmUp(Generator& generator, const std::vector<int>& graph_batch_sizes) {
+  constexpr engine::SequenceId kFirstWarmUpId = engine::SequenceId{1} << 62;
+  engine::SequenceId next = kFirstWarmUpId;
+  auto run = [&](int sequences) -> absl::Status {
+    for (int i = 0; i < sequences; ++i) {
+      engine::GenerationParams params;
+      params.max_new_tokens = 1;
+      RETURN_IF_ERROR(generator.Add(next++, {0}, std::move(params)));
+    }
+    Generator::StepOutcome outcome;
+    while (generator.HasWork()) RETURN_IF_ERROR(generator.Step(&outcome));
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(run(1));
+  ProcessStartup().Mark("warm-up");
+  if (graph_batch_sizes.empty()) return absl::OkStatus();
+  for (int b : graph_batch_sizes) RETURN_IF_ERROR(run(b));
+  ProcessStartup().Mark("graph capture");
   return absl::OkStatus();
 }
 
@@ -153,8 +170,13 @@ absl::StatusOr<std::unique_ptr<Generator>> MakeGenerator(const config::Config& c
     return absl::UnimplementedError(
         absl::StrCat("engine.backend '", config.engine.backend, "' is not available"));
   }
-  RETURN_IF_ERROR(WarmUp(*generator));
-  ProcessStartup().Mark("warm-up");
+  std::vector<int> graphs;
+  if (config.engine.backend == "cuda") {
+    for (int b : config::GraphBatchSizes(config.engine)) {
+      if (b <= config.engine.max_batch_size) graphs.push_back(b);
+    }
+  }
+  RETURN_IF_ERROR(WarmUp(*generator, graphs));
   return generator;
 }
 
