@@ -7,9 +7,29 @@
 namespace gecd::kernels {
 namespace {
 
-__device__ __forceinline__ bool Better(float v, int i, float bv, int bi) {
-  return v > bv || (v == bv && i < bi);
+// Reduces each lane's (value, index) over the warp to the pair whose value comes first under
+// `before` (a strict order), the lowest index among equal values; every lane gets the result.
+// An unordered value (NaN under a float comparison) never wins.
+template <typename V, typename Before>
+__device__ __forceinline__ void WarpArgBest(V& value, int& index, Before before) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const V ov = __shfl_xor_sync(0xffffffffu, value, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, index, o);
+    if (before(ov, value) || (ov == value && oi < index)) {
+      value = ov;
+      index = oi;
+    }
+  }
 }
+
+struct Greater {
+  template <typename V>
+  __device__ __forceinline__ bool operator()(V a, V b) const { return a > b; }
+};
+struct Less {
+  template <typename V>
+  __device__ __forceinline__ bool operator()(V a, V b) const { return a < b; }
+};
 
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
@@ -28,14 +48,7 @@ __global__ void __launch_bounds__(kThreads)
       best_i = i;
     }
   }
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
-    if (Better(ov, oi, best, best_i)) {
-      best = ov;
-      best_i = oi;
-    }
-  }
+  WarpArgBest(best, best_i, Greater());
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) {
     sv[warp] = best;
@@ -45,14 +58,7 @@ __global__ void __launch_bounds__(kThreads)
   if (warp == 0) {
     best = lane < kThreads / 32 ? sv[lane] : -FLT_MAX;
     best_i = lane < kThreads / 32 ? si[lane] : vocab;
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
-      if (Better(ov, oi, best, best_i)) {
-        best = ov;
-        best_i = oi;
-      }
-    }
+    WarpArgBest(best, best_i, Greater());
     if (lane == 0) {
       const int c = candidate != nullptr ? candidate[blockIdx.x] : -1;
       if (c >= 0 && c < vocab) {
@@ -101,14 +107,7 @@ __global__ void __launch_bounds__(kCopyWarps * 32)
         best_j = j;
       }
     }
-    for (int o = 16; o > 0; o >>= 1) {
-      const int od = __shfl_xor_sync(0xffffffffu, best_d, o);
-      const int oj = __shfl_xor_sync(0xffffffffu, best_j, o);
-      if (od < best_d || (od == best_d && oj < best_j)) {
-        best_d = od;
-        best_j = oj;
-      }
-    }
+    WarpArgBest(best_d, best_j, Less());
     if (best_j == INT_MAX) {
       aligned = false;
     } else {

@@ -1,10 +1,10 @@
 #include "cli/config_flags.h"
 
-#include <cstdio>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "cli/args.h"
+#include "cli/command_line.h"
 #include "common/status_macros.h"
 
 namespace gecd::cli {
@@ -26,7 +26,9 @@ absl::StatusOr<config::Config> LoadConfigWithOverrides(const std::string& path,
   return cfg;
 }
 
-namespace {
+absl::StatusOr<config::Config> LoadConfigFlags(const Args& args) {
+  return LoadConfigWithOverrides(args.Get("config").value_or(""), args.GetAll("set"));
+}
 
 absl::StatusOr<DaemonFlags> LoadDaemonFlags(const Args& args) {
   DaemonFlags f;
@@ -39,33 +41,24 @@ absl::StatusOr<DaemonFlags> LoadDaemonFlags(const Args& args) {
   return f;
 }
 
-}  // namespace
-
 std::optional<DaemonFlags> ParseDaemonFlags(const std::vector<std::string>& argv,
                                             const char* command, int* exit_code) {
-  const std::vector<FlagSpec> specs = {
-      {"config", true, "gecd YAML config (default: built-in defaults)"},
-      {"set", true, "override a config key, e.g. --set server.workers=2 (repeatable)"},
-      {"help", false, "show this help"},
+  const CommandLine line = {
+      .name = command,
+      .flags = {{"config", true, "gecd YAML config (default: built-in defaults)"},
+                {"set", true, "override a config key, e.g. --set server.workers=2 (repeatable)"}},
+      .usage = absl::StrCat("usage: gecd ", command, " [--config FILE] [--set KEY=VALUE]...\n\n"),
   };
-  absl::StatusOr<Args> args = Args::Parse(argv, specs);
-  if (args.ok() && args->Has("help")) {
-    std::printf("usage: gecd %s [--config FILE] [--set KEY=VALUE]...\n\n%s", command,
-                FlagHelp(specs).c_str());
-    *exit_code = 0;
-    return std::nullopt;
-  }
-  if (args.ok() && !args->positionals().empty()) {
-    args = absl::InvalidArgumentError(absl::StrCat(command, " takes no positional arguments"));
-  }
-  absl::StatusOr<DaemonFlags> flags =
-      args.ok() ? LoadDaemonFlags(*args) : absl::StatusOr<DaemonFlags>(args.status());
-  if (!flags.ok()) {
-    std::fprintf(stderr, "gecd %s: %s\n", command, std::string(flags.status().message()).c_str());
-    *exit_code = 2;
-    return std::nullopt;
-  }
-  return *std::move(flags);
+  return ParseCommandLine(
+      line, argv,
+      [command](const Args& args) -> absl::StatusOr<DaemonFlags> {
+        if (!args.positionals().empty()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(command, " takes no positional arguments"));
+        }
+        return LoadDaemonFlags(args);
+      },
+      exit_code);
 }
 
 }  // namespace gecd::cli

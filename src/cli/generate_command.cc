@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "cli/args.h"
+#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/config_flags.h"
 #include "common/status_macros.h"
@@ -25,8 +27,7 @@ struct GenerateRequest {
 
 absl::StatusOr<GenerateRequest> ParseRequest(const Args& args) {
   GenerateRequest r;
-  ASSIGN_OR_RETURN(r.config,
-                   LoadConfigWithOverrides(args.Get("config").value_or(""), args.GetAll("set")));
+  ASSIGN_OR_RETURN(r.config, LoadConfigFlags(args));
   config::Config& cfg = r.config;
   if (auto dir = args.Get("model")) cfg.model.dir = *dir;
   if (auto t = args.Get("prompt-template")) cfg.model.prompt_template = *t;
@@ -47,35 +48,32 @@ absl::StatusOr<GenerateRequest> ParseRequest(const Args& args) {
 }  // namespace
 
 int RunGenerate(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = {
-      {"model", true, "model directory (config.json, safetensors, tokenizer)"},
-      {"config", true, "gecd YAML config: model.dir, prompt template, engine sizes"},
-      {"set", true, "override a config key, e.g. --set engine.kv_cache_mb=64 (repeatable)"},
-      {"prompt-template", true, "prompt with {text} for each TEXT (default: config's, or {text})"},
-      {"max-new-tokens", true, "tokens to generate at most (default: model.max_output_tokens)"},
-      {"threads", true, "BLAS threads (default: config's; 0 = all cores)"},
-      {"help", false, "show this help"},
+  const CommandLine command = {
+      .name = "generate",
+      .flags = {
+          {"model", true, "model directory (config.json, safetensors, tokenizer)"},
+          {"config", true, "gecd YAML config: model.dir, prompt template, engine sizes"},
+          {"set", true, "override a config key, e.g. --set engine.kv_cache_mb=64 (repeatable)"},
+          {"prompt-template", true, "prompt with {text} for each TEXT (default: config's, or {text})"},
+          {"max-new-tokens", true, "tokens to generate at most (default: model.max_output_tokens)"},
+          {"threads", true, "BLAS threads (default: config's; 0 = all cores)"},
+      },
+      .usage =
+          "usage: gecd generate [--model DIR] [--config FILE] [--set KEY=VALUE]...\n"
+          "                     [--prompt-template T] [--max-new-tokens N] [--threads N] TEXT...\n"
+          "Runs every TEXT through the model in one batch on engine.backend (greedy decoding,\n"
+          "through the server's request pipeline: input checks, spelling stage, template, copy\n"
+          "bias) and prints one output per line; newlines inside an output are printed as \\n.\n"
+          "A TEXT the pipeline refuses prints an empty line, its reason goes to stderr, and the\n"
+          "exit code is 1. Special tokens such as BOS are not added: write them into the\n"
+          "template if the model expects them; a TEXT never produces one.\n",
+      .usage_on_error = true,
+      .error_with_code = true,
   };
-  const char* usage =
-      "usage: gecd generate [--model DIR] [--config FILE] [--set KEY=VALUE]...\n"
-      "                     [--prompt-template T] [--max-new-tokens N] [--threads N] TEXT...\n"
-      "Runs every TEXT through the model in one batch on engine.backend (greedy decoding,\n"
-      "through the server's request pipeline: input checks, spelling stage, template, copy\n"
-      "bias) and prints one output per line; newlines inside an output are printed as \\n.\n"
-      "A TEXT the pipeline refuses prints an empty line, its reason goes to stderr, and the\n"
-      "exit code is 1. Special tokens such as BOS are not added: write them into the\n"
-      "template if the model expects them; a TEXT never produces one.\n";
-  auto args = Args::Parse(argv, specs);
-  if (args.ok() && args->Has("help")) {
-    std::printf("%s%s", usage, FlagHelp(specs).c_str());
-    return 0;
-  }
-  absl::StatusOr<GenerateRequest> request = args.ok() ? ParseRequest(*args) : args.status();
-  if (!request.ok()) {
-    std::fprintf(stderr, "gecd generate: %s\n%s%s", request.status().ToString().c_str(), usage,
-                 FlagHelp(specs).c_str());
-    return 2;
-  }
+  int exit_code = 0;
+  const std::optional<GenerateRequest> request =
+      ParseCommandLine(command, argv, ParseRequest, &exit_code);
+  if (!request.has_value()) return exit_code;
   absl::StatusOr<std::unique_ptr<eval::EngineCorrector>> corrector =
       eval::EngineCorrector::Create(request->config);
   absl::StatusOr<eval::CorrectionRun> run =

@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/args.h"
+#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/config_flags.h"
 #include "common/mapped_file.h"
@@ -129,10 +130,11 @@ absl::StatusOr<TuneOptions> ParseOptions(const Args& args) {
   o.out_path = args.Get("out").value_or(o.out_path);
   o.json_path = args.Get("json").value_or("");
   o.input_path = args.Get("input").value_or("");
-  // Absolute, as for serve: the daemons it starts read it again.
-  o.config_path = args.Has("config") ? fs::absolute(*args.Get("config")).string() : "";
-  o.overrides = args.GetAll("set");
-  ASSIGN_OR_RETURN(o.config, LoadConfigWithOverrides(o.config_path, o.overrides));
+  // As for serve: the daemons it starts read the config again.
+  ASSIGN_OR_RETURN(DaemonFlags flags, LoadDaemonFlags(args));
+  o.config_path = std::move(flags.config_path);
+  o.overrides = std::move(flags.overrides);
+  o.config = std::move(flags.config);
   return o;
 }
 
@@ -480,40 +482,36 @@ absl::StatusOr<int> Tune(const TuneOptions& o) {
 }  // namespace
 
 int RunTune(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = {
-      {"config", true, "gecd YAML config to tune (default: built-in defaults)"},
-      {"set", true, "override a config key for every daemon, e.g. --set engine.threads=2"},
-      {"slo-p99", true, "latency SLO: p99 of OK answers at most this (default 1s)"},
-      {"max-error-rate", true, "errors and refusals at most this share (default 0.01)"},
-      {"budget", true, "wall time for the whole search, daemon starts included (default 10m)"},
-      {"out", true, "the tuned config to write (default tuned.yaml)"},
-      {"json", true, "write the figures and every trial as JSON to FILE"},
-      {"headroom", true, "HPA target = concurrency x (1 - headroom), in [0, 1) (default 0.3)"},
-      {"input", true, "sentences for the trials, one per line (default: built-in samples)"},
-      {"trial", true, "measured time of each find-max trial (default 3s)"},
-      {"warmup", true, "unmeasured time before each trial (default 1s)"},
-      {"help", false, "show this help"},
+  const CommandLine command = {
+      .name = "tune",
+      .flags = {
+          {"config", true, "gecd YAML config to tune (default: built-in defaults)"},
+          {"set", true, "override a config key for every daemon, e.g. --set engine.threads=2"},
+          {"slo-p99", true, "latency SLO: p99 of OK answers at most this (default 1s)"},
+          {"max-error-rate", true, "errors and refusals at most this share (default 0.01)"},
+          {"budget", true, "wall time for the whole search, daemon starts included (default 10m)"},
+          {"out", true, "the tuned config to write (default tuned.yaml)"},
+          {"json", true, "write the figures and every trial as JSON to FILE"},
+          {"headroom", true, "HPA target = concurrency x (1 - headroom), in [0, 1) (default 0.3)"},
+          {"input", true, "sentences for the trials, one per line (default: built-in samples)"},
+          {"trial", true, "measured time of each find-max trial (default 3s)"},
+          {"warmup", true, "unmeasured time before each trial (default 1s)"},
+      },
+      .usage =
+          "usage: gecd tune [--config FILE] [--set KEY=VALUE]... [--slo-p99 1s] [--budget 10m]\n"
+          "                 [--out tuned.yaml] [--json FILE] [--headroom 0.3] [--input FILE]\n"
+          "Starts daemons of the config (gecd serve on free 127.0.0.1 ports) with candidate values\n"
+          "of engine.max_batch_size, engine.max_step_tokens, server.workers and, on the cuda\n"
+          "backend, engine.graph_batch_sizes, finds each one's highest open-loop rate within the SLO\n"
+          "(gecd-load's find-max), writes the config with the best values, and prints the per-pod\n"
+          "rate, concurrency and HPA target. Exit status: 0; 1 when no setting met the SLO (the\n"
+          "closest is reported) or on errors; 2 on bad flags, a bad config, or a config whose\n"
+          "daemon does not start.\n\n",
   };
-  const char* usage =
-      "usage: gecd tune [--config FILE] [--set KEY=VALUE]... [--slo-p99 1s] [--budget 10m]\n"
-      "                 [--out tuned.yaml] [--json FILE] [--headroom 0.3] [--input FILE]\n"
-      "Starts daemons of the config (gecd serve on free 127.0.0.1 ports) with candidate values\n"
-      "of engine.max_batch_size, engine.max_step_tokens, server.workers and, on the cuda\n"
-      "backend, engine.graph_batch_sizes, finds each one's highest open-loop rate within the SLO\n"
-      "(gecd-load's find-max), writes the config with the best values, and prints the per-pod\n"
-      "rate, concurrency and HPA target. Exit status: 0; 1 when no setting met the SLO (the\n"
-      "closest is reported) or on errors; 2 on bad flags, a bad config, or a config whose\n"
-      "daemon does not start.\n";
-  absl::StatusOr<Args> args = Args::Parse(argv, specs);
-  if (args.ok() && args->Has("help")) {
-    std::printf("%s\n%s", usage, FlagHelp(specs).c_str());
-    return 0;
-  }
-  absl::StatusOr<TuneOptions> options = args.ok() ? ParseOptions(*args) : args.status();
-  if (!options.ok()) {
-    std::fprintf(stderr, "gecd tune: %s\n", std::string(options.status().message()).c_str());
-    return 2;
-  }
+  int usage_exit_code = 0;
+  const std::optional<TuneOptions> options =
+      ParseCommandLine(command, argv, ParseOptions, &usage_exit_code);
+  if (!options.has_value()) return usage_exit_code;
   absl::StatusOr<int> exit_code = Tune(*options);
   if (!exit_code.ok()) {
     std::fprintf(stderr, "gecd tune: %s\n", std::string(exit_code.status().message()).c_str());

@@ -25,6 +25,15 @@ struct TextPiece {
   bool special_tokens_allowed;
 };
 
+// Thread safety: every method is const, and any of them (Encode, EncodePieces, Decode,
+// TokenBytes, the look-ups) may be called from any number of threads at once on one tokenizer
+// without external locking, between the loader's return and destruction (which must not race
+// with a call). Concurrent calls return exactly what serial calls would. What the
+// implementations rely on: BpeTokenizer's tables are immutable after loading, its word -> ids
+// cache is sharded and internally locked (a call may wait briefly for a shard another thread
+// holds; it never changes a result), and PCRE2 matching uses per-thread match data;
+// SentencePieceTokenizer only calls SentencePieceProcessor's const Encode and Decode, which
+// do not modify the loaded model. LoadFromModelDir may also be called from several threads.
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -45,9 +54,6 @@ class Tokenizer {
   // model was trained on). The implementations state where a piece boundary can still differ
   // from the whole string (normalization, whitespace stripping). No BOS/EOS is added. Invalid
   // UTF-8 in any piece is an InvalidArgument error naming the piece.
-  //
-  // Thread-safe: Encode, EncodePieces and every other method may be called concurrently on
-  // one tokenizer (implementations are immutable after loading, caches internally locked).
   virtual absl::StatusOr<std::vector<int32_t>> EncodePieces(
       std::span<const TextPiece> pieces) const = 0;
   // EncodePieces({{text, /*special_tokens_allowed=*/true}}): template tokens written literally

@@ -1,6 +1,10 @@
 #include "model/utf8.h"
 
+#include <utf8proc.h>
+
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -73,6 +77,59 @@ std::string ToValidUtf8(std::string_view text) {
     }
   }
   return out;
+}
+
+void AppendUtf8(char32_t cp, std::string* out) {
+  if (cp < 0x80) {
+    out->push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+char32_t NextCodepoint(std::string_view text, size_t* i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[*i + k]); };
+  const size_t n = Utf8SequenceLength(byte(0));
+  char32_t cp = n == 1 ? byte(0) : byte(0) & (0x7F >> n);
+  for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (byte(k) & 0x3F);
+  *i += n;
+  return cp;
+}
+
+size_t LastCodepointStart(std::string_view text) {
+  size_t i = text.size() - 1;
+  while (i > 0 && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) --i;
+  return i;
+}
+
+bool IsAscii(std::string_view text) {
+  return std::all_of(text.begin(), text.end(),
+                     [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+}
+
+absl::StatusOr<std::string> Nfc(std::string_view text) {
+  utf8proc_uint8_t* out = nullptr;
+  const utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                   static_cast<utf8proc_ssize_t>(text.size()), &out,
+                   static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  if (n < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("NFC normalization failed: ", utf8proc_errmsg(n)));
+  }
+  std::string result(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+  std::free(out);
+  return result;
 }
 
 }  // namespace gecd::model

@@ -398,6 +398,37 @@ TEST_P(EncodePiecesTest, ConcurrentCallsGiveTheSerialIds) {
   EXPECT_EQ(mismatches.load(), 0);
 }
 
+// The Decode half of the Tokenizer's thread-safety contract (tokenizer.h).
+TEST_P(EncodePiecesTest, ConcurrentDecodesGiveTheSerialText) {
+  const size_t count = std::min<size_t>(texts_.size(), 300);
+  std::vector<std::vector<int32_t>> ids(count);
+  std::vector<std::string> expected(count), expected_bytes(count);
+  const auto token_bytes = [&](const std::vector<int32_t>& of) {
+    std::string bytes;
+    for (int32_t id : of) bytes += tokenizer_->TokenBytes(id);
+    return bytes;
+  };
+  for (size_t i = 0; i < count; ++i) {
+    const TextPiece pieces[] = {{texts_[i], false}};
+    ids[i] = EncodeOrFail(pieces);
+    expected[i] = tokenizer_->Decode(ids[i], /*skip_special=*/false);
+    expected_bytes[i] = token_bytes(ids[i]);
+  }
+  std::atomic<int> mismatches = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t k = 0; k < count; ++k) {
+        const size_t i = (k + t * count / 4) % count;
+        if (tokenizer_->Decode(ids[i], /*skip_special=*/false) != expected[i]) ++mismatches;
+        if (token_bytes(ids[i]) != expected_bytes[i]) ++mismatches;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
 TEST_P(EncodePiecesTest, InvalidUtf8InAnyPieceIsAnErrorNamingIt) {
   const TextPiece bad_user[] = {{"<s>", true}, {"ok \xC3\x28", false}, {"\n", true}};
   auto ids = tokenizer_->EncodePieces(bad_user);
