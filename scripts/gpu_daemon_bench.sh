@@ -106,6 +106,9 @@ for config in $CONFIGS; do
   printf '%-6s max %s req/s within p99 < 1 s (p99 there: %s ms)\n' "$config" \
     "${MAXQPS[$config]:-none}" "${P99[$config]:--}"
   grep -hoE 'engine (backend|steps): .*' "$OUT/daemon-$config.log" 2>/dev/null | sed 's/^/       /'
+  # Where start-up went (CUDA context, weights read/upload, FP8 quantization, graph capture).
+  grep -hoE 'engine ready.*start-up: .*' "$OUT/daemon-$config.log" 2>/dev/null | head -n 1 |
+    sed 's/^/       /'
 done
 ratio() { python3 -c "import sys; a, b = sys.argv[1:]; print(f'{float(a) / float(b):.2f}x')" "$1" "$2" 2>/dev/null || echo "n/a"; }
 [[ -n "${MAXQPS[fp8]:-}" && -n "${MAXQPS[bf16]:-}" ]] &&
