@@ -96,19 +96,29 @@ build() {  # build DOCKERFILE IMAGE [extra buildah flags...]
 }
 build docker/Dockerfile "$CPU_IMAGE"
 
-# layer_table IMAGE: per layer, uncompressed MB and the instruction; then the totals.
+# layer_table IMAGE: per layer, uncompressed MB and the instruction; then the totals. The last
+# layer is the model's (the Dockerfiles' order): checked against the model directory's size.
+model_bytes="$(du -sb models/gecd-gec-small | cut -f1)"
 layer_table() {
   podman history --format json "$1" | /usr/bin/python3 -c '
 import json, sys
+model_bytes = int(sys.argv[1])
 rows = [r for r in json.load(sys.stdin) if r["size"] > 0][::-1]
 total = sum(r["size"] for r in rows)
 for r in rows:
     step = " ".join(r["CreatedBy"].replace("/bin/sh -c #(nop) ", "").split())
-    print(f"  {r[\"size\"] / 1e6:8.1f} MB  {step[:96]}")
+    if step.startswith(("COPY ", "ADD ")):
+        step = step.split()[0] + " -> " + step.rsplit(" in ", 1)[-1]
+    elif step.startswith("/bin/sh -c "):
+        step = "RUN " + step[len("/bin/sh -c "):]
+    mb = r["size"] / 1e6
+    print(f"  {mb:8.1f} MB  {step[:80]}")
+model = rows[-1]["size"]
+if abs(model - model_bytes) > 0.05 * model_bytes:
+    sys.exit(f"image_check: FAIL: the last layer ({model} B) is not the model ({model_bytes} B)")
 print(f"  {total / 1e6:8.1f} MB  total")
-model = rows[-1]["size"] if "models/gecd-gec-small" in rows[-1]["CreatedBy"] else 0
 print(f"  {(total - model) / 1e6:8.1f} MB  without the model layer")
-'
+' "$model_bytes"
 }
 
 # --- The CPU image: labels, user, size.
