@@ -81,6 +81,11 @@ git diff --quiet HEAD 2>/dev/null || revision="$revision-dirty"
 source_url="$(git config --get remote.origin.url 2>/dev/null || echo unknown)"
 build_args=(--build-arg DEBIAN=localhost/debian:12-slim --build-arg "GECD_VERSION=$version"
             --build-arg "GECD_REVISION=$revision" --build-arg "GECD_SOURCE=$source_url")
+# The labels again as flags: buildah 1.28's layer cache keys the LABEL step by its text, not by
+# the ARG values in it, and would keep the previous build's revision.
+build_args+=(--label "org.opencontainers.image.version=$version"
+             --label "org.opencontainers.image.revision=$revision"
+             --label "org.opencontainers.image.source=$source_url")
 mounts=()
 if command -v ccache >/dev/null; then
   mounts+=(-v "$(ccache -k cache_dir):/ccache")
