@@ -83,11 +83,14 @@ grep -q '\] ready$' "$WORK/optimize.log" ||
 /usr/bin/python3 - "$reg" "$record" "$WORK" <<'PY'
 import gzip, io, json, sys, tarfile, urllib.request
 reg, record, work = sys.argv[1:]
-traced = []
+# The record: each file opened at start-up, with the layer it was read from (the topmost that
+# has it), in the order first opened.
+traced, by_layer = [], {}
 for line in open(record):
-    path = json.loads(line)["path"]
-    if path not in traced:
-        traced.append(path)
+    e = json.loads(line)
+    if e["path"] not in traced:
+        traced.append(e["path"])
+        by_layer.setdefault(e["layerIndex"], []).append(e["path"])
 def get(path, accept):
     req = urllib.request.Request(f"http://{reg}{path}", headers={"Accept": accept})
     return urllib.request.urlopen(req).read()
@@ -95,6 +98,9 @@ docker = "application/vnd.docker.distribution.manifest.v2+json"
 oci = "application/vnd.oci.image.manifest.v1+json"
 plain = json.loads(get("/v2/gecd/manifests/cpu", f"{docker}, {oci}"))
 esgz = json.loads(get("/v2/gecd/manifests/cpu-esgz", oci))
+def clean(name):
+    """A TOC entry's name as the record writes paths: relative, without "./"."""
+    return name[2:] if name.startswith("./") else name.lstrip("/")
 def fail(msg):
     sys.exit(f"estargz_check: FAIL: {msg}")
 mb = lambda n: f"{n / 1e6:.1f} MB"
@@ -109,10 +115,13 @@ for i, (a, b) in enumerate(zip(plain["layers"], esgz["layers"])):
         if names[-1] != "stargz.index.json":
             fail(f"layer {i}: the last entry is {names[-1]}, not stargz.index.json")
         toc = json.load(tar.extractfile("stargz.index.json"))
-    entries = [e["name"].lstrip("./") for e in toc["entries"]]
+    entries = [clean(e["name"]) for e in toc["entries"]]
     toc_files.update(entries)
-    regular = [e["name"].lstrip("./") for e in toc["entries"] if e["type"] == "reg"]
-    mine = [p for p in traced if p in set(regular)]
+    regular = [clean(e["name"]) for e in toc["entries"] if e["type"] == "reg"]
+    mine = by_layer.get(i, [])
+    missing = [p for p in mine if p not in set(entries)]
+    if missing:
+        fail(f"layer {i}: recorded files not in its TOC: {missing[:5]}")
     if mine:
         if ".prefetch.landmark" not in entries:
             fail(f"layer {i}: {len(mine)} recorded files but no .prefetch.landmark")
@@ -135,5 +144,9 @@ for must in ("usr/local/bin/gecd", "opt/gecd/models/gecd-gec-small/model.safeten
 print(f"  total: {mb(sum(l['size'] for l in plain['layers']))} -> "
       f"{mb(sum(l['size'] for l in esgz['layers']))}; TOCs hold usr/local/bin/gecd and "
       f"the model; {prioritised_total} of {len(traced)} recorded files prioritised")
-print("  prioritised (read at start-up): " + ", ".join(traced))
+with open(f"{work}/prioritised.txt", "w") as f:
+    f.write("\n".join(traced) + "\n")
+libraries = [p for p in traced if "/lib/" in p or p.startswith("lib")]
+print(f"  prioritised ({work}/prioritised.txt): {len(libraries)} shared libraries under */lib/, "
+      f"and " + ", ".join(p for p in traced if p not in libraries))
 PY

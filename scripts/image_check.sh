@@ -48,6 +48,8 @@ fi
 # nproc 1048576) are above what a sandboxed host may grant, and runc then refuses to start.
 PODMAN=(podman --runtime runc)
 LIMITS=(--ulimit "nofile=$(ulimit -Hn):$(ulimit -Hn)" --ulimit nproc=4096:4096)
+# The short runs without the HEALTHCHECK: podman would schedule it with systemd, absent here.
+ONCE=(--rm --no-healthcheck "${LIMITS[@]}")
 
 # --- The base image.
 if ! podman image exists localhost/debian:12; then
@@ -141,10 +143,10 @@ user="$(podman image inspect --format '{{.Config.User}}' "$CPU_IMAGE")"
 [[ "$user" == "10001:10001" ]] || fail "image user '$user'"
 summary "  labels: version $version, revision $revision; user $user"
 # No build tools in the runtime image.
-tools="$("${PODMAN[@]}" run --rm "${LIMITS[@]}" --entrypoint bash "$CPU_IMAGE" -c \
+tools="$("${PODMAN[@]}" run "${ONCE[@]}" --entrypoint bash "$CPU_IMAGE" -c \
   'for t in gcc g++ cc c++ cmake ninja make ld as; do command -v "$t"; done; true')"
 [[ -z "$tools" ]] || fail "build tools in the runtime image: $tools"
-not_found="$("${PODMAN[@]}" run --rm "${LIMITS[@]}" --entrypoint bash "$CPU_IMAGE" -c \
+not_found="$("${PODMAN[@]}" run "${ONCE[@]}" --entrypoint bash "$CPU_IMAGE" -c \
   'ldd /usr/local/bin/gecd /usr/local/bin/gecd-load /usr/local/bin/*.so /usr/local/lib/gecd/* |
    grep "not found" || true')"
 [[ -z "$not_found" ]] || fail "the CPU image lacks libraries: $not_found"
@@ -193,7 +195,7 @@ cleanup
 expect_exit_2() {  # expect_exit_2 WHAT TEXT podman-run-args...
   local what="$1" text="$2" out rc; shift 2
   set +e
-  out="$(timeout 120 "${PODMAN[@]}" run --rm "${LIMITS[@]}" "$@" 2>&1)"
+  out="$(timeout 120 "${PODMAN[@]}" run "${ONCE[@]}" "$@" 2>&1)"
   rc=$?
   set -e
   [[ $rc -eq 2 ]] || { echo "$out" | tail -5 >&2; fail "$what: exit $rc, not 2"; }
@@ -217,11 +219,11 @@ if [[ "${GECD_IMAGE_CUDA:-1}" != 0 && -x /usr/local/cuda/bin/nvcc ]]; then
   build docker/Dockerfile.cuda "$CUDA_IMAGE" -v /usr/local/cuda:/usr/local/cuda:ro
   summary "CUDA image $CUDA_IMAGE ($(podman image inspect --format '{{.Id}}' "$CUDA_IMAGE" | cut -c1-12)):"
   summary "$(layer_table "$CUDA_IMAGE")"
-  summary "  CUDA libraries: $("${PODMAN[@]}" run --rm "${LIMITS[@]}" --entrypoint ls "$CUDA_IMAGE" /usr/local/lib/gecd | tr '\n' ' ')"
-  not_found="$("${PODMAN[@]}" run --rm "${LIMITS[@]}" --entrypoint bash "$CUDA_IMAGE" -c \
+  summary "  CUDA libraries: $("${PODMAN[@]}" run "${ONCE[@]}" --entrypoint ls "$CUDA_IMAGE" /usr/local/lib/gecd | tr '\n' ' ')"
+  not_found="$("${PODMAN[@]}" run "${ONCE[@]}" --entrypoint bash "$CUDA_IMAGE" -c \
     'ldd /usr/local/bin/gecd /usr/local/bin/gecd-load /usr/local/lib/gecd/*.so* | grep "not found" || true')"
   [[ -z "$not_found" ]] || fail "the CUDA image lacks libraries: $not_found"
-  version_out="$("${PODMAN[@]}" run --rm "${LIMITS[@]}" "$CUDA_IMAGE" version 2>&1)" ||
+  version_out="$("${PODMAN[@]}" run "${ONCE[@]}" "$CUDA_IMAGE" version 2>&1)" ||
     fail "gecd version in the CUDA image: $version_out"
   summary "  ldd: every library found; gecd version: $(tr '\n' ' ' <<<"$version_out")"
 else
