@@ -35,8 +35,16 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromModelDir(const std
     if (!tokenizer.ok()) return tokenizer.status();
     return std::unique_ptr<Tokenizer>(std::move(*tokenizer));
   }
-  if (!std::filesystem::is_directory(dir, ec)) {
+  const bool is_directory = std::filesystem::is_directory(dir, ec);
+  if (!is_directory && ec != std::errc::permission_denied) {
     return absl::NotFoundError(absl::StrCat(dir, ": no such model directory"));
+  }
+  // A directory the daemon's user cannot search, or one on a path it cannot, hides the files in
+  // it: say so rather than "missing" (an image's non-root user and a volume it may not read).
+  if (is_directory) std::filesystem::status(json, ec);
+  if (ec == std::errc::permission_denied) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(dir, ": cannot read this model directory: ", ec.message()));
   }
   return absl::NotFoundError(
       absl::StrCat(dir, ": no tokenizer.json or tokenizer.model in this directory"));

@@ -1,5 +1,6 @@
 #include "model/tokenizer.h"
 
+#include <unistd.h>
 #include <utf8proc.h>
 
 #include <algorithm>
@@ -96,6 +97,40 @@ TEST_F(LoadFromModelDirTest, MalformedTokenizerJsonIsAnErrorEvenBesideTokenizerM
   ASSERT_FALSE(tokenizer.ok());
   EXPECT_EQ(tokenizer.status().code(), absl::StatusCode::kInvalidArgument) << tokenizer.status();
   EXPECT_THAT(std::string(tokenizer.status().message()), HasSubstr(JsonPath()));
+}
+
+// A model directory the user may not search (mode 000), or one under a directory it may not
+// search, is refused as PERMISSION_DENIED naming it, not as a missing directory or tokenizer.
+TEST_F(LoadFromModelDirTest, UnreadableDirectoryIsPermissionDeniedNamingIt) {
+  namespace fs = std::filesystem;
+  const fs::path root(dir_.path());
+  fs::permissions(root.parent_path(), fs::perms::others_exec, fs::perm_options::add);
+  fs::permissions(root, fs::perms::others_exec, fs::perm_options::add);
+  const fs::path locked = root / "locked";
+  const fs::path hidden = root / "private" / "model";
+  fs::create_directories(hidden);
+  fs::create_directory(locked);
+  std::ofstream(locked / "tokenizer.json") << "{}";
+  std::ofstream(hidden / "tokenizer.json") << "{}";
+  fs::permissions(locked, fs::perms::none);
+  fs::permissions(root / "private", fs::perms::owner_all);
+  // In a child process, which as root first becomes nobody (65534): root reads any directory.
+  EXPECT_EXIT(
+      {
+        if (geteuid() == 0 && setresuid(65534, 65534, 65534) != 0) _exit(3);
+        for (const fs::path& dir : {locked, hidden}) {
+          auto tokenizer = Tokenizer::LoadFromModelDir(dir.string());
+          const std::string message(tokenizer.status().message());
+          if (tokenizer.status().code() != absl::StatusCode::kPermissionDenied ||
+              message.find(dir.string() + ": cannot read this model directory") ==
+                  std::string::npos) {
+            _exit(1);
+          }
+        }
+        _exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+  fs::permissions(locked, fs::perms::owner_all);
 }
 
 // --- EncodePieces, on every tokenizer the project ships or tests against -------------------

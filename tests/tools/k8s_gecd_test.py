@@ -381,7 +381,7 @@ class GecdManifestsTest(unittest.TestCase):
         with open(os.path.join(k8s.ROOT, "docker", "Dockerfile")) as f:
             dockerfile = f.read()
         self.assertIn("COPY configs /opt/gecd/configs", dockerfile)
-        self.assertIn("COPY models /opt/gecd/models", dockerfile)
+        self.assertIn("COPY models/gecd-gec-small /opt/gecd/models/gecd-gec-small", dockerfile)
 
         def on_image(path):
             return path if path.startswith("/") else os.path.normpath(

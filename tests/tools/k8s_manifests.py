@@ -99,6 +99,12 @@ def assert_locked_down(test, pod, container):
     pod_sc, sc = pod["securityContext"], container["securityContext"]
     test.assertTrue(pod_sc["runAsNonRoot"])
     test.assertGreater(pod_sc["runAsUser"], 0)
+    # The images' own user (docker/Dockerfile, docker/Dockerfile.cuda), which owns nothing in
+    # them but may read all: another uid would work too, this one keeps them in step.
+    for name in ("Dockerfile", "Dockerfile.cuda"):
+        with open(os.path.join(ROOT, "docker", name)) as f:
+            user = [line.split()[1] for line in f if line.startswith("USER ")]
+        test.assertEqual(user, [f"{pod_sc['runAsUser']}:{pod_sc['runAsGroup']}"], name)
     test.assertEqual(pod_sc["seccompProfile"]["type"], "RuntimeDefault")
     test.assertTrue(sc["readOnlyRootFilesystem"])
     test.assertFalse(sc["allowPrivilegeEscalation"])
