@@ -4,6 +4,7 @@ warm and with a dropped page cache, and the start-up breakdown each process logs
 
   python3 bench/cold_start.py [--gecd build/gecd] [--config configs/gecd.yaml]
                               [--rounds 5] [--cache warm,cold] [--requests 1000] [--json FILE]
+  python3 bench/cold_start.py --image localhost/gecd:cpu [--requests 1000]
 
 Each round starts the daemon on free 127.0.0.1 ports, polls /readyz every 2 ms, then sends the
 README's request (waiting for the channel to be ready) and stops the daemon. "cold" drops the
@@ -14,6 +15,8 @@ directory, the dictionaries, the config), which evicts the pages no other proces
 With --requests N (after the cold rounds), one more cold start is followed by N requests, and
 the share of each of those files resident in the page cache is read with mincore(2): what
 start-up and the first N requests read, the part of an image a lazily-pulled container fetches.
+With --image, that residency is measured for a container of the image (podman, as
+scripts/image_check.sh runs it) over every file of the image's layers.
 
 Needs Debian's python3-grpcio and protobuf-compiler-grpc (run by /usr/bin/python3).
 """
@@ -122,20 +125,47 @@ def resident_bytes(path):
     return min(size, resident * mmap.PAGESIZE), size
 
 
+def image_files(image):
+    """Every regular file of the image's layers (podman's overlay directories)."""
+    dirs = subprocess.run(
+        ["podman", "image", "inspect", image, "--format",
+         "{{.GraphDriver.Data.LowerDir}}:{{.GraphDriver.Data.UpperDir}}"],
+        check=True, capture_output=True, text=True).stdout.strip()
+    files = []
+    for d in filter(None, dirs.split(":")):
+        for top, _, names in os.walk(d):
+            files += [os.path.join(top, n) for n in names
+                      if os.path.isfile(os.path.join(top, n))
+                      and not os.path.islink(os.path.join(top, n))]
+    return files
+
+
 class Run:
-    """One `gecd serve` start, timed from just before its exec."""
+    """One `gecd serve` start (on the host, or in a container of --image), timed from just
+    before its exec."""
 
     def __init__(self, args, stubs):
         self.args, self.stubs = args, stubs
         self.grpc_port, self.metrics_port = gecd_daemon.free_port(), gecd_daemon.free_port()
         self.log = tempfile.NamedTemporaryFile(prefix="gecd-cold-start-", suffix=".log")
 
+    def command(self):
+        if self.args.image:
+            # SIGTERM to podman in the foreground reaches the container's supervisor.
+            return ["podman", "--runtime", "runc", "run", "--rm",
+                    "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=4096:4096",
+                    "-p", f"127.0.0.1:{self.grpc_port}:50051",
+                    "-p", f"127.0.0.1:{self.metrics_port}:9100", self.args.image,
+                    "serve", "--config", "/opt/gecd/configs/gecd.yaml",
+                    *sum((["--set", s] for s in self.args.set), [])]
+        return [self.args.gecd, "serve", "--config", self.args.config,
+                "--set", f"server.listen=127.0.0.1:{self.grpc_port}",
+                "--set", f"server.metrics_listen=127.0.0.1:{self.metrics_port}",
+                *sum((["--set", s] for s in self.args.set), [])]
+
     def start(self):
         import grpc  # noqa: F401  (imported before the clock starts)
-        cmd = [self.args.gecd, "serve", "--config", self.args.config,
-               "--set", f"server.listen=127.0.0.1:{self.grpc_port}",
-               "--set", f"server.metrics_listen=127.0.0.1:{self.metrics_port}",
-               *sum((["--set", s] for s in self.args.set), [])]
+        cmd = self.command()
         channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")
         stub = self.stubs.GrammarCorrectionStub(channel)
         t0 = time.monotonic()
@@ -199,20 +229,38 @@ def main():
     parser.add_argument("--cache", default="warm,cold")
     parser.add_argument("--requests", type=int, default=1000,
                         help="after the rounds: a cold start, N requests, the files' residency")
+    parser.add_argument("--image", help="measure the residency in a container of this image")
     parser.add_argument("--json")
     args = parser.parse_args()
+    if args.image:
+        args.rounds, args.cache = 0, ""
     args.gecd, args.config = os.path.abspath(args.gecd), os.path.abspath(args.config)
-    if not os.access(args.gecd, os.X_OK):
+    if not args.image and not os.access(args.gecd, os.X_OK):
         sys.exit(f"cold_start: {args.gecd} is not an executable")
-    caches = args.cache.split(",")
+    caches = [c for c in args.cache.split(",") if c]
     if any(c not in ("warm", "cold") for c in caches):
         sys.exit(f"cold_start: --cache {args.cache}: expected warm, cold or warm,cold")
 
     stub_dir = tempfile.mkdtemp(prefix="gecd-cold-start-stubs-")
     client_test.generate_stubs(stub_dir)
     from gecd.v1 import grammar_pb2_grpc
-    model_dir = os.path.join(os.path.dirname(args.config), "..", "models", "gecd-gec-small")
-    files = start_up_files(args.gecd, args.config, os.path.normpath(model_dir))
+    model_dir = os.path.normpath(
+        os.path.join(os.path.dirname(args.config), "..", "models", "gecd-gec-small"))
+    if args.image:
+        files = image_files(args.image)
+        groups = [("model directory", lambda f: "/opt/gecd/models/" in f),
+                  ("weights (model.safetensors)", lambda f: f.endswith("model.safetensors")),
+                  ("binaries", lambda f: "/usr/local/bin/" in f),
+                  ("libraries", lambda f: ".so" in os.path.basename(f)),
+                  ("the whole image", lambda f: True),
+                  ("the image without the model", lambda f: "/opt/gecd/models/" not in f)]
+    else:
+        files = start_up_files(args.gecd, args.config, model_dir)
+        groups = [("model directory", lambda f: f.startswith(model_dir)),
+                  ("weights (model.safetensors)", lambda f: f.endswith("model.safetensors")),
+                  ("binary", lambda f: f == os.path.realpath(args.gecd)),
+                  ("libraries", lambda f: ".so" in os.path.basename(f)),
+                  ("all start-up files", lambda f: True)]
 
     report = {"gecd": args.gecd, "config": args.config, "overrides": args.set, "rounds": {}}
     for cache in caches:
@@ -241,7 +289,9 @@ def main():
         drop_page_cache(files)
         before = {f: resident_bytes(f)[0] for f in files}
         run = Run(args, grammar_pb2_grpc)
-        run.start()
+        row = run.start()
+        print(f"{'container' if args.image else 'daemon'} from a dropped page cache: ready "
+              f"{row['ready_ms']:.0f} ms, first answer {row['first_answer_ms']:.0f} ms")
         after_start = {f: resident_bytes(f)[0] for f in files}
         run.send(args.requests)
         after_requests = {f: resident_bytes(f) for f in files}
@@ -259,11 +309,6 @@ def main():
             total = sum(r["bytes"] for r in chosen)
             return sum(r[key] for r in chosen), total
 
-        groups = [("model directory", lambda f: f.startswith(os.path.normpath(model_dir))),
-                  ("weights (model.safetensors)", lambda f: f.endswith("model.safetensors")),
-                  ("binary", lambda f: f == os.path.realpath(args.gecd)),
-                  ("libraries", lambda f: ".so" in os.path.basename(f)),
-                  ("all start-up files", lambda f: True)]
         print(f"page cache after a cold start and {args.requests} requests (mincore):")
         for name, select in groups:
             b, total = share("resident_before", select)
