@@ -9,12 +9,13 @@
 #include <cctype>
 #include <cstdint>
 #include <cstdlib>
-#include <mutex>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/mapped_file.h"
 #include "common/status_macros.h"
 #include "model/joined_pieces.h"
@@ -374,7 +375,7 @@ class WordCache {
 
   bool Lookup(std::string_view word, std::vector<int32_t>* out) {
     Shard& shard = ShardFor(word);
-    std::lock_guard<std::mutex> lock(shard.mu);
+    absl::MutexLock lock(&shard.mu);
     auto it = shard.map.find(word);
     if (it == shard.map.end()) return false;
     out->insert(out->end(), it->second.begin(), it->second.end());
@@ -383,7 +384,7 @@ class WordCache {
 
   void Insert(std::string_view word, std::span<const int32_t> ids) {
     Shard& shard = ShardFor(word);
-    std::lock_guard<std::mutex> lock(shard.mu);
+    absl::MutexLock lock(&shard.mu);
     if (shard.map.size() >= kMaxEntriesPerShard) shard.map.clear();
     shard.map.try_emplace(word, ids.begin(), ids.end());
   }
@@ -392,8 +393,8 @@ class WordCache {
   static constexpr size_t kShards = 16;
   static constexpr size_t kMaxEntriesPerShard = 8192;
   struct Shard {
-    std::mutex mu;
-    StringMap<std::vector<int32_t>> map;
+    absl::Mutex mu;
+    StringMap<std::vector<int32_t>> map ABSL_GUARDED_BY(mu);
   };
   Shard& ShardFor(std::string_view word) {
     return shards_[absl::Hash<std::string_view>{}(word) % kShards];

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -17,6 +16,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "common/mapped_file.h"
 #include "common/status_macros.h"
 
@@ -129,26 +129,30 @@ class SpellCorrector::Pool {
   }
 
   // Null when none came free before `deadline`.
-  Instance* Acquire(std::chrono::steady_clock::time_point deadline) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_until(lock, deadline, [this] { return !free_.empty(); })) return nullptr;
+  Instance* Acquire(std::chrono::steady_clock::time_point deadline) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    while (free_.empty()) {
+      const auto left = deadline - std::chrono::steady_clock::now();
+      if (left <= left.zero()) return nullptr;
+      cv_.WaitWithTimeout(&mu_, absl::FromChrono(left));
+    }
     Instance* instance = free_.back();
     free_.pop_back();
     return instance;
   }
-  void Release(Instance* instance) {
+  void Release(Instance* instance) ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       free_.push_back(instance);
     }
-    cv_.notify_one();
+    cv_.Signal();
   }
 
  private:
   std::vector<Instance> instances_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Instance*> free_;  // guarded by mu_
+  absl::Mutex mu_;
+  absl::CondVar cv_;  // signalled when an instance is released
+  std::vector<Instance*> free_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::StatusOr<std::unique_ptr<SpellCorrector>> SpellCorrector::Create(
@@ -187,7 +191,7 @@ SpellCorrector::SpellCorrector(std::unique_ptr<Pool> pool, Counts counts, int mi
 SpellCorrector::~SpellCorrector() = default;
 
 std::optional<std::string> SpellCorrector::CachedReplacement(const std::string& word) const {
-  std::lock_guard<std::mutex> lock(cache_mu_);
+  absl::MutexLock lock(&cache_mu_);
   if (const auto it = cache_.find(word); it != cache_.end()) return it->second;
   return std::nullopt;
 }
@@ -234,7 +238,7 @@ SpellCorrector::Result SpellCorrector::Correct(std::string_view text, const Budg
       } else {
         ++result.lookups;
         replacement = Suggest(*instance, word);
-        std::lock_guard<std::mutex> lock(cache_mu_);
+        absl::MutexLock lock(&cache_mu_);
         // Unbounded growth would be a leak under adversarial input; starting over is cheap.
         if (cache_.size() >= kCacheSize) cache_.clear();
         cache_.emplace(word, replacement);
