@@ -3,8 +3,10 @@
 
 #include <cstddef>
 #include <cstdio>
-#include <mutex>
 #include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace gecd {
 
@@ -20,19 +22,19 @@ class ProgressBar {
   ProgressBar& operator=(const ProgressBar&) = delete;
 
   // Adds `n` finished items; `note` (e.g. the item's name) is shown after the count.
-  void Advance(size_t n = 1, const std::string& note = "");
+  void Advance(size_t n = 1, const std::string& note = "") ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  void DrawLocked();
+  void DrawLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  std::mutex mu_;
+  absl::Mutex mu_;
   const std::string label_;
   const size_t total_;
   std::FILE* const out_;
   const bool tty_;
-  size_t done_ = 0;
-  std::string note_;
-  int last_drawn_step_ = -1;  // the 10% step last written to a pipe
+  size_t done_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string note_ ABSL_GUARDED_BY(mu_);
+  int last_drawn_step_ ABSL_GUARDED_BY(mu_) = -1;  // the 10% step last written to a pipe
 };
 
 }  // namespace gecd

@@ -10,15 +10,15 @@ ComputeThread::ComputeThread(Backend* backend) : backend_(backend), thread_([thi
 
 ComputeThread::~ComputeThread() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   thread_.join();
 }
 
 std::string ComputeThread::Summary() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return absl::StrFormat(
       "%d steps, %.3f s computing, %.3f s idle between back-to-back steps (%.1f us a step)",
       steps_, busy_ns_ * 1e-9, gap_ns_ * 1e-9,
@@ -27,7 +27,7 @@ std::string ComputeThread::Summary() {
 
 void ComputeThread::Dispatch(const StepBatch* batch, StepResult* result, bool back_to_back) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     batch_ = batch;
     result_ = result;
     if (back_to_back) {
@@ -37,34 +37,35 @@ void ComputeThread::Dispatch(const StepBatch* batch, StepResult* result, bool ba
       ++back_to_back_;
     }
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 absl::Status ComputeThread::Wait() {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return batch_ == nullptr; });
+  absl::MutexLock lock(&mu_);
+  while (batch_ != nullptr) cv_.Wait(&mu_);
   return status_;
 }
 
 void ComputeThread::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   for (;;) {
-    cv_.wait(lock, [this] { return stop_ || batch_ != nullptr; });
-    if (batch_ == nullptr) return;  // stopping, nothing in flight
+    while (!stop_ && batch_ == nullptr) cv_.Wait(&mu_);
+    if (batch_ == nullptr) break;  // stopping, nothing in flight
     const StepBatch* batch = batch_;
     StepResult* result = result_;
-    lock.unlock();
+    mu_.Unlock();
     const auto start = std::chrono::steady_clock::now();
     absl::Status status = backend_->Forward(*batch, result);
     const auto end = std::chrono::steady_clock::now();
-    lock.lock();
+    mu_.Lock();
     status_ = std::move(status);
     busy_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count();
     ++steps_;
     finished_at_ = end;
     batch_ = nullptr;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
+  mu_.Unlock();
 }
 
 }  // namespace gecd::engine

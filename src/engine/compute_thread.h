@@ -2,13 +2,13 @@
 #define GECD_ENGINE_COMPUTE_THREAD_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "engine/backend.h"
 
 namespace gecd::engine {
@@ -27,29 +27,31 @@ class ComputeThread {
   // Starts Forward(*batch, result); both must stay untouched until Wait() returns. At most one
   // step is in flight. `back_to_back`: the previous step has just finished and this one was
   // ready for it, so the time in between counts as the backend waiting for the host.
-  void Dispatch(const StepBatch* batch, StepResult* result, bool back_to_back);
+  void Dispatch(const StepBatch* batch, StepResult* result, bool back_to_back)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Blocks until the dispatched step is done; its status.
-  absl::Status Wait();
+  absl::Status Wait() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Steps run, time computing, and time idle between back-to-back steps, in words.
-  std::string Summary();
+  std::string Summary() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  void Run();
+  void Run() ABSL_LOCKS_EXCLUDED(mu_);
 
   Backend* const backend_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  const StepBatch* batch_ = nullptr;  // the step to run or running; null when idle
-  StepResult* result_ = nullptr;
-  absl::Status status_;
-  bool stop_ = false;
-  std::chrono::steady_clock::time_point finished_at_;
-  int64_t steps_ = 0;
-  int64_t back_to_back_ = 0;
-  int64_t busy_ns_ = 0;
-  int64_t gap_ns_ = 0;
+  absl::Mutex mu_;
+  absl::CondVar cv_;  // signalled when a step is dispatched or finished, and on stopping
+  // the step to run or running; null when idle
+  const StepBatch* batch_ ABSL_GUARDED_BY(mu_) = nullptr;
+  StepResult* result_ ABSL_GUARDED_BY(mu_) = nullptr;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point finished_at_ ABSL_GUARDED_BY(mu_);
+  int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t back_to_back_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t busy_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t gap_ns_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;  // last: starts once everything above is initialised
 };
 

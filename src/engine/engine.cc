@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/assert.h"
 #include "common/status_macros.h"
 
 namespace gecd::engine {
@@ -100,6 +101,8 @@ absl::Status Engine::Free(SequenceId id) {
 
 void Engine::Remove(SequenceId id) {
   auto it = sequences_.find(id);
+  // Free checks the id first; CommitStep skips retired (removed) sequences.
+  GECD_RELEASE_ASSERT(it != sequences_.end(), absl::StrCat("removing unknown sequence ", id));
   Sequence* seq = it->second.get();
   if (auto r = std::find(running_.begin(), running_.end(), seq); r != running_.end()) {
     running_.erase(r);

@@ -1,13 +1,13 @@
 #include "load/daemon_candidate.h"
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "load/report.h"
 
@@ -24,36 +24,37 @@ absl::StatusOr<TrialMeasurement> DaemonCandidate::RunTrial(double qps) {
   config.concurrency = 0;
   config.profile = RateProfile::Constant(qps);
   // The sampler waits for the window (it starts once the channels are connected), then polls
-  // /metrics through it; `done` ends it early when the run fails.
-  std::mutex mu;
-  std::condition_variable changed;
+  // /metrics through it; `done` ends it early when the run fails. All three are guarded by mu
+  // (locals, so only by this comment: the analysis checks members).
+  absl::Mutex mu;
   std::optional<std::pair<Clock::time_point, Clock::time_point>> window;
   bool done = false;
   config.on_window = [&](Clock::time_point from, Clock::time_point to) {
-    std::lock_guard lock(mu);
+    absl::MutexLock lock(&mu);
     window.emplace(from, to);
-    changed.notify_all();
   };
   std::vector<double> samples;
   std::thread sampler([&] {
-    std::unique_lock lock(mu);
-    changed.wait(lock, [&] { return done || window.has_value(); });
-    if (done) return;
-    const auto [from, to] = *window;
-    changed.wait_until(lock, from, [&] { return done; });
-    while (!done && Clock::now() < to) {
-      lock.unlock();
-      const std::optional<double> v = server_->Metric("gecd_request_concurrency");
-      lock.lock();
-      if (v.has_value()) samples.push_back(*v);
-      changed.wait_for(lock, std::chrono::milliseconds(100), [&] { return done; });
+    mu.Lock();
+    const auto done_or_window = [&] { return done || window.has_value(); };
+    mu.Await(absl::Condition(&done_or_window));
+    if (!done) {
+      const auto [from, to] = *window;
+      mu.AwaitWithTimeout(absl::Condition(&done), absl::FromChrono(from - Clock::now()));
+      while (!done && Clock::now() < to) {
+        mu.Unlock();
+        const std::optional<double> v = server_->Metric("gecd_request_concurrency");
+        mu.Lock();
+        if (v.has_value()) samples.push_back(*v);
+        mu.AwaitWithTimeout(absl::Condition(&done), absl::Milliseconds(100));
+      }
     }
+    mu.Unlock();
   });
   absl::StatusOr<RunResult> result = RunLoad(config);
   {
-    std::lock_guard lock(mu);
+    absl::MutexLock lock(&mu);
     done = true;
-    changed.notify_all();
   }
   sampler.join();
   RETURN_IF_ERROR(result.status());

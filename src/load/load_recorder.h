@@ -4,10 +4,11 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "load/latency_histogram.h"
 
 namespace gecd::load {
@@ -63,20 +64,21 @@ class LoadRecorder {
   bool InWindow(Clock::time_point intended) const {
     return intended >= window_start_ && intended < window_end_;
   }
-  void RecordSent(Clock::time_point intended);
+  void RecordSent(Clock::time_point intended) ABSL_LOCKS_EXCLUDED(mu_);
   // code: a gRPC status code, 0 for OK.
-  void RecordDone(Clock::time_point intended, Clock::time_point done, int code);
+  void RecordDone(Clock::time_point intended, Clock::time_point done, int code)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
-  RunResult Finish();
+  RunResult Finish() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  SecondStats& SecondOf(Clock::time_point t);  // requires mu_
+  SecondStats& SecondOf(Clock::time_point t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Clock::time_point window_start_;
   const Clock::time_point window_end_;
-  std::mutex mu_;
-  Clock::time_point last_done_;
-  RunResult result_;
+  absl::Mutex mu_;
+  Clock::time_point last_done_ ABSL_GUARDED_BY(mu_);
+  RunResult result_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gecd::load

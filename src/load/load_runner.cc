@@ -1,14 +1,14 @@
 #include "load/load_runner.h"
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <unordered_map>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "gecd/v1/grammar.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "load/arrival_schedule.h"
@@ -66,8 +66,9 @@ class StreamSession {
   StreamSession(Driver* driver, GrammarCorrection::Stub* stub, grpc::CompletionQueue* cq,
                 std::chrono::system_clock::time_point deadline);
 
-  void Send(Clock::time_point intended, const std::string& text);
-  void Close();  // half-closes once the queued writes are out
+  void Send(Clock::time_point intended, const std::string& text) ABSL_LOCKS_EXCLUDED(mu_);
+  // Half-closes once the queued writes are out.
+  void Close() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // A tag that calls back into the session.
@@ -78,12 +79,12 @@ class StreamSession {
     void (StreamSession::*fn)(bool);
   };
 
-  void OnStarted(bool ok);
-  void OnWritten(bool ok);
-  void OnRead(bool ok);
-  void OnFinished(bool ok);
+  void OnStarted(bool ok) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnWritten(bool ok) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnRead(bool ok) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnFinished(bool ok) ABSL_LOCKS_EXCLUDED(mu_);
   void OnHalfClosed(bool ok) {}
-  void WriteNextLocked();
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Driver* driver_;
   grpc::ClientContext context_;
@@ -96,15 +97,15 @@ class StreamSession {
   CorrectResponse response_;
   grpc::Status status_;
 
-  std::mutex mu_;
-  bool ready_ = false;    // started, and no write has failed
-  bool writing_ = false;  // a Write or WritesDone is outstanding
-  bool closing_ = false;
-  bool done_ = false;
-  uint64_t next_id_ = 0;
-  CorrectRequest in_write_;
-  std::deque<CorrectRequest> queued_;
-  std::unordered_map<std::string, Clock::time_point> unanswered_;
+  absl::Mutex mu_;
+  bool ready_ ABSL_GUARDED_BY(mu_) = false;    // started, and no write has failed
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;  // a Write or WritesDone is outstanding
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  CorrectRequest in_write_ ABSL_GUARDED_BY(mu_);
+  std::deque<CorrectRequest> queued_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<std::string, Clock::time_point> unanswered_ ABSL_GUARDED_BY(mu_);
 };
 
 // Owns the channels, completion-queue threads and the recorder of one run.
@@ -120,7 +121,7 @@ class Driver {
   void Finished(Clock::time_point intended, int code);
   LoadRecorder& recorder() { return *recorder_; }
   void BeginWork() { active_.fetch_add(1, std::memory_order_relaxed); }
-  void EndWork();
+  void EndWork() ABSL_LOCKS_EXCLUDED(drain_mu_);
 
  private:
   struct Lane {
@@ -147,8 +148,10 @@ class Driver {
   std::atomic<uint64_t> next_sentence_{0};
   std::atomic<uint64_t> next_lane_{0};
   std::atomic<int64_t> active_{0};  // unary calls in flight plus open streams
-  std::mutex drain_mu_;
-  std::condition_variable drained_;
+  // Guards no data (active_ is atomic): taken around drained_'s signal and wait so that the
+  // last EndWork cannot signal between Run's check of active_ and its wait.
+  absl::Mutex drain_mu_;
+  absl::CondVar drained_;
 };
 
 void UnaryCall::Proceed(bool ok) {
@@ -170,11 +173,11 @@ StreamSession::StreamSession(Driver* driver, GrammarCorrection::Stub* stub,
 }
 
 void StreamSession::Send(Clock::time_point intended, const std::string& text) {
-  std::unique_lock lock(mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   if (closing_) return;
   driver_->recorder().RecordSent(intended);
   if (done_) {
-    lock.unlock();
+    lock.Release();
     driver_->recorder().RecordDone(intended, Clock::now(), grpc::StatusCode::UNAVAILABLE);
     return;
   }
@@ -186,7 +189,7 @@ void StreamSession::Send(Clock::time_point intended, const std::string& text) {
 }
 
 void StreamSession::Close() {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   closing_ = true;
   if (ready_ && !writing_) WriteNextLocked();
 }
@@ -209,13 +212,13 @@ void StreamSession::OnStarted(bool ok) {
     return;
   }
   stream_->Read(&response_, &read_);
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   ready_ = true;
   WriteNextLocked();
 }
 
 void StreamSession::OnWritten(bool ok) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   writing_ = false;
   if (ok) {
     WriteNextLocked();
@@ -231,7 +234,7 @@ void StreamSession::OnRead(bool ok) {
   }
   Clock::time_point intended;
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = unanswered_.find(response_.request_id());
     if (it == unanswered_.end()) {
       stream_->Read(&response_, &read_);
@@ -251,7 +254,7 @@ void StreamSession::OnFinished(bool ok) {
   const int code = status_.ok() ? kUnanswered : status_.error_code();
   std::unordered_map<std::string, Clock::time_point> unanswered;
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     done_ = true;
     ready_ = false;
     queued_.clear();
@@ -313,8 +316,8 @@ void Driver::Finished(Clock::time_point intended, int code) {
 
 void Driver::EndWork() {
   if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    std::lock_guard lock(drain_mu_);
-    drained_.notify_all();
+    absl::MutexLock lock(&drain_mu_);
+    drained_.SignalAll();
   }
 }
 
@@ -363,8 +366,8 @@ RunResult Driver::Run() {
   for (Lane& lane : lanes_) {
     if (lane.stream != nullptr) lane.stream->Close();
   }
-  std::unique_lock lock(drain_mu_);
-  drained_.wait(lock, [this] { return active_.load(std::memory_order_acquire) == 0; });
+  absl::MutexLock lock(&drain_mu_);
+  while (active_.load(std::memory_order_acquire) != 0) drained_.Wait(&drain_mu_);
   return recorder_->Finish();
 }
 

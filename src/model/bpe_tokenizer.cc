@@ -5,10 +5,11 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <mutex>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/hash/hash.h"
+#include "absl/synchronization/mutex.h"
 #include "common/mapped_file.h"
 #include "common/status_macros.h"
 #include "model/bpe_tokenizer_json.h"
@@ -123,7 +124,7 @@ class WordCache {
 
   bool Lookup(std::string_view word, std::vector<int32_t>* out) {
     Shard& shard = ShardFor(word);
-    std::lock_guard<std::mutex> lock(shard.mu);
+    absl::MutexLock lock(&shard.mu);
     auto it = shard.map.find(word);
     if (it == shard.map.end()) return false;
     out->insert(out->end(), it->second.begin(), it->second.end());
@@ -132,7 +133,7 @@ class WordCache {
 
   void Insert(std::string_view word, std::span<const int32_t> ids) {
     Shard& shard = ShardFor(word);
-    std::lock_guard<std::mutex> lock(shard.mu);
+    absl::MutexLock lock(&shard.mu);
     if (shard.map.size() >= kMaxEntriesPerShard) shard.map.clear();
     shard.map.try_emplace(word, ids.begin(), ids.end());
   }
@@ -141,8 +142,8 @@ class WordCache {
   static constexpr size_t kShards = 16;
   static constexpr size_t kMaxEntriesPerShard = 8192;
   struct Shard {
-    std::mutex mu;
-    StringMap<std::vector<int32_t>> map;
+    absl::Mutex mu;
+    StringMap<std::vector<int32_t>> map ABSL_GUARDED_BY(mu);
   };
   Shard& ShardFor(std::string_view word) {
     return shards_[absl::Hash<std::string_view>{}(word) % kShards];

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
 #include <deque>
 #include <cstring>
 #include <filesystem>
@@ -18,6 +17,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "common/mapped_file.h"
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -139,40 +139,45 @@ absl::StatusOr<SpellCorrector::Instance> SpellCorrector::LoadInstance(
 // deadline. Instances join it as they load.
 class SpellCorrector::Pool {
  public:
-  void Add(Instance instance) {
+  void Add(Instance instance) ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       instances_.push_back(std::move(instance));
       free_.push_back(&instances_.back());
     }
-    cv_.notify_one();
+    cv_.Signal();
   }
-  int size() const {
-    std::lock_guard<std::mutex> lock(mu_);
+  int size() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
     return static_cast<int>(instances_.size());
   }
 
   // Null when none came free before `deadline`.
-  Instance* Acquire(std::chrono::steady_clock::time_point deadline) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_until(lock, deadline, [this] { return !free_.empty(); })) return nullptr;
+  Instance* Acquire(std::chrono::steady_clock::time_point deadline) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    while (free_.empty()) {
+      const auto left = deadline - std::chrono::steady_clock::now();
+      if (left <= left.zero()) return nullptr;
+      cv_.WaitWithTimeout(&mu_, absl::FromChrono(left));
+    }
     Instance* instance = free_.back();
     free_.pop_back();
     return instance;
   }
-  void Release(Instance* instance) {
+  void Release(Instance* instance) ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       free_.push_back(instance);
     }
-    cv_.notify_one();
+    cv_.Signal();
   }
 
  private:
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Instance> instances_;  // guarded by mu_; a deque, so that free_'s pointers stay
-  std::vector<Instance*> free_;     // guarded by mu_
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;  // signalled when an instance is added or released
+  // A deque, so that free_'s pointers stay valid as instances are added.
+  std::deque<Instance> instances_ ABSL_GUARDED_BY(mu_);
+  std::vector<Instance*> free_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::StatusOr<std::unique_ptr<SpellCorrector>> SpellCorrector::Create(
@@ -225,7 +230,7 @@ SpellCorrector::~SpellCorrector() {
 int SpellCorrector::instances_loaded() const { return pool_->size(); }
 
 std::optional<std::string> SpellCorrector::CachedReplacement(const std::string& word) const {
-  std::lock_guard<std::mutex> lock(cache_mu_);
+  absl::MutexLock lock(&cache_mu_);
   if (const auto it = cache_.find(word); it != cache_.end()) return it->second;
   return std::nullopt;
 }
@@ -272,7 +277,7 @@ SpellCorrector::Result SpellCorrector::Correct(std::string_view text, const Budg
       } else {
         ++result.lookups;
         replacement = Suggest(*instance, word);
-        std::lock_guard<std::mutex> lock(cache_mu_);
+        absl::MutexLock lock(&cache_mu_);
         // Unbounded growth would be a leak under adversarial input; starting over is cheap.
         if (cache_.size() >= kCacheSize) cache_.clear();
         cache_.emplace(word, replacement);

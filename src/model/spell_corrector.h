@@ -6,14 +6,15 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 class Hunspell;
 
@@ -91,13 +92,14 @@ class SpellCorrector {
   static constexpr size_t kCacheSize = 100000;
   static constexpr int kMaxDistance = 2;
 
-  std::optional<std::string> CachedReplacement(const std::string& word) const;
+  std::optional<std::string> CachedReplacement(const std::string& word) const
+      ABSL_LOCKS_EXCLUDED(cache_mu_);
   std::string Suggest(Instance& instance, const std::string& word) const;
 
   std::unique_ptr<Pool> pool_;
-  mutable std::mutex cache_mu_;
-  // word -> replacement ("" keeps it); guarded by cache_mu_
-  mutable absl::flat_hash_map<std::string, std::string> cache_;
+  mutable absl::Mutex cache_mu_;
+  // word -> replacement ("" keeps it)
+  mutable absl::flat_hash_map<std::string, std::string> cache_ ABSL_GUARDED_BY(cache_mu_);
   absl::flat_hash_map<std::string, int64_t> counts_;
   int min_count_;
   std::atomic<bool> stop_loading_{false};

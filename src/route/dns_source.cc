@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "route/static_source.h"
 #include "spdlog/spdlog.h"
 
@@ -48,10 +49,9 @@ DnsSource::DnsSource(std::string host, int port, std::chrono::milliseconds refre
 
 DnsSource::~DnsSource() {
   {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;  // ends the loop's AwaitWithTimeout
   }
-  wake_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -63,11 +63,11 @@ absl::Status DnsSource::Start(UpdateCallback on_update) {
 void DnsSource::Loop(UpdateCallback on_update) {
   std::vector<std::string> last;
   bool reported = false;
-  std::unique_lock lock(mu_);
+  mu_.Lock();
   while (!stopping_) {
-    lock.unlock();  // getaddrinfo blocks; the destructor waits at most one resolution
+    mu_.Unlock();  // getaddrinfo blocks; the destructor waits at most one resolution
     absl::StatusOr<std::vector<std::string>> addresses = ResolveAll(host_, port_);
-    lock.lock();
+    mu_.Lock();
     if (stopping_) break;
     if (!addresses.ok()) {
       counters_->errors.fetch_add(1, std::memory_order_relaxed);
@@ -80,8 +80,9 @@ void DnsSource::Loop(UpdateCallback on_update) {
       counters_->updates.fetch_add(1, std::memory_order_relaxed);
       on_update(ReadyEndpoints(last));
     }
-    wake_.wait_for(lock, refresh_, [this] { return stopping_; });
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(refresh_));
   }
+  mu_.Unlock();
 }
 
 }  // namespace gecd::route

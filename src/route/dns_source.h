@@ -2,13 +2,13 @@
 #define GECD_ROUTE_DNS_SOURCE_H_
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "route/endpoint_source.h"
 
 namespace gecd::route {
@@ -25,15 +25,14 @@ class DnsSource final : public EndpointSource {
   absl::Status Start(UpdateCallback on_update) override;
 
  private:
-  void Loop(UpdateCallback on_update);
+  void Loop(UpdateCallback on_update) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string host_;
   const std::string port_;
   const std::chrono::milliseconds refresh_;
   DiscoveryCounters* const counters_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

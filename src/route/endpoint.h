@@ -5,10 +5,12 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
+#include <mutex>  // std::once_flag
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/channel.h"
 #include "route/outlier_detector.h"
 
@@ -34,15 +36,15 @@ class Endpoint {
     requests_.fetch_add(1, std::memory_order_relaxed);
   }
   // The call's answer, for outlier ejection. True when it ejected the endpoint.
-  bool CallEnded(grpc::StatusCode code, Clock::time_point now);
+  bool CallEnded(grpc::StatusCode code, Clock::time_point now) ABSL_LOCKS_EXCLUDED(mu_);
   int64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
   uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
 
   // The outlier state, under the endpoint's lock.
-  bool ejected() const;
-  bool DueForCheck(Clock::time_point now) const;
-  void RecordCheck(bool passed, Clock::time_point now);
-  std::chrono::milliseconds back_off() const;
+  bool ejected() const ABSL_LOCKS_EXCLUDED(mu_);
+  bool DueForCheck(Clock::time_point now) const ABSL_LOCKS_EXCLUDED(mu_);
+  void RecordCheck(bool passed, Clock::time_point now) ABSL_LOCKS_EXCLUDED(mu_);
+  std::chrono::milliseconds back_off() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Written by the EndpointSet under its lock; read by pickers without it.
   std::atomic<bool> draining{false};
@@ -55,8 +57,8 @@ class Endpoint {
   std::shared_ptr<grpc::Channel> channel_;
   std::atomic<int64_t> in_flight_{0};
   std::atomic<uint64_t> requests_{0};
-  mutable std::mutex mu_;
-  OutlierDetector outlier_;  // guarded by mu_
+  mutable absl::Mutex mu_;
+  OutlierDetector outlier_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gecd::route

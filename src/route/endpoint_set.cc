@@ -4,6 +4,7 @@
 #include <future>
 #include <utility>
 
+#include "absl/time/time.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -49,15 +50,15 @@ EndpointSet::EndpointSet(Options options)
 
 EndpointSet::~EndpointSet() {
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   health_thread_.join();
 }
 
 void EndpointSet::Update(std::vector<DiscoveredEndpoint> reported) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   const auto now = Clock::now();
   std::map<std::string, std::shared_ptr<Endpoint>> next;
   for (DiscoveredEndpoint& d : reported) {
@@ -112,7 +113,7 @@ void EndpointSet::RebuildLocked() {
     if (!e->draining.load() && !e->ejected()) c->endpoints.push_back(e);
   }
   eligible_.store(static_cast<int>(c->endpoints.size()));
-  std::lock_guard lock(candidates_mu_);
+  absl::MutexLock lock(&candidates_mu_);
   candidates_ = std::move(c);
 }
 
@@ -123,7 +124,7 @@ void EndpointSet::ForgetIdleRetiredLocked() {
 std::shared_ptr<Endpoint> EndpointSet::Pick(const Endpoint* exclude) {
   std::shared_ptr<const Candidates> c;
   {
-    std::lock_guard lock(candidates_mu_);
+    absl::MutexLock lock(&candidates_mu_);
     c = candidates_;
   }
   const auto& list = c->endpoints;
@@ -150,18 +151,18 @@ std::shared_ptr<Endpoint> EndpointSet::Pick(const Endpoint* exclude) {
 
 void EndpointSet::CallEnded(Endpoint& endpoint, grpc::StatusCode code) {
   if (!endpoint.CallEnded(code, Clock::now())) return;
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   ++ejections_;
   spdlog::warn("endpoint {} ejected for {} ms after {} consecutive failures", endpoint.address(),
                endpoint.back_off().count(), options_.ejection.failures);
   RebuildLocked();
-  wake_.notify_all();
+  wake_.SignalAll();
 }
 
 bool EndpointSet::AnyEligible() const { return eligible_.load() > 0; }
 
 EndpointSet::Counts EndpointSet::counts() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   Counts c;
   auto count = [&](Endpoint::State state) {
     switch (state) {
@@ -185,7 +186,7 @@ EndpointSet::Counts EndpointSet::counts() const {
 }
 
 std::vector<EndpointSet::EndpointStats> EndpointSet::Stats() const {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<EndpointStats> out;
   auto add = [&](const Endpoint& e, bool retired) {
     out.push_back({e.address(), StateOf(e, retired), e.in_flight(), e.requests()});
@@ -211,9 +212,9 @@ bool EndpointSet::HealthCheck(Endpoint& endpoint) {
 }
 
 void EndpointSet::HealthCheckLoop() {
-  std::unique_lock lock(mu_);
+  mu_.Lock();
   while (!stopping_) {
-    wake_.wait_for(lock, kHealthCheckPeriod);
+    wake_.WaitWithTimeout(&mu_, absl::FromChrono(kHealthCheckPeriod));
     if (stopping_) break;
     ForgetIdleRetiredLocked();
     std::vector<std::shared_ptr<Endpoint>> due;
@@ -222,10 +223,10 @@ void EndpointSet::HealthCheckLoop() {
       if (e->DueForCheck(now)) due.push_back(e);
     }
     if (due.empty()) continue;
-    lock.unlock();  // checks take up to health_check_timeout each; updates must not wait
+    mu_.Unlock();  // checks take up to health_check_timeout each; updates must not wait
     std::vector<std::pair<std::shared_ptr<Endpoint>, bool>> verdicts;
     for (auto& e : due) verdicts.emplace_back(e, HealthCheck(*e));
-    lock.lock();
+    mu_.Lock();
     for (auto& [e, passed] : verdicts) {
       e->RecordCheck(passed, Clock::now());
       if (passed) {
@@ -239,6 +240,7 @@ void EndpointSet::HealthCheckLoop() {
     }
     RebuildLocked();
   }
+  mu_.Unlock();
 }
 
 }  // namespace gecd::route

@@ -2,15 +2,15 @@
 #define GECD_ROUTE_ENDPOINT_SET_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "route/endpoint.h"
 #include "route/endpoint_source.h"
 #include "route/outlier_detector.h"
@@ -56,42 +56,46 @@ class EndpointSet {
   // A source's report: the complete current set. New addresses get channels (and, after the
   // first report, slow start); dropped ones stop taking calls and are forgotten when their last
   // call ends.
-  void Update(std::vector<DiscoveredEndpoint> endpoints);
+  void Update(std::vector<DiscoveredEndpoint> endpoints) ABSL_LOCKS_EXCLUDED(mu_);
 
   // An eligible endpoint by the policy, never `exclude`; nullptr when there is none.
-  std::shared_ptr<Endpoint> Pick(const Endpoint* exclude = nullptr);
+  std::shared_ptr<Endpoint> Pick(const Endpoint* exclude = nullptr)
+      ABSL_LOCKS_EXCLUDED(candidates_mu_);
   // A call on `endpoint` ended with `code`: outlier accounting (may eject it).
-  void CallEnded(Endpoint& endpoint, grpc::StatusCode code);
+  void CallEnded(Endpoint& endpoint, grpc::StatusCode code) ABSL_LOCKS_EXCLUDED(mu_);
 
   bool AnyEligible() const;
-  Counts counts() const;
+  Counts counts() const ABSL_LOCKS_EXCLUDED(mu_);
   // Known endpoints, by address, including those dropped with calls still in flight.
-  std::vector<EndpointStats> Stats() const;
+  std::vector<EndpointStats> Stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Candidates {
     std::vector<std::shared_ptr<Endpoint>> endpoints;
   };
 
-  void RebuildLocked();
-  void ForgetIdleRetiredLocked();
-  void HealthCheckLoop();
+  void RebuildLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) ABSL_LOCKS_EXCLUDED(candidates_mu_);
+  void ForgetIdleRetiredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HealthCheckLoop() ABSL_LOCKS_EXCLUDED(mu_);
   bool HealthCheck(Endpoint& endpoint);
 
   const Options options_;
   Picker picker_;
 
-  mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Endpoint>> endpoints_;  // what discovery reports
-  std::vector<std::shared_ptr<Endpoint>> retired_;              // dropped, with calls in flight
-  bool first_update_ = true;
-  uint64_t ejections_ = 0;
-  bool stopping_ = false;
-  std::condition_variable wake_;
+  // Taken before candidates_mu_ (RebuildLocked).
+  mutable absl::Mutex mu_;
+  // what discovery reports
+  std::map<std::string, std::shared_ptr<Endpoint>> endpoints_ ABSL_GUARDED_BY(mu_);
+  // dropped, with calls in flight
+  std::vector<std::shared_ptr<Endpoint>> retired_ ABSL_GUARDED_BY(mu_);
+  bool first_update_ ABSL_GUARDED_BY(mu_) = true;
+  uint64_t ejections_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::CondVar wake_;  // an ejection (a check may come due sooner) or stopping
 
   // The eligible endpoints, swapped whole under candidates_mu_ so a pick copies one pointer.
-  mutable std::mutex candidates_mu_;
-  std::shared_ptr<const Candidates> candidates_;
+  mutable absl::Mutex candidates_mu_;
+  std::shared_ptr<const Candidates> candidates_ ABSL_GUARDED_BY(candidates_mu_);
   std::atomic<int> eligible_{0};
 
   std::thread health_thread_;

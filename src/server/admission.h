@@ -4,8 +4,10 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 // Deadline-aware admission for one worker: a sentence is refused at once (RESOURCE_EXHAUSTED)
 // when the worker could not answer it in time, instead of queueing it until its deadline.
@@ -60,13 +62,13 @@ class AdmissionController {
 
   // Admits one sentence whose deadline is `budget` from now (kNoDeadline: none), counting it in
   // flight, or says why not. Every admitted sentence must be Released once, with its ticket.
-  Decision Admit(std::chrono::microseconds budget);
+  Decision Admit(std::chrono::microseconds budget) ABSL_LOCKS_EXCLUDED(mu_);
   // An admitted sentence left the engine (answered or failed): one completion.
-  void Release(const Ticket& ticket);
+  void Release(const Ticket& ticket) ABSL_LOCKS_EXCLUDED(mu_);
 
-  int in_flight() const;
+  int in_flight() const ABSL_LOCKS_EXCLUDED(mu_);
   // The rate the predictions assume (L / W, per second); 0 until the first completion.
-  double service_rate() const;
+  double service_rate() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // A mean of one value per completion whose weights decay exponentially with busy time; no
@@ -84,20 +86,22 @@ class AdmissionController {
     }
   };
 
-  // Counts the busy time since the last event, and the sentences held over it. Requires mu_.
-  void Advance(int64_t now_us);
-  // L / W; 0 until the first completion. Requires mu_.
-  double Rate() const;
+  // Counts the busy time since the last event, and the sentences held over it.
+  void Advance(int64_t now_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // L / W; 0 until the first completion.
+  double Rate() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   const Clock clock_;
-  mutable std::mutex mu_;
-  int in_flight_ = 0;
-  int64_t last_event_us_ = 0;
-  double held_us_ = 0;  // the integral of in_flight_ over time (sentence-µs)
-  int64_t busy_since_release_us_ = 0;
-  DecayingMean in_flight_mean_;  // L: sentences held during each finished one's stay
-  DecayingMean sojourn_mean_;    // W: each finished one's stay, seconds
+  mutable absl::Mutex mu_;
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_event_us_ ABSL_GUARDED_BY(mu_) = 0;
+  // the integral of in_flight_ over time (sentence-µs)
+  double held_us_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t busy_since_release_us_ ABSL_GUARDED_BY(mu_) = 0;
+  // L: sentences held during each finished one's stay
+  DecayingMean in_flight_mean_ ABSL_GUARDED_BY(mu_);
+  DecayingMean sojourn_mean_ ABSL_GUARDED_BY(mu_);  // W: each finished one's stay, seconds
 };
 
 }  // namespace gecd::server

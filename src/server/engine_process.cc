@@ -11,6 +11,7 @@
 #include <variant>
 
 #include "absl/strings/str_cat.h"
+#include "common/assert.h"
 #include "common/startup_phases.h"
 #include "common/status_macros.h"
 #include "ipc/messages.h"
@@ -246,6 +247,8 @@ void EngineLoop::PublishHasWork() {
 
 void EngineLoop::Reply(engine::SequenceId id, absl::StatusCode code, std::string message) {
   auto it = sequences_.find(id);
+  // Every caller holds an id that Admit registered and only Reply erases.
+  GECD_RELEASE_ASSERT(it != sequences_.end(), absl::StrCat("reply to unknown sequence ", id));
   Sequence& seq = it->second;
   const int64_t now_us = NowUs();
   ipc::DoneRecord record;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -104,25 +103,24 @@ class GrammarService::StreamCall final
       : service_(service), context_(context) {
     // Registered before taking mu_: StartDraining takes the service's lock, then ours.
     const bool draining = service_.AddStream(this);
-    std::unique_lock lock(mu_);
+    mu_.Lock();
     draining_ = draining_ || draining;
-    Pump(lock);
+    Pump();
   }
 
   void OnReadDone(bool ok) override {
-    {
-      std::unique_lock lock(mu_);
-      read_outstanding_ = false;
-      if (!ok || finished_) {
-        reading_ = false;
-        read_closed_ = true;
-        Pump(lock);
-        return;
-      }
+    mu_.Lock();
+    read_outstanding_ = false;
+    if (!ok || finished_) {
+      reading_ = false;
+      read_closed_ = true;
+      Pump();
+      return;
     }
+    mu_.Unlock();
     const uint64_t id = service_.NextId();
     {
-      std::lock_guard lock(mu_);
+      absl::MutexLock lock(&mu_);
       in_engine_.push_back(id);
     }
     service_.Process(id, request_, context_->deadline(),
@@ -131,21 +129,21 @@ class GrammarService::StreamCall final
                      });
     // Only now is request_ free: an answer that arrived while Process was reading it must not
     // start the next read into the same buffer (the sentence would take the next one's id).
-    std::unique_lock lock(mu_);
+    mu_.Lock();
     reading_ = false;
-    Pump(lock);
+    Pump();
   }
 
   void OnWriteDone(bool ok) override {
-    std::unique_lock lock(mu_);
+    mu_.Lock();
     writing_ = false;
-    if (!ok) Break(lock);
-    Pump(lock);
+    if (!ok) Break();
+    Pump();
   }
 
   void OnCancel() override {
-    std::unique_lock lock(mu_);
-    Break(lock);
+    absl::MutexLock lock(&mu_);
+    Break();
   }
 
   void OnDone() override {
@@ -156,8 +154,8 @@ class GrammarService::StreamCall final
   // The worker drains: read no more, and finish once the admitted sentences are answered.
   // Called under the service's streams_mu_, so it only decides; returns true when the caller
   // must call FinishDrained() (after releasing streams_mu_: OnDone takes it).
-  bool StartDraining() {
-    std::lock_guard lock(mu_);
+  bool StartDraining() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
     draining_ = true;
     if (!MayFinishDraining()) return false;
     finished_ = true;
@@ -171,29 +169,31 @@ class GrammarService::StreamCall final
       reply.mutable_status()->set_code(status.error_code());
       reply.mutable_status()->set_message(status.error_message());
     }
-    std::unique_lock lock(mu_);
+    mu_.Lock();
     std::erase(in_engine_, id);
     if (!broken_) pending_.push_back(std::move(reply));
-    Pump(lock);
+    Pump();
   }
 
   // The stream can no longer deliver: drop queued answers and cancel the engine's work.
-  // Unlocks `lock`.
-  void Break(std::unique_lock<std::mutex>& lock) {
+  // Releases mu_ while it cancels.
+  void Break() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (broken_) return;
     broken_ = true;
     read_closed_ = true;
     pending_.clear();
     const std::vector<uint64_t> ids = in_engine_;
-    lock.unlock();
+    mu_.Unlock();
     for (uint64_t id : ids) service_.engine_.Cancel(id);
-    lock.lock();
+    mu_.Lock();
   }
 
-  size_t Outstanding() const { return in_engine_.size() + pending_.size() + (writing_ ? 1 : 0); }
+  size_t Outstanding() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return in_engine_.size() + pending_.size() + (writing_ ? 1 : 0);
+  }
   // Draining, nothing left to answer, and no sentence being processed (a read still pending is
-  // fine: Finish ends it). Requires mu_.
-  bool MayFinishDraining() const {
+  // fine: Finish ends it).
+  bool MayFinishDraining() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return draining_ && !finished_ && Outstanding() == 0 && (!reading_ || read_outstanding_);
   }
   static grpc::Status DrainedStatus() {
@@ -201,8 +201,8 @@ class GrammarService::StreamCall final
   }
 
   // Starts whatever the state allows: the next write, the next read, or the finish. Releases
-  // `lock` before calling into gRPC.
-  void Pump(std::unique_lock<std::mutex>& lock) {
+  // mu_ before calling into gRPC.
+  void Pump() ABSL_UNLOCK_FUNCTION(mu_) {
     bool write = false, read = false, finish = false;
     if (!writing_ && !pending_.empty() && !finished_) {
       writing_ = write = true;
@@ -223,7 +223,7 @@ class GrammarService::StreamCall final
       finished_ = finish = true;
       status = DrainedStatus();
     }
-    lock.unlock();
+    mu_.Unlock();
     if (write) StartWrite(&writing_response_);
     if (read) StartRead(&request_);
     if (finish) Finish(status);
@@ -235,16 +235,18 @@ class GrammarService::StreamCall final
   // read_outstanding_ only the first.
   CorrectRequest request_;
   CorrectResponse writing_response_;  // the write in progress
-  std::mutex mu_;
-  std::vector<uint64_t> in_engine_;      // ids submitted and not yet answered (few: the window)
-  std::deque<CorrectResponse> pending_;  // answered, waiting for the write in progress
-  bool reading_ = false;
-  bool read_outstanding_ = false;
-  bool writing_ = false;
-  bool read_closed_ = false;
-  bool broken_ = false;
-  bool draining_ = false;
-  bool finished_ = false;
+  absl::Mutex mu_;
+  // ids submitted and not yet answered (few: the window)
+  std::vector<uint64_t> in_engine_ ABSL_GUARDED_BY(mu_);
+  // answered, waiting for the write in progress
+  std::deque<CorrectResponse> pending_ ABSL_GUARDED_BY(mu_);
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_outstanding_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 GrammarService::GrammarService(const config::Config& config, const model::Tokenizer& tokenizer,
@@ -287,20 +289,20 @@ grpc::ServerBidiReactor<CorrectRequest, CorrectResponse>* GrammarService::Correc
 }
 
 bool GrammarService::AddStream(StreamCall* stream) {
-  std::lock_guard lock(streams_mu_);
+  absl::MutexLock lock(&streams_mu_);
   streams_.insert(stream);
   metrics_.StreamOpened();
   return draining_.load(std::memory_order_relaxed);
 }
 
 void GrammarService::RemoveStream(StreamCall* stream) {
-  std::lock_guard lock(streams_mu_);
+  absl::MutexLock lock(&streams_mu_);
   streams_.erase(stream);
   metrics_.StreamClosed();
 }
 
 int GrammarService::open_streams() const {
-  std::lock_guard lock(streams_mu_);
+  absl::MutexLock lock(&streams_mu_);
   return static_cast<int>(streams_.size());
 }
 
@@ -310,7 +312,7 @@ void GrammarService::StartDraining() {
   // Finish below: gRPC ends a call only after Finish.
   std::vector<StreamCall*> finish;
   {
-    std::lock_guard lock(streams_mu_);
+    absl::MutexLock lock(&streams_mu_);
     for (StreamCall* stream : streams_) {
       if (stream->StartDraining()) finish.push_back(stream);
     }

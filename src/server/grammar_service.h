@@ -5,9 +5,10 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <set>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "config/config.h"
 #include "gecd/internal/grammar_wire.pb.h"
 #include "gecd/v1/grammar.pb.h"
@@ -60,11 +61,11 @@ class GrammarService final : public grpc::Service {
   // From now on new sentences fail with UNAVAILABLE; admitted ones are still answered, and each
   // open stream then finishes with UNAVAILABLE (new streams at once). The server's Shutdown
   // stops new RPCs.
-  void StartDraining();
+  void StartDraining() ABSL_LOCKS_EXCLUDED(streams_mu_);
   bool draining() const { return draining_.load(std::memory_order_relaxed); }
   int in_flight() const { return admission_.in_flight(); }
   // CorrectStream calls whose reactor is alive.
-  int open_streams() const;
+  int open_streams() const ABSL_LOCKS_EXCLUDED(streams_mu_);
   // CLOCK_MONOTONIC microseconds of the latest Correct or CorrectStream call's arrival; 0: none.
   int64_t last_call_us() const { return last_call_us_.load(std::memory_order_relaxed); }
 
@@ -77,8 +78,8 @@ class GrammarService final : public grpc::Service {
   using SentenceDone = std::function<void(const grpc::Status&, gecd::v1::CorrectResponse)>;
 
   // Registers a new stream; returns whether the worker already drains. RemoveStream: OnDone.
-  bool AddStream(StreamCall* stream);
-  void RemoveStream(StreamCall* stream);
+  bool AddStream(StreamCall* stream) ABSL_LOCKS_EXCLUDED(streams_mu_);
+  void RemoveStream(StreamCall* stream) ABSL_LOCKS_EXCLUDED(streams_mu_);
   uint64_t NextId() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
   // Validates, admits and submits one sentence under engine id `id`. `done` runs exactly once:
   // inline when the sentence is refused, else on the engine link's thread.
@@ -97,8 +98,9 @@ class GrammarService final : public grpc::Service {
   std::atomic<uint64_t> next_id_{1};
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> last_call_us_{0};
-  mutable std::mutex streams_mu_;
-  std::set<StreamCall*> streams_;  // guarded by streams_mu_
+  // Taken before a stream's own lock (StartDraining).
+  mutable absl::Mutex streams_mu_;
+  std::set<StreamCall*> streams_ ABSL_GUARDED_BY(streams_mu_);
 };
 
 }  // namespace gecd::server

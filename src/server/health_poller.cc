@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/time/time.h"
 #include "spdlog/spdlog.h"
 
 namespace gecd::server {
@@ -16,17 +17,17 @@ HealthPoller::HealthPoller(grpc::HealthCheckServiceInterface* health, Subject su
 
 void HealthPoller::Stop() {
   {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;  // ends the loop's AwaitWithTimeout
   }
-  wake_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
 void HealthPoller::Loop() {
   bool serving = subject_.ready();
-  std::unique_lock lock(mu_);
-  while (!wake_.wait_for(lock, period_, [this] { return stopping_; })) {
+  absl::MutexLock lock(&mu_);
+  // True when stopping_ is (else period_ has passed).
+  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(period_))) {
     const bool ready = subject_.ready();
     if (ready == serving) continue;
     serving = ready;

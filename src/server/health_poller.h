@@ -2,12 +2,12 @@
 #define GECD_SERVER_HEALTH_POLLER_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/health_check_service_interface.h"
 
 // Keeps a gRPC server's grpc.health.v1 answer (for every service) in step with a readiness
@@ -30,17 +30,16 @@ class HealthPoller {
   HealthPoller(const HealthPoller&) = delete;
   HealthPoller& operator=(const HealthPoller&) = delete;
 
-  void Stop();
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  void Loop();
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::HealthCheckServiceInterface* const health_;
   const Subject subject_;
   const std::chrono::milliseconds period_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;  // guarded by mu_
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

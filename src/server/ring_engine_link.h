@@ -5,13 +5,14 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "ipc/messages.h"
 #include "ipc/ring.h"
 #include "ipc/shared_segment.h"
@@ -56,18 +57,18 @@ class RingEngineLink final : public EngineLink {
   using Completion = std::pair<Done, EngineReply>;
 
   RingEngineLink(const ipc::SharedSegment& segment, int index, RingEngineLinkOptions options);
-  bool TryAttach();
-  absl::Status AppendLocked(const ipc::Record& record);
-  void PublishLocked();
-  void ReaderLoop();
-  void DrainResponses();
-  void FlushIfDue();
+  bool TryAttach() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status AppendLocked(const ipc::Record& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReaderLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  void DrainResponses() ABSL_LOCKS_EXCLUDED(mu_);
+  void FlushIfDue() ABSL_LOCKS_EXCLUDED(mu_);
   // Fails the requests of engines other than the one ready now.
-  void FailStale();
-  void FailStaleLocked(uint64_t ready_epoch);
+  void FailStale() ABSL_LOCKS_EXCLUDED(mu_);
+  void FailStaleLocked(uint64_t ready_epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues `done` for the reader thread (never inline: the caller may hold its own locks).
-  void AnswerLocked(Done done, EngineReply reply);
-  void FailAll(absl::Status status);
+  void AnswerLocked(Done done, EngineReply reply) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailAll(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
   static void Run(std::vector<Completion>& completions);
 
   ipc::SegmentHeader* const header_;
@@ -80,14 +81,16 @@ class RingEngineLink final : public EngineLink {
   std::atomic<bool> flush_wanted_{false};
   std::atomic<bool> stop_{false};
 
-  std::mutex mu_;
-  ipc::RingProducer producer_;
-  ipc::MessageWriter writer_;
-  bool open_ = false;
-  std::chrono::steady_clock::time_point open_since_;
-  absl::flat_hash_map<uint64_t, InFlight> in_flight_;
-  uint64_t checked_ready_epoch_ = 0;  // the ready epoch FailStale last acted on
-  std::vector<Completion> local_;     // answered by the link itself, not by the engine
+  absl::Mutex mu_;
+  ipc::RingProducer producer_ ABSL_GUARDED_BY(mu_);
+  ipc::MessageWriter writer_ ABSL_GUARDED_BY(mu_);
+  bool open_ ABSL_GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point open_since_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, InFlight> in_flight_ ABSL_GUARDED_BY(mu_);
+  // the ready epoch FailStale last acted on
+  uint64_t checked_ready_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // answered by the link itself, not by the engine
+  std::vector<Completion> local_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> local_pending_{false};
 
   ipc::RingConsumer consumer_;  // reader thread only
