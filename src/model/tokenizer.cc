@@ -41,7 +41,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromModelDir(const std
   }
   // A directory the daemon's user cannot search, or one on a path it cannot, hides the files in
   // it: say so rather than "missing" (an image's non-root user and a volume it may not read).
-  if (is_directory) std::filesystem::status(json, ec);
+  if (is_directory) (void)std::filesystem::status(json, ec);
   if (ec == std::errc::permission_denied) {
     return absl::PermissionDeniedError(
         absl::StrCat(dir, ": cannot read this model directory: ", ec.message()));
