@@ -13,18 +13,18 @@ constexpr int kWidth = 30;
 
 ProgressBar::ProgressBar(std::string label, size_t total, std::FILE* out)
     : label_(std::move(label)), total_(total), out_(out), tty_(isatty(fileno(out)) != 0) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   DrawLocked();
 }
 
 ProgressBar::~ProgressBar() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (tty_) std::fputc('\n', out_);
   std::fflush(out_);
 }
 
 void ProgressBar::Advance(size_t n, const std::string& note) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   done_ = std::min(total_, done_ + n);
   note_ = note;
   DrawLocked();

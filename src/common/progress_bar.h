@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 
 namespace gecd {
 
@@ -27,7 +27,7 @@ class ProgressBar {
  private:
   void DrawLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  absl::Mutex mu_;
+  Mutex mu_;
   const std::string label_;
   const size_t total_;
   std::FILE* const out_;

@@ -10,7 +10,7 @@ ComputeThread::ComputeThread(Backend* backend) : backend_(backend), thread_([thi
 
 ComputeThread::~ComputeThread() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
   cv_.SignalAll();
@@ -18,7 +18,7 @@ ComputeThread::~ComputeThread() {
 }
 
 std::string ComputeThread::Summary() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return absl::StrFormat(
       "%d steps, %.3f s computing, %.3f s idle between back-to-back steps (%.1f us a step)",
       steps_, busy_ns_ * 1e-9, gap_ns_ * 1e-9,
@@ -27,7 +27,7 @@ std::string ComputeThread::Summary() {
 
 void ComputeThread::Dispatch(const StepBatch* batch, StepResult* result, bool back_to_back) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     batch_ = batch;
     result_ = result;
     if (back_to_back) {
@@ -41,7 +41,7 @@ void ComputeThread::Dispatch(const StepBatch* batch, StepResult* result, bool ba
 }
 
 absl::Status ComputeThread::Wait() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   while (batch_ != nullptr) cv_.Wait(&mu_);
   return status_;
 }

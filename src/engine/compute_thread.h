@@ -8,7 +8,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "engine/backend.h"
 
 namespace gecd::engine {
@@ -40,8 +40,8 @@ class ComputeThread {
   void Run() ABSL_LOCKS_EXCLUDED(mu_);
 
   Backend* const backend_;
-  absl::Mutex mu_;
-  absl::CondVar cv_;  // signalled when a step is dispatched or finished, and on stopping
+  Mutex mu_;
+  CondVar cv_;  // signalled when a step is dispatched or finished, and on stopping
   // the step to run or running; null when idle
   const StepBatch* batch_ ABSL_GUARDED_BY(mu_) = nullptr;
   StepResult* result_ ABSL_GUARDED_BY(mu_) = nullptr;

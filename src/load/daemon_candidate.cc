@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "load/report.h"
@@ -26,34 +26,34 @@ absl::StatusOr<TrialMeasurement> DaemonCandidate::RunTrial(double qps) {
   // The sampler waits for the window (it starts once the channels are connected), then polls
   // /metrics through it; `done` ends it early when the run fails. All three are guarded by mu
   // (locals, so only by this comment: the analysis checks members).
-  absl::Mutex mu;
+  Mutex mu;
   std::optional<std::pair<Clock::time_point, Clock::time_point>> window;
   bool done = false;
   config.on_window = [&](Clock::time_point from, Clock::time_point to) {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     window.emplace(from, to);
   };
   std::vector<double> samples;
   std::thread sampler([&] {
     mu.Lock();
     const auto done_or_window = [&] { return done || window.has_value(); };
-    mu.Await(absl::Condition(&done_or_window));
+    mu.Await(done_or_window);
     if (!done) {
       const auto [from, to] = *window;
-      mu.AwaitWithTimeout(absl::Condition(&done), absl::FromChrono(from - Clock::now()));
+      mu.AwaitWithTimeout(&done, from - Clock::now());
       while (!done && Clock::now() < to) {
         mu.Unlock();
         const std::optional<double> v = server_->Metric("gecd_request_concurrency");
         mu.Lock();
         if (v.has_value()) samples.push_back(*v);
-        mu.AwaitWithTimeout(absl::Condition(&done), absl::Milliseconds(100));
+        mu.AwaitWithTimeout(&done, std::chrono::milliseconds(100));
       }
     }
     mu.Unlock();
   });
   absl::StatusOr<RunResult> result = RunLoad(config);
   {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     done = true;
   }
   sampler.join();

@@ -60,14 +60,14 @@ SecondStats& LoadRecorder::SecondOf(Clock::time_point t) {
 
 void LoadRecorder::RecordSent(Clock::time_point intended) {
   if (!InWindow(intended)) return;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ++result_.sent;
   ++SecondOf(intended).sent;
 }
 
 void LoadRecorder::RecordDone(Clock::time_point intended, Clock::time_point done, int code) {
   if (!InWindow(intended)) return;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   last_done_ = std::max(last_done_, done);
   SecondStats& second = SecondOf(done);
   const int64_t micros =
@@ -88,7 +88,7 @@ void LoadRecorder::RecordDone(Clock::time_point intended, Clock::time_point done
 }
 
 RunResult LoadRecorder::Finish() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   result_.elapsed_s = std::max(result_.duration_s,
                                std::chrono::duration<double>(last_done_ - window_start_).count());
   return std::move(result_);

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "load/latency_histogram.h"
 
 namespace gecd::load {
@@ -76,7 +76,7 @@ class LoadRecorder {
 
   const Clock::time_point window_start_;
   const Clock::time_point window_end_;
-  absl::Mutex mu_;
+  Mutex mu_;
   Clock::time_point last_done_ ABSL_GUARDED_BY(mu_);
   RunResult result_ ABSL_GUARDED_BY(mu_);
 };

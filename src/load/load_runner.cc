@@ -8,7 +8,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "gecd/v1/grammar.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "load/arrival_schedule.h"
@@ -97,7 +97,7 @@ class StreamSession {
   CorrectResponse response_;
   grpc::Status status_;
 
-  absl::Mutex mu_;
+  Mutex mu_;
   bool ready_ ABSL_GUARDED_BY(mu_) = false;    // started, and no write has failed
   bool writing_ ABSL_GUARDED_BY(mu_) = false;  // a Write or WritesDone is outstanding
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
@@ -150,8 +150,8 @@ class Driver {
   std::atomic<int64_t> active_{0};  // unary calls in flight plus open streams
   // Guards no data (active_ is atomic): taken around drained_'s signal and wait so that the
   // last EndWork cannot signal between Run's check of active_ and its wait.
-  absl::Mutex drain_mu_;
-  absl::CondVar drained_;
+  Mutex drain_mu_;
+  CondVar drained_;
 };
 
 void UnaryCall::Proceed(bool ok) {
@@ -173,7 +173,7 @@ StreamSession::StreamSession(Driver* driver, GrammarCorrection::Stub* stub,
 }
 
 void StreamSession::Send(Clock::time_point intended, const std::string& text) {
-  absl::ReleasableMutexLock lock(&mu_);
+  ReleasableMutexLock lock(&mu_);
   if (closing_) return;
   driver_->recorder().RecordSent(intended);
   if (done_) {
@@ -189,7 +189,7 @@ void StreamSession::Send(Clock::time_point intended, const std::string& text) {
 }
 
 void StreamSession::Close() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   closing_ = true;
   if (ready_ && !writing_) WriteNextLocked();
 }
@@ -212,13 +212,13 @@ void StreamSession::OnStarted(bool ok) {
     return;
   }
   stream_->Read(&response_, &read_);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ready_ = true;
   WriteNextLocked();
 }
 
 void StreamSession::OnWritten(bool ok) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   writing_ = false;
   if (ok) {
     WriteNextLocked();
@@ -234,7 +234,7 @@ void StreamSession::OnRead(bool ok) {
   }
   Clock::time_point intended;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = unanswered_.find(response_.request_id());
     if (it == unanswered_.end()) {
       stream_->Read(&response_, &read_);
@@ -254,7 +254,7 @@ void StreamSession::OnFinished(bool ok) {
   const int code = status_.ok() ? kUnanswered : status_.error_code();
   std::unordered_map<std::string, Clock::time_point> unanswered;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     done_ = true;
     ready_ = false;
     queued_.clear();
@@ -316,7 +316,7 @@ void Driver::Finished(Clock::time_point intended, int code) {
 
 void Driver::EndWork() {
   if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    absl::MutexLock lock(&drain_mu_);
+    MutexLock lock(&drain_mu_);
     drained_.SignalAll();
   }
 }
@@ -366,7 +366,7 @@ RunResult Driver::Run() {
   for (Lane& lane : lanes_) {
     if (lane.stream != nullptr) lane.stream->Close();
   }
-  absl::MutexLock lock(&drain_mu_);
+  MutexLock lock(&drain_mu_);
   while (active_.load(std::memory_order_acquire) != 0) drained_.Wait(&drain_mu_);
   return recorder_->Finish();
 }

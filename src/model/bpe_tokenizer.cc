@@ -9,7 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/hash/hash.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "common/mapped_file.h"
 #include "common/status_macros.h"
 #include "model/bpe_tokenizer_json.h"
@@ -124,7 +124,7 @@ class WordCache {
 
   bool Lookup(std::string_view word, std::vector<int32_t>* out) {
     Shard& shard = ShardFor(word);
-    absl::MutexLock lock(&shard.mu);
+    MutexLock lock(&shard.mu);
     auto it = shard.map.find(word);
     if (it == shard.map.end()) return false;
     out->insert(out->end(), it->second.begin(), it->second.end());
@@ -133,7 +133,7 @@ class WordCache {
 
   void Insert(std::string_view word, std::span<const int32_t> ids) {
     Shard& shard = ShardFor(word);
-    absl::MutexLock lock(&shard.mu);
+    MutexLock lock(&shard.mu);
     if (shard.map.size() >= kMaxEntriesPerShard) shard.map.clear();
     shard.map.try_emplace(word, ids.begin(), ids.end());
   }
@@ -142,7 +142,7 @@ class WordCache {
   static constexpr size_t kShards = 16;
   static constexpr size_t kMaxEntriesPerShard = 8192;
   struct Shard {
-    absl::Mutex mu;
+    Mutex mu;
     StringMap<std::vector<int32_t>> map ABSL_GUARDED_BY(mu);
   };
   Shard& ShardFor(std::string_view word) {

@@ -141,24 +141,24 @@ class SpellCorrector::Pool {
  public:
   void Add(Instance instance) ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       instances_.push_back(std::move(instance));
       free_.push_back(&instances_.back());
     }
     cv_.Signal();
   }
   int size() const ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return static_cast<int>(instances_.size());
   }
 
   // Null when none came free before `deadline`.
   Instance* Acquire(std::chrono::steady_clock::time_point deadline) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     while (free_.empty()) {
       const auto left = deadline - std::chrono::steady_clock::now();
       if (left <= left.zero()) return nullptr;
-      cv_.WaitWithTimeout(&mu_, absl::FromChrono(left));
+      cv_.WaitWithTimeout(&mu_, left);
     }
     Instance* instance = free_.back();
     free_.pop_back();
@@ -166,15 +166,15 @@ class SpellCorrector::Pool {
   }
   void Release(Instance* instance) ABSL_LOCKS_EXCLUDED(mu_) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       free_.push_back(instance);
     }
     cv_.Signal();
   }
 
  private:
-  mutable absl::Mutex mu_;
-  absl::CondVar cv_;  // signalled when an instance is added or released
+  mutable Mutex mu_;
+  CondVar cv_;  // signalled when an instance is added or released
   // A deque, so that free_'s pointers stay valid as instances are added.
   std::deque<Instance> instances_ ABSL_GUARDED_BY(mu_);
   std::vector<Instance*> free_ ABSL_GUARDED_BY(mu_);
@@ -230,7 +230,7 @@ SpellCorrector::~SpellCorrector() {
 int SpellCorrector::instances_loaded() const { return pool_->size(); }
 
 std::optional<std::string> SpellCorrector::CachedReplacement(const std::string& word) const {
-  absl::MutexLock lock(&cache_mu_);
+  MutexLock lock(&cache_mu_);
   if (const auto it = cache_.find(word); it != cache_.end()) return it->second;
   return std::nullopt;
 }
@@ -277,7 +277,7 @@ SpellCorrector::Result SpellCorrector::Correct(std::string_view text, const Budg
       } else {
         ++result.lookups;
         replacement = Suggest(*instance, word);
-        absl::MutexLock lock(&cache_mu_);
+        MutexLock lock(&cache_mu_);
         // Unbounded growth would be a leak under adversarial input; starting over is cheap.
         if (cache_.size() >= kCacheSize) cache_.clear();
         cache_.emplace(word, replacement);

@@ -14,7 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 
 class Hunspell;
 
@@ -97,7 +97,7 @@ class SpellCorrector {
   std::string Suggest(Instance& instance, const std::string& word) const;
 
   std::unique_ptr<Pool> pool_;
-  mutable absl::Mutex cache_mu_;
+  mutable Mutex cache_mu_;
   // word -> replacement ("" keeps it)
   mutable absl::flat_hash_map<std::string, std::string> cache_ ABSL_GUARDED_BY(cache_mu_);
   absl::flat_hash_map<std::string, int64_t> counts_;

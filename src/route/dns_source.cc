@@ -49,7 +49,7 @@ DnsSource::DnsSource(std::string host, int port, std::chrono::milliseconds refre
 
 DnsSource::~DnsSource() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;  // ends the loop's AwaitWithTimeout
   }
   if (thread_.joinable()) thread_.join();
@@ -80,7 +80,7 @@ void DnsSource::Loop(UpdateCallback on_update) {
       counters_->updates.fetch_add(1, std::memory_order_relaxed);
       on_update(ReadyEndpoints(last));
     }
-    mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(refresh_));
+    mu_.AwaitWithTimeout(&stopping_, refresh_);
   }
   mu_.Unlock();
 }

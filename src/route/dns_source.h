@@ -8,7 +8,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "route/endpoint_source.h"
 
 namespace gecd::route {
@@ -31,7 +31,7 @@ class DnsSource final : public EndpointSource {
   const std::string port_;
   const std::chrono::milliseconds refresh_;
   DiscoveryCounters* const counters_;
-  absl::Mutex mu_;
+  Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };

@@ -29,7 +29,7 @@ bool Endpoint::CallEnded(grpc::StatusCode code, Clock::time_point now) {
   if (code == grpc::StatusCode::CANCELLED || code == grpc::StatusCode::DEADLINE_EXCEEDED) {
     return false;
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (code != grpc::StatusCode::UNAVAILABLE) {
     outlier_.RecordSuccess();
     return false;
@@ -38,22 +38,22 @@ bool Endpoint::CallEnded(grpc::StatusCode code, Clock::time_point now) {
 }
 
 bool Endpoint::ejected() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return outlier_.ejected();
 }
 
 bool Endpoint::DueForCheck(Clock::time_point now) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return outlier_.DueForCheck(now);
 }
 
 void Endpoint::RecordCheck(bool passed, Clock::time_point now) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   outlier_.RecordCheck(passed, now);
 }
 
 std::chrono::milliseconds Endpoint::back_off() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return outlier_.back_off();
 }
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "grpcpp/channel.h"
 #include "route/outlier_detector.h"
 
@@ -57,7 +57,7 @@ class Endpoint {
   std::shared_ptr<grpc::Channel> channel_;
   std::atomic<int64_t> in_flight_{0};
   std::atomic<uint64_t> requests_{0};
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   OutlierDetector outlier_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -50,7 +50,7 @@ EndpointSet::EndpointSet(Options options)
 
 EndpointSet::~EndpointSet() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   wake_.SignalAll();
@@ -58,7 +58,7 @@ EndpointSet::~EndpointSet() {
 }
 
 void EndpointSet::Update(std::vector<DiscoveredEndpoint> reported) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const auto now = Clock::now();
   std::map<std::string, std::shared_ptr<Endpoint>> next;
   for (DiscoveredEndpoint& d : reported) {
@@ -113,7 +113,7 @@ void EndpointSet::RebuildLocked() {
     if (!e->draining.load() && !e->ejected()) c->endpoints.push_back(e);
   }
   eligible_.store(static_cast<int>(c->endpoints.size()));
-  absl::MutexLock lock(&candidates_mu_);
+  MutexLock lock(&candidates_mu_);
   candidates_ = std::move(c);
 }
 
@@ -124,7 +124,7 @@ void EndpointSet::ForgetIdleRetiredLocked() {
 std::shared_ptr<Endpoint> EndpointSet::Pick(const Endpoint* exclude) {
   std::shared_ptr<const Candidates> c;
   {
-    absl::MutexLock lock(&candidates_mu_);
+    MutexLock lock(&candidates_mu_);
     c = candidates_;
   }
   const auto& list = c->endpoints;
@@ -151,7 +151,7 @@ std::shared_ptr<Endpoint> EndpointSet::Pick(const Endpoint* exclude) {
 
 void EndpointSet::CallEnded(Endpoint& endpoint, grpc::StatusCode code) {
   if (!endpoint.CallEnded(code, Clock::now())) return;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ++ejections_;
   spdlog::warn("endpoint {} ejected for {} ms after {} consecutive failures", endpoint.address(),
                endpoint.back_off().count(), options_.ejection.failures);
@@ -162,7 +162,7 @@ void EndpointSet::CallEnded(Endpoint& endpoint, grpc::StatusCode code) {
 bool EndpointSet::AnyEligible() const { return eligible_.load() > 0; }
 
 EndpointSet::Counts EndpointSet::counts() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Counts c;
   auto count = [&](Endpoint::State state) {
     switch (state) {
@@ -186,7 +186,7 @@ EndpointSet::Counts EndpointSet::counts() const {
 }
 
 std::vector<EndpointSet::EndpointStats> EndpointSet::Stats() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<EndpointStats> out;
   auto add = [&](const Endpoint& e, bool retired) {
     out.push_back({e.address(), StateOf(e, retired), e.in_flight(), e.requests()});
@@ -214,7 +214,7 @@ bool EndpointSet::HealthCheck(Endpoint& endpoint) {
 void EndpointSet::HealthCheckLoop() {
   mu_.Lock();
   while (!stopping_) {
-    wake_.WaitWithTimeout(&mu_, absl::FromChrono(kHealthCheckPeriod));
+    wake_.WaitWithTimeout(&mu_, kHealthCheckPeriod);
     if (stopping_) break;
     ForgetIdleRetiredLocked();
     std::vector<std::shared_ptr<Endpoint>> due;

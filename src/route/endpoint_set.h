@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "route/endpoint.h"
 #include "route/endpoint_source.h"
 #include "route/outlier_detector.h"
@@ -83,7 +83,7 @@ class EndpointSet {
   Picker picker_;
 
   // Taken before candidates_mu_ (RebuildLocked).
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   // what discovery reports
   std::map<std::string, std::shared_ptr<Endpoint>> endpoints_ ABSL_GUARDED_BY(mu_);
   // dropped, with calls in flight
@@ -91,10 +91,10 @@ class EndpointSet {
   bool first_update_ ABSL_GUARDED_BY(mu_) = true;
   uint64_t ejections_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  absl::CondVar wake_;  // an ejection (a check may come due sooner) or stopping
+  CondVar wake_;  // an ejection (a check may come due sooner) or stopping
 
   // The eligible endpoints, swapped whole under candidates_mu_ so a pick copies one pointer.
-  mutable absl::Mutex candidates_mu_;
+  mutable Mutex candidates_mu_;
   std::shared_ptr<const Candidates> candidates_ ABSL_GUARDED_BY(candidates_mu_);
   std::atomic<int> eligible_{0};
 

@@ -22,7 +22,7 @@ AdmissionController::AdmissionController(Options options, Clock clock)
     : options_(options), clock_(std::move(clock)) {}
 
 AdmissionController::Decision AdmissionController::Admit(std::chrono::microseconds budget) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const int64_t now_us = clock_();
   Advance(now_us);
   if (in_flight_ >= options_.max_in_flight) {
@@ -65,7 +65,7 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
 }
 
 void AdmissionController::Release(const Ticket& ticket) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const int64_t now_us = clock_();
   Advance(now_us);
   const double tau =
@@ -83,12 +83,12 @@ void AdmissionController::Release(const Ticket& ticket) {
 }
 
 int AdmissionController::in_flight() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return in_flight_;
 }
 
 double AdmissionController::service_rate() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return Rate();
 }
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 
 // Deadline-aware admission for one worker: a sentence is refused at once (RESOURCE_EXHAUSTED)
 // when the worker could not answer it in time, instead of queueing it until its deadline.
@@ -93,7 +93,7 @@ class AdmissionController {
 
   const Options options_;
   const Clock clock_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_event_us_ ABSL_GUARDED_BY(mu_) = 0;
   // the integral of in_flight_ over time (sentence-µs)

@@ -120,7 +120,7 @@ class GrammarService::StreamCall final
     mu_.Unlock();
     const uint64_t id = service_.NextId();
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       in_engine_.push_back(id);
     }
     service_.Process(id, request_, context_->deadline(),
@@ -142,7 +142,7 @@ class GrammarService::StreamCall final
   }
 
   void OnCancel() override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     Break();
   }
 
@@ -155,7 +155,7 @@ class GrammarService::StreamCall final
   // Called under the service's streams_mu_, so it only decides; returns true when the caller
   // must call FinishDrained() (after releasing streams_mu_: OnDone takes it).
   bool StartDraining() ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     draining_ = true;
     if (!MayFinishDraining()) return false;
     finished_ = true;
@@ -235,7 +235,7 @@ class GrammarService::StreamCall final
   // read_outstanding_ only the first.
   CorrectRequest request_;
   CorrectResponse writing_response_;  // the write in progress
-  absl::Mutex mu_;
+  Mutex mu_;
   // ids submitted and not yet answered (few: the window)
   std::vector<uint64_t> in_engine_ ABSL_GUARDED_BY(mu_);
   // answered, waiting for the write in progress
@@ -289,20 +289,20 @@ grpc::ServerBidiReactor<CorrectRequest, CorrectResponse>* GrammarService::Correc
 }
 
 bool GrammarService::AddStream(StreamCall* stream) {
-  absl::MutexLock lock(&streams_mu_);
+  MutexLock lock(&streams_mu_);
   streams_.insert(stream);
   metrics_.StreamOpened();
   return draining_.load(std::memory_order_relaxed);
 }
 
 void GrammarService::RemoveStream(StreamCall* stream) {
-  absl::MutexLock lock(&streams_mu_);
+  MutexLock lock(&streams_mu_);
   streams_.erase(stream);
   metrics_.StreamClosed();
 }
 
 int GrammarService::open_streams() const {
-  absl::MutexLock lock(&streams_mu_);
+  MutexLock lock(&streams_mu_);
   return static_cast<int>(streams_.size());
 }
 
@@ -312,7 +312,7 @@ void GrammarService::StartDraining() {
   // Finish below: gRPC ends a call only after Finish.
   std::vector<StreamCall*> finish;
   {
-    absl::MutexLock lock(&streams_mu_);
+    MutexLock lock(&streams_mu_);
     for (StreamCall* stream : streams_) {
       if (stream->StartDraining()) finish.push_back(stream);
     }

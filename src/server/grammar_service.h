@@ -8,7 +8,7 @@
 #include <set>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "config/config.h"
 #include "gecd/internal/grammar_wire.pb.h"
 #include "gecd/v1/grammar.pb.h"
@@ -99,7 +99,7 @@ class GrammarService final : public grpc::Service {
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> last_call_us_{0};
   // Taken before a stream's own lock (StartDraining).
-  mutable absl::Mutex streams_mu_;
+  mutable Mutex streams_mu_;
   std::set<StreamCall*> streams_ ABSL_GUARDED_BY(streams_mu_);
 };
 

@@ -17,7 +17,7 @@ HealthPoller::HealthPoller(grpc::HealthCheckServiceInterface* health, Subject su
 
 void HealthPoller::Stop() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;  // ends the loop's AwaitWithTimeout
   }
   if (thread_.joinable()) thread_.join();
@@ -25,9 +25,9 @@ void HealthPoller::Stop() {
 
 void HealthPoller::Loop() {
   bool serving = subject_.ready();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   // True when stopping_ is (else period_ has passed).
-  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(period_))) {
+  while (!mu_.AwaitWithTimeout(&stopping_, period_)) {
     const bool ready = subject_.ready();
     if (ready == serving) continue;
     serving = ready;

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "grpcpp/health_check_service_interface.h"
 
 // Keeps a gRPC server's grpc.health.v1 answer (for every service) in step with a readiness
@@ -38,7 +38,7 @@ class HealthPoller {
   grpc::HealthCheckServiceInterface* const health_;
   const Subject subject_;
   const std::chrono::milliseconds period_;
-  absl::Mutex mu_;
+  Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };

@@ -46,7 +46,7 @@ bool RingEngineLink::TryAttach() {
     return false;
   }
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     producer_ = ipc::RingProducer(channel_.requests());
   }
   consumer_ = ipc::RingConsumer(channel_.responses());
@@ -70,7 +70,7 @@ absl::Status RingEngineLink::Submit(EngineRequest request, Done done) {
   record.copy_begin = request.copy_begin;
   record.copy_end = request.copy_end;
   record.tokens = std::move(request.prompt);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   // Read under the lock that FailStale holds, so a request is either refused here or seen by
   // FailStale's scan.
   record.epoch = header_->engine_ready_epoch.load(std::memory_order_acquire);
@@ -85,7 +85,7 @@ absl::Status RingEngineLink::Submit(EngineRequest request, Done done) {
 }
 
 void RingEngineLink::Cancel(uint64_t id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = in_flight_.find(id);
   if (it == in_flight_.end()) return;
   if (AppendLocked(ipc::CancelRecord{.id = id, .epoch = it->second.epoch}).ok()) return;
@@ -156,7 +156,7 @@ void RingEngineLink::ReaderLoop() {
     if (local_pending_.exchange(false, std::memory_order_acq_rel)) {
       std::vector<Completion> completions;
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         completions.swap(local_);
       }
       Run(completions);
@@ -189,7 +189,7 @@ void RingEngineLink::DrainResponses() {
   }
   if (records.empty()) return;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (ipc::DoneRecord& r : records) {
       auto it = in_flight_.find(r.id);
       // Not ours any more: already failed after an engine restart, or cancelled locally.
@@ -215,7 +215,7 @@ void RingEngineLink::DrainResponses() {
 
 void RingEngineLink::FlushIfDue() {
   if (!flush_wanted_.load(std::memory_order_acquire)) return;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (open_ &&
       (Clock::now() - open_since_ >= options_.flush_delay || producer_.ConsumerCaughtUp())) {
     PublishLocked();
@@ -224,7 +224,7 @@ void RingEngineLink::FlushIfDue() {
 }
 
 void RingEngineLink::FailStale() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const uint64_t ready = header_->engine_ready_epoch.load(std::memory_order_acquire);
   if (ready != checked_ready_epoch_) FailStaleLocked(ready);
 }
@@ -246,7 +246,7 @@ void RingEngineLink::FailStaleLocked(uint64_t ready_epoch) {
 void RingEngineLink::FailAll(absl::Status status) {
   std::vector<Completion> completions;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     completions.swap(local_);
     for (auto& [id, entry] : in_flight_) {
       EngineReply reply;

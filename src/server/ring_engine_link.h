@@ -12,7 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "ipc/messages.h"
 #include "ipc/ring.h"
 #include "ipc/shared_segment.h"
@@ -81,7 +81,7 @@ class RingEngineLink final : public EngineLink {
   std::atomic<bool> flush_wanted_{false};
   std::atomic<bool> stop_{false};
 
-  absl::Mutex mu_;
+  Mutex mu_;
   ipc::RingProducer producer_ ABSL_GUARDED_BY(mu_);
   ipc::MessageWriter writer_ ABSL_GUARDED_BY(mu_);
   bool open_ ABSL_GUARDED_BY(mu_) = false;
