@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The sanitizer gates of .ci/run. Each builds, into its own directory and with clang, only the
+# suites it runs, then runs them through ctest; a finding aborts the test that hit it, which
+# fails the gate. Usage: sanitize.sh [address|thread]... (default: both, in that order).
+#   address  build-asan: ASan + UBSan (undefined behaviour aborts, leaks are findings), the ipc,
+#            server, engine and model suites. Tests that start the daemon start this build's
+#            gecd, so its processes are checked too. The directory is configured with
+#            GECD_FUZZ as well (coverage instrumentation), so that scripts/fuzz.sh can build the
+#            fuzz targets there without compiling everything a second time.
+#   thread   build-tsan: ThreadSanitizer, the ring, ring engine link, grammar service and
+#            engine suites. TSan sees the threads of one process: the rings' cross-process
+#            atomics are checked by the ring tests that use threads.
+# Build directories: SANITIZE_ASAN_DIR, SANITIZE_TSAN_DIR. Extra ctest arguments (e.g. -R to
+# narrow): SANITIZE_CTEST_ARGS.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+command -v clang++ >/dev/null || {
+  echo "sanitize.sh: clang++ not found (scripts/install_deps.sh installs it)"
+  exit 2
+}
+bash scripts/install_deps.sh
+
+# Test executables: one per tests/<area>/*_test.cc (tests/CMakeLists.txt), GPU tests excepted.
+tests_of() {
+  local area
+  for area in "$@"; do
+    (cd "tests/$area" && ls ./*_test.cc | grep -v '_gpu_test\.cc$' | sed 's|^\./||; s|\.cc$||')
+  done
+}
+
+# configure DIR CMAKE_ARGS...: the flags both gates share. -O1 and line tables only: compiling
+# is most of a gate's time, and a report still names file and line.
+configure() {
+  local dir="$1"
+  shift
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+    -DGECD_CUDA=OFF -DGECD_BUILD_BENCH=OFF -DGECD_BUILD_TESTS=ON \
+    -DPython3_EXECUTABLE="$PWD/.venv-test/bin/python3" "$@" >/dev/null
+}
+
+# run_gate NAME DIR CTEST_ARGS...: runs the selected suites, prints what ran and how long the
+# whole gate took.
+run_gate() {
+  local name="$1" dir="$2"
+  shift 2
+  local ran
+  ran=$(ctest --test-dir "$dir" -N "$@" | sed -n 's/^Total Tests: //p')
+  echo "sanitize.sh: $name: running $ran tests"
+  # shellcheck disable=SC2086 # SANITIZE_CTEST_ARGS is a list of words
+  ctest --test-dir "$dir" --output-on-failure -j2 --timeout 600 "$@" ${SANITIZE_CTEST_ARGS:-}
+  echo "sanitize.sh: $name: $ran tests passed, no finding; $((SECONDS - gate_start)) s"
+}
+
+address() {
+  local dir="${SANITIZE_ASAN_DIR:-build-asan}"
+  gate_start=$SECONDS
+  configure "$dir" -DGECD_SANITIZE=ON -DGECD_FUZZ=ON
+  # shellcheck disable=SC2046 # one word per target
+  cmake --build "$dir" --target gecd $(tests_of ipc server engine model)
+  export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=1:detect_stack_use_after_return=1:strict_string_checks=1:check_initialization_order=1"
+  export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+  run_gate "ASan+UBSan (ipc, server, engine, model)" "$dir" -L '^(ipc|server|engine|model)$'
+}
+
+thread() {
+  local dir="${SANITIZE_TSAN_DIR:-build-tsan}"
+  gate_start=$SECONDS
+  configure "$dir" -DGECD_SANITIZE=thread
+  # shellcheck disable=SC2046 # one word per target
+  cmake --build "$dir" --target ring_test ring_engine_link_test grammar_service_test \
+    $(tests_of engine)
+  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+  run_gate "TSan (ring, ring engine link, grammar service, engine)" "$dir" \
+    -R '^(ipc/(Ring|Doorbell)Test|server/(RingEngineLink|GrammarService)Test|engine/)'
+}
+
+gates=("$@")
+((${#gates[@]})) || gates=(address thread)
+for gate in "${gates[@]}"; do
+  case "$gate" in
+    address | thread) "$gate" ;;
+    *)
+      echo "sanitize.sh: unknown gate '$gate' (address or thread)"
+      exit 2
+      ;;
+  esac
+done
