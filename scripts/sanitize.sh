@@ -42,17 +42,30 @@ configure() {
     -DPython3_EXECUTABLE="$PWD/.venv-test/bin/python3" "$@" >/dev/null
 }
 
-# run_gate NAME DIR CTEST_ARGS...: runs the selected suites, prints what ran and how long the
-# whole gate took.
+# run_gate NAME DIR CTEST_ARGS...: runs the selected suites and fails on a failed test or on any
+# sanitizer report. Reports go to files (log_path in the *SAN_OPTIONS set by the caller), so
+# that what a daemon the test started found is seen as well as the test's own.
 run_gate() {
   local name="$1" dir="$2"
   shift 2
-  local ran
+  local ran status=0
   ran=$(ctest --test-dir "$dir" -N "$@" | sed -n 's/^Total Tests: //p')
   echo "sanitize.sh: $name: running $ran tests"
   # shellcheck disable=SC2086 # SANITIZE_CTEST_ARGS is a list of words
-  ctest --test-dir "$dir" --output-on-failure -j2 --timeout 600 "$@" ${SANITIZE_CTEST_ARGS:-}
-  echo "sanitize.sh: $name: $ran tests passed, no finding; $((SECONDS - gate_start)) s"
+  ctest --test-dir "$dir" --output-on-failure -j2 --timeout 600 "$@" ${SANITIZE_CTEST_ARGS:-} ||
+    status=$?
+  local report
+  for report in "$reports"/*; do
+    [ -f "$report" ] || continue
+    echo "== sanitizer report $report:"
+    head -150 "$report"
+    status=1
+  done
+  if ((status != 0)); then
+    echo "sanitize.sh: $name: FAILED (tests above, reports in $reports); $((SECONDS - gate_start)) s"
+    return 1
+  fi
+  echo "sanitize.sh: $name: $ran tests passed, no sanitizer report; $((SECONDS - gate_start)) s"
 }
 
 address() {
@@ -61,8 +74,11 @@ address() {
   configure "$dir" -DGECD_SANITIZE=ON -DGECD_FUZZ=ON
   # shellcheck disable=SC2046 # one word per target
   cmake --build "$dir" --target gecd $(tests_of ipc server engine model)
-  export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=1:detect_stack_use_after_return=1:strict_string_checks=1:check_initialization_order=1"
-  export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+  reports="$PWD/$dir/sanitizer-reports"
+  rm -rf "$reports" && mkdir -p "$reports"
+  local common="halt_on_error=1:abort_on_error=1"
+  export ASAN_OPTIONS="$common:log_path=$reports/asan:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1"
+  export UBSAN_OPTIONS="$common:log_path=$reports/ubsan:print_stacktrace=1"
   run_gate "ASan+UBSan (ipc, server, engine, model)" "$dir" -L '^(ipc|server|engine|model)$'
 }
 
@@ -73,7 +89,9 @@ thread() {
   # shellcheck disable=SC2046 # one word per target
   cmake --build "$dir" --target ring_test ring_engine_link_test grammar_service_test \
     $(tests_of engine)
-  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+  reports="$PWD/$dir/sanitizer-reports"
+  rm -rf "$reports" && mkdir -p "$reports"
+  export TSAN_OPTIONS="halt_on_error=1:abort_on_error=1:log_path=$reports/tsan:second_deadlock_stack=1"
   run_gate "TSan (ring, ring engine link, grammar service, engine)" "$dir" \
     -R '^(ipc/(Ring|Doorbell)Test|server/(RingEngineLink|GrammarService)Test|engine/)'
 }
