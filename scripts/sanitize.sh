@@ -3,10 +3,10 @@
 # suites it runs, then runs them through ctest; a finding aborts the test that hit it, which
 # fails the gate. Usage: sanitize.sh [address|thread]... (default: both, in that order).
 #   address  build-asan: ASan + UBSan (undefined behaviour aborts, leaks are findings), the ipc,
-#            server, engine and model suites. Tests that start the daemon start this build's
-#            gecd, so its processes are checked too. The directory is configured with
-#            GECD_FUZZ as well (coverage instrumentation), so that scripts/fuzz.sh can build the
-#            fuzz targets there without compiling everything a second time.
+#            server, engine and model suites, and tests/integration's where it exists. Tests
+#            that start the daemon start this build's gecd, so its processes are checked too.
+#            The directory is configured with GECD_FUZZ as well (coverage instrumentation), so
+#            that scripts/fuzz.sh builds the fuzz targets there without compiling it all again.
 #   thread   build-tsan: ThreadSanitizer, the ring, ring engine link, grammar service and
 #            engine suites. TSan sees the threads of one process: the rings' cross-process
 #            atomics are checked by the ring tests that use threads.
@@ -72,14 +72,18 @@ address() {
   local dir="${SANITIZE_ASAN_DIR:-build-asan}"
   gate_start=$SECONDS
   configure "$dir" -DGECD_SANITIZE=ON -DGECD_FUZZ=ON
+  # Daemon-level suites (whole gecd processes) live in tests/integration where it exists.
+  local areas=(ipc server engine model)
+  [ -d tests/integration ] && areas+=(integration)
   # shellcheck disable=SC2046 # one word per target
-  cmake --build "$dir" --target gecd $(tests_of ipc server engine model)
+  cmake --build "$dir" --target gecd $(tests_of "${areas[@]}")
   reports="$PWD/$dir/sanitizer-reports"
   rm -rf "$reports" && mkdir -p "$reports"
   local common="halt_on_error=1:abort_on_error=1"
   export ASAN_OPTIONS="$common:log_path=$reports/asan:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1"
   export UBSAN_OPTIONS="$common:log_path=$reports/ubsan:print_stacktrace=1"
-  run_gate "ASan+UBSan (ipc, server, engine, model)" "$dir" -L '^(ipc|server|engine|model)$'
+  local labels="${areas[*]}"
+  run_gate "ASan+UBSan (${labels// /, })" "$dir" -L "^(${labels// /|})\$"
 }
 
 thread() {
