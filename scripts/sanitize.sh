@@ -49,7 +49,8 @@ run_gate() {
   local name="$1" dir="$2"
   shift 2
   local ran status=0
-  ran=$(ctest --test-dir "$dir" -N "$@" | sed -n 's/^Total Tests: //p')
+  # shellcheck disable=SC2086 # SANITIZE_CTEST_ARGS is a list of words
+  ran=$(ctest --test-dir "$dir" -N "$@" ${SANITIZE_CTEST_ARGS:-} | sed -n 's/^Total Tests: //p')
   echo "sanitize.sh: $name: running $ran tests"
   # A test that fails is run again (up to 3 times): sanitizers slow the code 2-15x, which some
   # tests' timing (drain quiet periods, admission budgets) notices. A sanitizer report from any
