@@ -18,6 +18,9 @@ packages=(
   prometheus  # tests/tools/prometheus_autoscaling_test.py: prometheus and promtool
   patchelf  # scripts/gpu_deps.sh
   systemd  # tests/tools/systemd_unit_test.py: systemd-analyze verify/security on docs/gecd.service
+  # .ci/run's gates: clang-format (scripts/format_check.sh); clang's sanitizer and libFuzzer
+  # runtimes (scripts/sanitize.sh, scripts/fuzz.sh) and llvm-symbolizer for their reports
+  clang clang-format libclang-rt-14-dev llvm
 )
 
 missing=()

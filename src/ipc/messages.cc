@@ -41,6 +41,7 @@ class Encoder {
     out_ += sizeof(T);
   }
   void PutTokens(const std::vector<int32_t>& tokens) {
+    if (tokens.empty()) return;  // data() may be null, which memcpy must not get even for 0 bytes
     std::memcpy(out_, tokens.data(), tokens.size() * sizeof(int32_t));
     out_ += tokens.size() * sizeof(int32_t);
   }
@@ -65,6 +66,7 @@ class Decoder {
   }
   std::vector<int32_t> GetTokens(uint32_t n) {
     std::vector<int32_t> tokens(n);
+    if (n == 0) return tokens;  // as in PutTokens: no memcpy to a null data()
     std::memcpy(tokens.data(), in_, n * sizeof(int32_t));
     in_ += n * sizeof(int32_t);
     return tokens;

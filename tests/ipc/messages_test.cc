@@ -85,6 +85,27 @@ TEST(MessagesTest, RecordsRoundTripPackedInOneMessage) {
   EXPECT_EQ(d.message, Done().message);
 }
 
+// Found by tests/fuzz/message_reader_fuzz.cc under UBSan: an empty token list was memcpy'd
+// through its null data().
+TEST(MessagesTest, RecordsWithoutTokensRoundTrip) {
+  SubmitRecord submit = Submit();
+  submit.tokens.clear();
+  DoneRecord done = Done();
+  done.tokens.clear();
+  std::vector<uint8_t> buffer(1024);
+  MessageWriter writer(buffer);
+  ASSERT_TRUE(writer.Add(submit));
+  ASSERT_TRUE(writer.Add(done));
+
+  absl::Status error;
+  std::vector<Record> records = ReadAll({buffer.data(), writer.size()}, &error);
+  ASSERT_TRUE(error.ok()) << error;
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_TRUE(std::get<SubmitRecord>(records[0]).tokens.empty());
+  EXPECT_TRUE(std::get<DoneRecord>(records[1]).tokens.empty());
+  EXPECT_EQ(std::get<DoneRecord>(records[1]).message, done.message);
+}
+
 TEST(MessagesTest, ALongDoneMessageIsCutAtACharacterBoundary) {
   DoneRecord done = Done();
   done.message = std::string(kMaxDoneMessageBytes - 1, 'a') + "\xc3\xa9 and more";  // é straddles

@@ -478,7 +478,9 @@ TEST_F(GrammarServiceTest, StreamAnswersEverySentenceOnceUnderRacingCompletions)
   std::vector<std::thread> clients;
   std::vector<std::map<std::string, int>> answered(kStreams);
   std::vector<int> mismatched(kStreams, 0);
-  std::vector<bool> finished_ok(kStreams, false);
+  // Not vector<bool>: each client thread sets its own element, and vector<bool>'s share a word
+  // (a data race ThreadSanitizer reported).
+  std::vector<char> finished_ok(kStreams, false);
   for (int s = 0; s < kStreams; ++s) {
     clients.emplace_back([&, s] {
       grpc::ClientContext context;
