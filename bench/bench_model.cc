@@ -41,8 +41,7 @@ bool WriteBenchCheckpoint(const Shape& s, int layers, const std::string& dir) {
       const float row = in > 0 ? scale * (1.0f + 0.5f * next()) : scale;
       for (int64_t c = 0; c < cols; ++c) p[r * cols + c] = FloatToBf16(center + row * next());
     }
-    std::vector<int64_t> shape = in > 0 ? std::vector<int64_t>{out, in}
-                                        : std::vector<int64_t>{out};
+    std::vector<int64_t> shape = in > 0 ? std::vector<int64_t>{out, in} : std::vector<int64_t>{out};
     w.Add(name, model::DType::kBF16, shape, std::move(bytes));
   };
   const int hd = s.hidden / s.heads;

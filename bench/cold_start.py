@@ -166,8 +166,6 @@ class Run:
     def start(self):
         import grpc  # noqa: F401  (imported before the clock starts)
         cmd = self.command()
-        channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")
-        stub = self.stubs.GrammarCorrectionStub(channel)
         t0 = time.monotonic()
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = t0 + 60
@@ -176,7 +174,11 @@ class Run:
                 raise RuntimeError(f"gecd exited or never got ready: {self.log_text()[-2000:]}")
             time.sleep(0.002)
         t_ready = time.monotonic()
+        # Connected once ready, as a load balancer would send: a channel made before would sit
+        # in gRPC's reconnect backoff (1 s) from its attempts while nothing listened.
         from gecd.v1 import grammar_pb2
+        channel = grpc.insecure_channel(f"127.0.0.1:{self.grpc_port}")
+        stub = self.stubs.GrammarCorrectionStub(channel)
         response = stub.Correct(grammar_pb2.CorrectRequest(text=README_TEXT), timeout=30,
                                 wait_for_ready=True)
         t_first = time.monotonic()

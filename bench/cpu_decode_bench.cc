@@ -96,11 +96,16 @@ void BM_DecodeStep(benchmark::State& state) {
     if (!backend->Forward(decode, &result).ok()) state.SkipWithError("decode failed");
     benchmark::DoNotOptimize(result.next_tokens.data());
   }
-  state.counters["tokens/s"] =
-      benchmark::Counter(static_cast<double>(batch) * state.iterations(),
-                         benchmark::Counter::kIsRate);
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(batch) * state.iterations(),
+                                                  benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_DecodeStep)->Arg(1)->Arg(8)->Arg(32)->Arg(64)->Arg(128)->UseRealTime()
+BENCHMARK(BM_DecodeStep)
+    ->Arg(1)
+    ->Arg(8)
+    ->Arg(32)
+    ->Arg(64)
+    ->Arg(128)
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
 void BM_Requests(benchmark::State& state) {

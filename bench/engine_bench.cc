@@ -8,8 +8,9 @@
 //   - device counters of the cuda backend: graph steps, idle time between steps.
 // Configurations (--rows, comma-separated): QUANT:gGaA[c1] with QUANT in bf16 | fp8 |
 // fp8attnbf16 | fp8tensor, G = graphs on (1) / off (0), A = async pipelined Submit/Collect (1)
-// or synchronous Forward (0), c1 = the default config's copy bias (2, over the whole prompt). Without a CUDA device (or in a CPU-only build) it runs --models tiny
-// on the cpu backend, so it is testable anywhere.
+// or synchronous Forward (0), c1 = the default config's copy bias (2, over the whole prompt).
+// Without a CUDA device (or in a CPU-only build) it runs --models tiny on the cpu backend, so it is
+// testable anywhere.
 //
 //   build/bench/engine_bench                                  # defaults, every row
 //   build/bench/engine_bench --models=llama1b --rows=fp8:g1a1 --requests=4096 --rate=3000
@@ -53,8 +54,7 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 
 struct Flags {
   std::string models;  // default depends on the backend
-  std::string rows =
-      "bf16:g1a1,fp8:g1a1,fp8attnbf16:g1a1,fp8:g0a1,fp8:g1a0,fp8:g0a0,fp8:g1a1c1";
+  std::string rows = "bf16:g1a1,fp8:g1a1,fp8attnbf16:g1a1,fp8:g0a1,fp8:g1a0,fp8:g0a0,fp8:g1a1c1";
   std::string backend;  // cuda | cpu; default: cuda when a device is visible
   int requests = -1;
   double rate = -1;
@@ -212,8 +212,8 @@ RunResult Drive(engine::Backend& backend, const std::vector<double>& arrivals, i
       r.cost.flops += cost.flops;
       r.cost.bytes += cost.bytes;
       ++r.steps;
-      const absl::Status st = pipelined ? backend.Submit(plan.batch)
-                                        : backend.Forward(plan.batch, &result);
+      const absl::Status st =
+          pipelined ? backend.Submit(plan.batch) : backend.Forward(plan.batch, &result);
       if (!st.ok()) {
         std::fprintf(stderr, "step: %s\n", std::string(st.message()).c_str());
         return r;
@@ -278,7 +278,8 @@ int main(int argc, char** argv) {
     f.poisson_seconds = std::min(f.poisson_seconds, 2.0);
   }
   std::vector<Row> rows;
-  for (const std::string& r : std::vector<std::string>(absl::StrSplit(f.rows, ',', absl::SkipEmpty()))) {
+  for (const std::string& r :
+       std::vector<std::string>(absl::StrSplit(f.rows, ',', absl::SkipEmpty()))) {
     Row row;
     const size_t colon = r.find(':');
     row.quant = r.substr(0, colon);
@@ -289,9 +290,10 @@ int main(int argc, char** argv) {
     }
     rows.push_back(row);
   }
-  std::printf("engine_bench: backend %s, %d+%d tokens per request, saturation %d requests, "
-              "Poisson %.0f req/s for %.1f s\n",
-              f.backend.c_str(), f.prompt, f.gen, f.requests, f.rate, f.poisson_seconds);
+  std::printf(
+      "engine_bench: backend %s, %d+%d tokens per request, saturation %d requests, "
+      "Poisson %.0f req/s for %.1f s\n",
+      f.backend.c_str(), f.prompt, f.gen, f.requests, f.rate, f.poisson_seconds);
   std::printf("%-8s %-16s %9s %10s %8s %6s %8s %6s %8s %8s %8s %7s %9s %6s\n", "model", "config",
               "sat_rps", "sat_tok/s", "TFLOP/s", "%peak", "TB/s", "%peak", "p50_ms", "p99_ms",
               "poisson", "graph%", "idle_ms", "gaps");
@@ -394,8 +396,7 @@ int main(int argc, char** argv) {
       const RunResult poi = Drive(*backend, arrivals, f.prompt, f.gen, row, attn_wb, mlp_wb, 4);
       if (!sat.ok || !poi.ok) {
         std::printf("%-8s %s:g%da%d%s FAILED (step error above)\n", shape.name.c_str(),
-                    row.quant.c_str(), row.graphs ? 1 : 0, row.async ? 1 : 0,
-                    row.copy ? "c1" : "");
+                    row.quant.c_str(), row.graphs ? 1 : 0, row.async ? 1 : 0, row.copy ? "c1" : "");
         std::fflush(stdout);
         loaded_quant.clear();  // reload: the backend may be in an error state
         continue;
@@ -403,16 +404,17 @@ int main(int argc, char** argv) {
       const double tflops = sat.wall_s > 0 ? sat.cost.flops / sat.wall_s / 1e12 : 0;
       const double tbps = sat.wall_s > 0 ? sat.cost.bytes / sat.wall_s / 1e12 : 0;
       char config[64];
-      std::snprintf(config, sizeof(config), "%s g%d a%d%s", row.quant.c_str(),
-                    row.graphs ? 1 : 0, row.async ? 1 : 0, row.copy ? " c1" : "");
-      std::printf("%-8s %-16s %9.0f %10.0f %8.1f %5.1f%% %8.3f %5.1f%% %8.1f %8.1f %8.0f %6.1f%% "
-                  "%9.1f %6lld\n",
-                  shape.name.c_str(), config, sat.wall_s > 0 ? sat.completed / sat.wall_s : 0,
-                  sat.wall_s > 0 ? sat.generated / sat.wall_s : 0, tflops,
-                  100 * tflops / f.peak_tflops, tbps, 100 * tbps / f.peak_tbps,
-                  Percentile(poi.latency_ms, 0.5), Percentile(poi.latency_ms, 0.99),
-                  poi.wall_s > 0 ? poi.completed / std::max(poi.wall_s, f.poisson_seconds) : 0,
-                  graph_pct, idle_ms, static_cast<long long>(gaps));
+      std::snprintf(config, sizeof(config), "%s g%d a%d%s", row.quant.c_str(), row.graphs ? 1 : 0,
+                    row.async ? 1 : 0, row.copy ? " c1" : "");
+      std::printf(
+          "%-8s %-16s %9.0f %10.0f %8.1f %5.1f%% %8.3f %5.1f%% %8.1f %8.1f %8.0f %6.1f%% "
+          "%9.1f %6lld\n",
+          shape.name.c_str(), config, sat.wall_s > 0 ? sat.completed / sat.wall_s : 0,
+          sat.wall_s > 0 ? sat.generated / sat.wall_s : 0, tflops, 100 * tflops / f.peak_tflops,
+          tbps, 100 * tbps / f.peak_tbps, Percentile(poi.latency_ms, 0.5),
+          Percentile(poi.latency_ms, 0.99),
+          poi.wall_s > 0 ? poi.completed / std::max(poi.wall_s, f.poisson_seconds) : 0, graph_pct,
+          idle_ms, static_cast<long long>(gaps));
       std::fflush(stdout);
     }
   }

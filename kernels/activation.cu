@@ -96,13 +96,13 @@ cudaError_t LaunchSwiGlu(const uint16_t* gate_up, int rows, int inter, uint16_t*
                          uint8_t* act_fp8, float* act_scale, cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   constexpr int kThreads = 256;
-  SwiGluKernel<kThreads><<<rows, kThreads, 0, stream>>>(gate_up, inter, act_bf16, act_fp8,
-                                                        act_scale);
+  SwiGluKernel<kThreads>
+      <<<rows, kThreads, 0, stream>>>(gate_up, inter, act_bf16, act_fp8, act_scale);
   return cudaGetLastError();
 }
 
-cudaError_t LaunchQuantizeRows(const uint16_t* x, int rows, int cols, uint8_t* codes,
-                               float* scales, cudaStream_t stream) {
+cudaError_t LaunchQuantizeRows(const uint16_t* x, int rows, int cols, uint8_t* codes, float* scales,
+                               cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   constexpr int kThreads = 256;
   QuantizeRowsKernel<kThreads><<<rows, kThreads, 0, stream>>>(x, cols, codes, scales);

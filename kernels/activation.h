@@ -18,8 +18,8 @@ cudaError_t LaunchSwiGlu(const uint16_t* gate_up, int rows, int inter, uint16_t*
                          uint8_t* act_fp8, float* act_scale, cudaStream_t stream);
 
 // Per-row (per-token) quantization of a bf16 matrix [rows, cols].
-cudaError_t LaunchQuantizeRows(const uint16_t* x, int rows, int cols, uint8_t* codes,
-                               float* scales, cudaStream_t stream);
+cudaError_t LaunchQuantizeRows(const uint16_t* x, int rows, int cols, uint8_t* codes, float* scales,
+                               cudaStream_t stream);
 
 // Per-tensor quantization: scale[0] = max|x| / 448 over the whole matrix, codes = e4m3(x /
 // scale). `amax` is one float of device scratch.

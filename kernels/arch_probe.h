@@ -10,9 +10,9 @@ namespace gecd::kernels {
 
 struct ArchProbe {
   bool ok = false;
-  std::string error;          // the CUDA error when !ok
-  int cuda_arch = 0;          // __CUDA_ARCH__ of the code that ran, e.g. 900
-  bool arch_specific = false; // compiled for an "a" target (sm_90a: __CUDA_ARCH_FEAT_SM90_ALL)
+  std::string error;           // the CUDA error when !ok
+  int cuda_arch = 0;           // __CUDA_ARCH__ of the code that ran, e.g. 900
+  bool arch_specific = false;  // compiled for an "a" target (sm_90a: __CUDA_ARCH_FEAT_SM90_ALL)
 };
 
 ArchProbe RunArchProbe(int device);

@@ -47,8 +47,10 @@ __global__ void __launch_bounds__(kThreads)
     const int n = min(kChunk, context - c0);
     if (threadIdx.x < n) {
       const int j = c0 + threadIdx.x;
-      const size_t row = (static_cast<size_t>(table[j / p.block_size]) * p.block_size +
-                          j % p.block_size) * kv_width + static_cast<size_t>(g) * hd;
+      const size_t row =
+          (static_cast<size_t>(table[j / p.block_size]) * p.block_size + j % p.block_size) *
+              kv_width +
+          static_cast<size_t>(g) * hd;
       const uint16_t* k = k_cache + row;
       for (int h = 0; h < group; ++h) {
         const float* qh = q_s + h * hd;
@@ -96,8 +98,10 @@ __global__ void __launch_bounds__(kThreads)
       const float* ph = s + h * kChunk;
       for (int i = 0; i < n; ++i) {
         const int j = c0 + i;
-        const size_t row = (static_cast<size_t>(table[j / p.block_size]) * p.block_size +
-                            j % p.block_size) * kv_width + static_cast<size_t>(g) * hd;
+        const size_t row =
+            (static_cast<size_t>(table[j / p.block_size]) * p.block_size + j % p.block_size) *
+                kv_width +
+            static_cast<size_t>(g) * hd;
         a += ph[i] * Bf16ToF(v_cache[row + d]);
       }
       acc[idx] = a;

@@ -15,9 +15,9 @@ absl::Status CudaStatus(cudaError_t err, const char* what) {
 
 absl::Status CublasStatus(cublasStatus_t st, const char* what) {
   if (st == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  const std::string msg = absl::StrCat(what, ": cuBLAS status ", static_cast<int>(st), " (",
-                                       cublasLtGetStatusName(st), ": ",
-                                       cublasLtGetStatusString(st), ")");
+  const std::string msg =
+      absl::StrCat(what, ": cuBLAS status ", static_cast<int>(st), " (", cublasLtGetStatusName(st),
+                   ": ", cublasLtGetStatusString(st), ")");
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) return absl::UnimplementedError(msg);
   return absl::InternalError(msg);
 }

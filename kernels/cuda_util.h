@@ -19,15 +19,15 @@ namespace gecd::kernels {
 absl::Status CudaStatus(cudaError_t err, const char* what);
 absl::Status CublasStatus(cublasStatus_t st, const char* what);
 
-#define GECD_CUDA_RETURN(expr)                                              \
-  do {                                                                      \
+#define GECD_CUDA_RETURN(expr)                                                     \
+  do {                                                                             \
     ::absl::Status gecd_cuda_status_ = ::gecd::kernels::CudaStatus((expr), #expr); \
-    if (!gecd_cuda_status_.ok()) return gecd_cuda_status_;                  \
+    if (!gecd_cuda_status_.ok()) return gecd_cuda_status_;                         \
   } while (0)
-#define GECD_CUBLAS_RETURN(expr)                                              \
-  do {                                                                        \
+#define GECD_CUBLAS_RETURN(expr)                                                       \
+  do {                                                                                 \
     ::absl::Status gecd_cublas_status_ = ::gecd::kernels::CublasStatus((expr), #expr); \
-    if (!gecd_cublas_status_.ok()) return gecd_cublas_status_;                \
+    if (!gecd_cublas_status_.ok()) return gecd_cublas_status_;                         \
   } while (0)
 
 // True when the runtime sees at least one device (tests skip otherwise); `why` gets the
@@ -82,7 +82,9 @@ class Buffer {
   }
   void* get() const { return ptr_.get(); }
   template <typename T>
-  T* as() const { return static_cast<T*>(ptr_.get()); }
+  T* as() const {
+    return static_cast<T*>(ptr_.get());
+  }
   size_t bytes() const { return ptr_.valid() ? bytes_ : 0; }
 
  private:

@@ -15,8 +15,8 @@ DeviceList ListDevices() {
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp prop{};
     if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
-    list.devices.push_back({i, prop.name, prop.major, prop.minor, prop.totalGlobalMem,
-                            prop.multiProcessorCount});
+    list.devices.push_back(
+        {i, prop.name, prop.major, prop.minor, prop.totalGlobalMem, prop.multiProcessorCount});
   }
   if (list.devices.empty()) list.error = "no CUDA device visible";
   return list;

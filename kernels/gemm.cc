@@ -29,8 +29,7 @@ void GemmRunner::Destroy(Plan& p) {
   p = Plan{};
 }
 
-absl::Status GemmRunner::Init(size_t workspace_bytes, int probe_out, int probe_rows,
-                              int probe_in) {
+absl::Status GemmRunner::Init(size_t workspace_bytes, int probe_out, int probe_rows, int probe_in) {
   if (handle_.get() == nullptr) {
     auto st = handle_.Create();
     if (!st.ok()) return st;
@@ -69,11 +68,11 @@ absl::StatusOr<GemmRunner::Plan*> GemmRunner::GetPlan(Kind kind, int rows, int o
     return absl::InvalidArgumentError(
         absl::StrCat("GEMM shape rows ", rows, " out ", out, " in ", in));
   }
-  const bool fp8 = kind == Kind::kFp8OuterVec || kind == Kind::kFp8UnitToF32 ||
-                   kind == Kind::kFp8Tensor;
+  const bool fp8 =
+      kind == Kind::kFp8OuterVec || kind == Kind::kFp8UnitToF32 || kind == Kind::kFp8Tensor;
   if (fp8 && (in % 16 != 0 || out % 8 != 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "FP8 GEMM needs in % 16 == 0 and out % 8 == 0, got out ", out, " in ", in));
+    return absl::InvalidArgumentError(
+        absl::StrCat("FP8 GEMM needs in % 16 == 0 and out % 8 == 0, got out ", out, " in ", in));
   }
   const cudaDataType_t ab_type = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
   const bool f32_out = kind == Kind::kBf16ToF32 || kind == Kind::kFp8UnitToF32;
@@ -131,9 +130,9 @@ absl::StatusOr<GemmRunner::Plan*> GemmRunner::GetPlan(Kind kind, int rows, int o
   cublasLtMatmulPreferenceDestroy(pref);
   if (!st.ok()) return fail(st);
   if (found == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
-    return fail(absl::UnimplementedError(
-        absl::StrCat("cuBLASLt has no algorithm for GEMM kind ", static_cast<int>(kind), " rows ",
-                     rows, " out ", out, " in ", in)));
+    return fail(absl::UnimplementedError(absl::StrCat("cuBLASLt has no algorithm for GEMM kind ",
+                                                      static_cast<int>(kind), " rows ", rows,
+                                                      " out ", out, " in ", in)));
   }
   p.algo = result.algo;
   return &plans_.emplace(key, p).first->second;
@@ -146,16 +145,16 @@ absl::Status GemmRunner::Run(Plan* plan, const void* a, const void* b, void* d,
     GECD_CUBLAS_RETURN(SetAttr(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, b_scale));
   }
   const float alpha = 1.0f, beta = 0.0f;
-  return CublasStatus(cublasLtMatmul(handle_.get(), plan->desc, &alpha, a, plan->a, b, plan->b,
-                                     &beta, d, plan->c, d, plan->d, &plan->algo, workspace_.get(),
-                                     workspace_.bytes(), stream),
-                      "cublasLtMatmul");
+  return CublasStatus(
+      cublasLtMatmul(handle_.get(), plan->desc, &alpha, a, plan->a, b, plan->b, &beta, d, plan->c,
+                     d, plan->d, &plan->algo, workspace_.get(), workspace_.bytes(), stream),
+      "cublasLtMatmul");
 }
 
 absl::Status GemmRunner::Bf16(const uint16_t* x, const uint16_t* w, int rows, int out, int in,
                               void* y, GemmOut out_type, cudaStream_t stream) {
-  auto plan = GetPlan(out_type == GemmOut::kF32 ? Kind::kBf16ToF32 : Kind::kBf16ToBf16, rows, out,
-                      in);
+  auto plan =
+      GetPlan(out_type == GemmOut::kF32 ? Kind::kBf16ToF32 : Kind::kBf16ToBf16, rows, out, in);
   if (!plan.ok()) return plan.status();
   return Run(*plan, w, x, y, nullptr, nullptr, stream);
 }
@@ -186,8 +185,8 @@ absl::Status GemmRunner::Fp8RowCol(const uint8_t* x, const float* x_scale, const
 }
 
 absl::Status GemmRunner::Fp8PerTensor(const uint8_t* x, const float* x_scale, const uint8_t* w,
-                                      const float* w_scale, int rows, int out, int in,
-                                      uint16_t* y, cudaStream_t stream) {
+                                      const float* w_scale, int rows, int out, int in, uint16_t* y,
+                                      cudaStream_t stream) {
   auto plan = GetPlan(Kind::kFp8Tensor, rows, out, in);
   if (!plan.ok()) return plan.status();
   return Run(*plan, w, x, y, w_scale, x_scale, stream);

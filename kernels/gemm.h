@@ -45,8 +45,8 @@ class GemmRunner {
 
   // Creates the handle and the workspace, and probes whether the outer-vector FP8 scale mode
   // has an algorithm (a GEMM of probe_out × probe_rows × probe_in).
-  absl::Status Init(size_t workspace_bytes = 32u << 20, int probe_out = 4096,
-                    int probe_rows = 256, int probe_in = 4096);
+  absl::Status Init(size_t workspace_bytes = 32u << 20, int probe_out = 4096, int probe_rows = 256,
+                    int probe_in = 4096);
   bool outer_vec_available() const { return outer_vec_available_; }
   // Shapes (rows, out, in) cuBLASLt refused in the outer-vector mode; they use the fallback.
   int outer_vec_refused_shapes() const { return static_cast<int>(outer_vec_refused_.size()); }

@@ -42,8 +42,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-__global__ void AddBf16Kernel(float* __restrict__ x, const uint16_t* __restrict__ delta,
-                              size_t n) {
+__global__ void AddBf16Kernel(float* __restrict__ x, const uint16_t* __restrict__ delta, size_t n) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     x[i] += Bf16ToF(delta[i]);
@@ -58,8 +57,8 @@ cudaError_t LaunchAddRmsNorm(float* x, const uint16_t* delta, const int32_t* row
                              cudaStream_t stream) {
   if (rows <= 0) return cudaSuccess;
   constexpr int kThreads = 256;
-  AddRmsNormKernel<kThreads><<<rows, kThreads, 0, stream>>>(x, delta, row_map, weight, hidden,
-                                                            eps, out_bf16, out_fp8, out_scale);
+  AddRmsNormKernel<kThreads><<<rows, kThreads, 0, stream>>>(x, delta, row_map, weight, hidden, eps,
+                                                            out_bf16, out_fp8, out_scale);
   return cudaGetLastError();
 }
 

@@ -6,9 +6,8 @@ namespace {
 using namespace detail;
 
 __global__ void RopeKvWriteKernel(const uint16_t* __restrict__ qkv, const float* __restrict__ bias,
-                                  const float* __restrict__ inv_freq, TokenMeta meta,
-                                  RopeParams p, uint16_t* __restrict__ q_out,
-                                  uint16_t* __restrict__ k_cache,
+                                  const float* __restrict__ inv_freq, TokenMeta meta, RopeParams p,
+                                  uint16_t* __restrict__ q_out, uint16_t* __restrict__ k_cache,
                                   uint16_t* __restrict__ v_cache) {
   const size_t t = blockIdx.x;
   const int hd = p.head_dim, half = hd / 2;

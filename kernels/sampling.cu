@@ -24,11 +24,15 @@ __device__ __forceinline__ void WarpArgBest(V& value, int& index, Before before)
 
 struct Greater {
   template <typename V>
-  __device__ __forceinline__ bool operator()(V a, V b) const { return a > b; }
+  __device__ __forceinline__ bool operator()(V a, V b) const {
+    return a > b;
+  }
 };
 struct Less {
   template <typename V>
-  __device__ __forceinline__ bool operator()(V a, V b) const { return a < b; }
+  __device__ __forceinline__ bool operator()(V a, V b) const {
+    return a < b;
+  }
 };
 
 template <int kThreads>

@@ -33,12 +33,14 @@ absl::StatusOr<Args> Args::Parse(const std::vector<std::string>& argv,
     if (spec == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
     if (spec->takes_value && !value) {
       if (i + 1 >= argv.size()) {
-        return absl::InvalidArgumentError(absl::StrCat("flag --", std::string(name), " needs a value"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("flag --", std::string(name), " needs a value"));
       }
       value = argv[++i];
     }
     if (!spec->takes_value && value) {
-      return absl::InvalidArgumentError(absl::StrCat("flag --", std::string(name), " takes no value"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --", std::string(name), " takes no value"));
     }
     args.values_[name].push_back(value.value_or(""));
   }
@@ -60,7 +62,8 @@ std::vector<std::string> Args::GetAll(std::string_view name) const {
 
 absl::StatusOr<std::string> Args::Required(std::string_view name) const {
   auto v = Get(name);
-  if (!v) return absl::InvalidArgumentError(absl::StrCat("missing required flag --", std::string(name)));
+  if (!v)
+    return absl::InvalidArgumentError(absl::StrCat("missing required flag --", std::string(name)));
   return *v;
 }
 

@@ -16,8 +16,8 @@
 namespace gecd::cli {
 
 struct FlagSpec {
-  std::string name;   // without the leading "--"
-  bool takes_value;   // false: a boolean switch
+  std::string name;  // without the leading "--"
+  bool takes_value;  // false: a boolean switch
   std::string help;
 };
 

@@ -17,10 +17,10 @@ namespace gecd::cli {
 
 // One command's flags and help.
 struct CommandLine {
-  const char* name;             // messages start "gecd <name>: "
-  std::vector<FlagSpec> flags;  // --help is added after them
-  std::string usage;            // printed ahead of the flag list
-  bool usage_on_error = false;  // a usage error also prints the usage and the flag list
+  const char* name;              // messages start "gecd <name>: "
+  std::vector<FlagSpec> flags;   // --help is added after them
+  std::string usage;             // printed ahead of the flag list
+  bool usage_on_error = false;   // a usage error also prints the usage and the flag list
   bool error_with_code = false;  // a usage error prints the status code too (Status::ToString)
 
   // `flags` with --help.

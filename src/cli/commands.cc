@@ -6,8 +6,7 @@ const std::vector<Command>& AllCommands() {
   static const std::vector<Command> commands = {
 #ifdef GECD_HAVE_SERVER
       {"serve", "run the daemon: supervisor, engine and gRPC workers", RunServe},
-      {"route", "run the router: spreads gRPC calls over daemons (p2c), with discovery",
-       RunRoute},
+      {"route", "run the router: spreads gRPC calls over daemons (p2c), with discovery", RunRoute},
       {"tune", "measure the engine settings and per-pod HPA target that meet a latency SLO",
        RunTune},
 #endif

@@ -42,8 +42,8 @@ using Json = nlohmann::ordered_json;
 
 struct EvalOptions {
   config::Config config;
-  std::string server;        // HOST:PORT; "" runs config.model.dir in-process
-  std::string compare_dir;   // a second model directory, in-process
+  std::string server;       // HOST:PORT; "" runs config.model.dir in-process
+  std::string compare_dir;  // a second model directory, in-process
   std::string jfleg_dir;
   std::string jfleg_split = "dev";
   std::string synthetic_path;
@@ -65,7 +65,8 @@ struct GateResult {
 absl::StatusOr<double> GetDouble(const Args& args, std::string_view name) {
   double value = std::numeric_limits<double>::quiet_NaN();
   if (auto v = args.Get(name); v && !absl::SimpleAtod(*v, &value)) {
-    return absl::InvalidArgumentError(absl::StrCat("--", std::string(name), " wants a number, got '", *v, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", std::string(name), " wants a number, got '", *v, "'"));
   }
   return value;
 }
@@ -96,7 +97,8 @@ absl::StatusOr<EvalOptions> ParseOptions(const Args& args) {
     return absl::InvalidArgumentError("--model and --server exclude each other");
   }
   if (o.jfleg_dir.empty() && o.synthetic_path.empty()) {
-    return absl::InvalidArgumentError("nothing to evaluate: give --jfleg DIR and/or --synthetic FILE");
+    return absl::InvalidArgumentError(
+        "nothing to evaluate: give --jfleg DIR and/or --synthetic FILE");
   }
   if (o.limit < 0 || o.in_flight < 1 || o.iterations < 1) {
     return absl::InvalidArgumentError(
@@ -157,8 +159,8 @@ absl::StatusOr<eval::System> RunSystem(const EvalOptions& o, const std::string& 
                  name.c_str(), static_cast<long long>(s.run.failed), texts.size());
   }
   if (s.run.failed == static_cast<int64_t>(texts.size())) {
-    return absl::FailedPreconditionError(absl::StrCat(name, ": every sentence failed; ",
-                                                      describe(0), ": ", s.run.errors[0]));
+    return absl::FailedPreconditionError(
+        absl::StrCat(name, ": every sentence failed; ", describe(0), ": ", s.run.errors[0]));
   }
   return s;
 }
@@ -206,9 +208,10 @@ absl::StatusOr<GateResult> RunEval(const EvalOptions& o) {
                         {"max_input_tokens", o.config.model.max_input_tokens},
                         {"max_output_tokens", o.config.model.max_output_tokens},
                         {"copy_bias", o.config.model.copy_bias},
-                        {"spelling", {{"dictionary", o.config.spelling.dictionary},
-                                      {"lexicon", o.config.spelling.lexicon},
-                                      {"min_count", o.config.spelling.min_count}}},
+                        {"spelling",
+                         {{"dictionary", o.config.spelling.dictionary},
+                          {"lexicon", o.config.spelling.lexicon},
+                          {"min_count", o.config.spelling.min_count}}},
                         {"limit", o.limit}};
   eval::EvalSets sets;
   sets.jfleg = jfleg ? &*jfleg : nullptr;
@@ -220,8 +223,7 @@ absl::StatusOr<GateResult> RunEval(const EvalOptions& o) {
   report_options.include_outputs = o.report_outputs;
   report_options.min_gleu_delta = o.min_gleu_delta;
   report_options.max_false_change_rate = o.max_false_change_rate;
-  ASSIGN_OR_RETURN(eval::Report scored,
-                   eval::ScoreSystems(sets, systems, report_options, &report));
+  ASSIGN_OR_RETURN(eval::Report scored, eval::ScoreSystems(sets, systems, report_options, &report));
   gate.failures = std::move(scored.gate_failures);
   std::fputs(scored.summary.c_str(), stdout);
   std::fflush(stdout);
@@ -230,7 +232,8 @@ absl::StatusOr<GateResult> RunEval(const EvalOptions& o) {
     std::ofstream out(o.report_path, std::ios::trunc);
     out << report.dump(2) << "\n";
     out.close();
-    if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write --report ", o.report_path));
+    if (!out)
+      return absl::PermissionDeniedError(absl::StrCat("cannot write --report ", o.report_path));
     std::fprintf(stderr, "gecd eval: report written to %s\n", o.report_path.c_str());
   }
   return gate;
@@ -241,32 +244,45 @@ absl::StatusOr<GateResult> RunEval(const EvalOptions& o) {
 int RunEval(const std::vector<std::string>& argv) {
   const CommandLine command = {
       .name = "eval",
-      .flags = {
-          {"model", true, "model directory to run in-process (default: the config's model.dir)"},
-          {"server", true, "HOST:PORT of a running gecd serve to evaluate instead (gRPC)"},
-          {"config", true, "gecd YAML config: model.dir, prompt template, token limits, engine"},
-          {"set", true, "override a config key, e.g. --set engine.max_batch_size=256 (repeatable)"},
-          {"jfleg", true, "JFLEG directory (<split>.src, <split>.ref0..3): GLEU vs the source copy"},
-          {"jfleg-split", true, "JFLEG split to read (default: dev)"},
-          {"synthetic", true, "TSV of error_type<TAB>source<TAB>target: exact match per type"},
-          {"compare", true, "a second model directory (e.g. gecd quantize's FP8 copy), in-process"},
-          {"limit", true, "only the first N sentences of each set"},
-          {"report", true, "write every figure as JSON to FILE"},
-          {"report-outputs", false, "include every output in the JSON report"},
-          {"in-flight", true, "requests outstanding at once with --server (default 64)"},
-          {"gleu-iterations", true, "reference draws GLEU averages over (default 500)"},
-          {"min-gleu-delta", true, "gate: exit 3 unless the model's JFLEG GLEU minus the source copy's is at least this"},
-          {"max-false-change-rate", true, "gate: exit 3 if more than this share (0-1) of 'none' sentences change"},
-      },
+      .flags =
+          {
+              {"model", true,
+               "model directory to run in-process (default: the config's model.dir)"},
+              {"server", true, "HOST:PORT of a running gecd serve to evaluate instead (gRPC)"},
+              {"config", true,
+               "gecd YAML config: model.dir, prompt template, token limits, engine"},
+              {"set", true,
+               "override a config key, e.g. --set engine.max_batch_size=256 (repeatable)"},
+              {"jfleg", true,
+               "JFLEG directory (<split>.src, <split>.ref0..3): GLEU vs the source copy"},
+              {"jfleg-split", true, "JFLEG split to read (default: dev)"},
+              {"synthetic", true, "TSV of error_type<TAB>source<TAB>target: exact match per type"},
+              {"compare", true,
+               "a second model directory (e.g. gecd quantize's FP8 copy), in-process"},
+              {"limit", true, "only the first N sentences of each set"},
+              {"report", true, "write every figure as JSON to FILE"},
+              {"report-outputs", false, "include every output in the JSON report"},
+              {"in-flight", true, "requests outstanding at once with --server (default 64)"},
+              {"gleu-iterations", true, "reference draws GLEU averages over (default 500)"},
+              {"min-gleu-delta", true,
+               "gate: exit 3 unless the model's JFLEG GLEU minus the source copy's is at least "
+               "this"},
+              {"max-false-change-rate", true,
+               "gate: exit 3 if more than this share (0-1) of 'none' sentences change"},
+          },
       .usage =
-          "usage: gecd eval [--model DIR | --server HOST:PORT] [--config FILE] [--set KEY=VALUE]...\n"
+          "usage: gecd eval [--model DIR | --server HOST:PORT] [--config FILE] [--set "
+          "KEY=VALUE]...\n"
           "                 [--jfleg DIR] [--synthetic FILE] [--compare DIR] [--limit N]\n"
           "                 [--report FILE [--report-outputs]] [--min-gleu-delta D]\n"
           "                 [--max-false-change-rate R]\n"
           "Runs every sentence through the model (greedy with the config's copy bias, prompt\n"
-          "template and limits) and prints GLEU on JFLEG next to the copy-the-source baseline, exact\n"
-          "match per error type on the synthetic set, and throughput. --compare runs a second model\n"
-          "directory on the same sentences and reports the differences and how often the two agree.\n"
+          "template and limits) and prints GLEU on JFLEG next to the copy-the-source baseline, "
+          "exact\n"
+          "match per error type on the synthetic set, and throughput. --compare runs a second "
+          "model\n"
+          "directory on the same sentences and reports the differences and how often the two "
+          "agree.\n"
           "Exit status: 0, 1 on errors, 2 on usage errors, 3 when a --min-gleu-delta /\n"
           "--max-false-change-rate gate fails.\n",
       .usage_on_error = true,

@@ -50,14 +50,17 @@ absl::StatusOr<GenerateRequest> ParseRequest(const Args& args) {
 int RunGenerate(const std::vector<std::string>& argv) {
   const CommandLine command = {
       .name = "generate",
-      .flags = {
-          {"model", true, "model directory (config.json, safetensors, tokenizer)"},
-          {"config", true, "gecd YAML config: model.dir, prompt template, engine sizes"},
-          {"set", true, "override a config key, e.g. --set engine.kv_cache_mb=64 (repeatable)"},
-          {"prompt-template", true, "prompt with {text} for each TEXT (default: config's, or {text})"},
-          {"max-new-tokens", true, "tokens to generate at most (default: model.max_output_tokens)"},
-          {"threads", true, "BLAS threads (default: config's; 0 = all cores)"},
-      },
+      .flags =
+          {
+              {"model", true, "model directory (config.json, safetensors, tokenizer)"},
+              {"config", true, "gecd YAML config: model.dir, prompt template, engine sizes"},
+              {"set", true, "override a config key, e.g. --set engine.kv_cache_mb=64 (repeatable)"},
+              {"prompt-template", true,
+               "prompt with {text} for each TEXT (default: config's, or {text})"},
+              {"max-new-tokens", true,
+               "tokens to generate at most (default: model.max_output_tokens)"},
+              {"threads", true, "BLAS threads (default: config's; 0 = all cores)"},
+          },
       .usage =
           "usage: gecd generate [--model DIR] [--config FILE] [--set KEY=VALUE]...\n"
           "                     [--prompt-template T] [--max-new-tokens N] [--threads N] TEXT...\n"

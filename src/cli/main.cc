@@ -15,7 +15,8 @@ namespace {
 
 void PrintUsage(FILE* out) {
   std::fprintf(out, "usage: gecd <command> [flags]\n\ncommands:\n");
-  for (const auto& c : gecd::cli::AllCommands()) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+  for (const auto& c : gecd::cli::AllCommands())
+    std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
   std::fprintf(out, "\n'gecd <command> --help' describes a command's flags.\n");
 }
 

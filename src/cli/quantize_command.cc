@@ -21,7 +21,8 @@ int RunQuantize(const std::vector<std::string>& argv) {
   if (!in.ok() || !out.ok() || !args->positionals().empty()) {
     const absl::Status error = !in.ok() ? in.status() : out.status();
     if (!error.ok()) std::fprintf(stderr, "gecd quantize: %s\n", error.ToString().c_str());
-    std::fprintf(stderr, "usage: gecd quantize --in DIR --out DIR [--no-attention-fp8] [--force]\n%s",
+    std::fprintf(stderr,
+                 "usage: gecd quantize --in DIR --out DIR [--no-attention-fp8] [--force]\n%s",
                  FlagHelp(specs).c_str());
     return 2;
   }

@@ -484,25 +484,30 @@ absl::StatusOr<int> Tune(const TuneOptions& o) {
 int RunTune(const std::vector<std::string>& argv) {
   const CommandLine command = {
       .name = "tune",
-      .flags = {
-          {"config", true, "gecd YAML config to tune (default: built-in defaults)"},
-          {"set", true, "override a config key for every daemon, e.g. --set engine.threads=2"},
-          {"slo-p99", true, "latency SLO: p99 of OK answers at most this (default 1s)"},
-          {"max-error-rate", true, "errors and refusals at most this share (default 0.01)"},
-          {"budget", true, "wall time for the whole search, daemon starts included (default 10m)"},
-          {"out", true, "the tuned config to write (default tuned.yaml)"},
-          {"json", true, "write the figures and every trial as JSON to FILE"},
-          {"headroom", true, "HPA target = concurrency x (1 - headroom), in [0, 1) (default 0.3)"},
-          {"input", true, "sentences for the trials, one per line (default: built-in samples)"},
-          {"trial", true, "measured time of each find-max trial (default 3s)"},
-          {"warmup", true, "unmeasured time before each trial (default 1s)"},
-      },
+      .flags =
+          {
+              {"config", true, "gecd YAML config to tune (default: built-in defaults)"},
+              {"set", true, "override a config key for every daemon, e.g. --set engine.threads=2"},
+              {"slo-p99", true, "latency SLO: p99 of OK answers at most this (default 1s)"},
+              {"max-error-rate", true, "errors and refusals at most this share (default 0.01)"},
+              {"budget", true,
+               "wall time for the whole search, daemon starts included (default 10m)"},
+              {"out", true, "the tuned config to write (default tuned.yaml)"},
+              {"json", true, "write the figures and every trial as JSON to FILE"},
+              {"headroom", true,
+               "HPA target = concurrency x (1 - headroom), in [0, 1) (default 0.3)"},
+              {"input", true, "sentences for the trials, one per line (default: built-in samples)"},
+              {"trial", true, "measured time of each find-max trial (default 3s)"},
+              {"warmup", true, "unmeasured time before each trial (default 1s)"},
+          },
       .usage =
           "usage: gecd tune [--config FILE] [--set KEY=VALUE]... [--slo-p99 1s] [--budget 10m]\n"
           "                 [--out tuned.yaml] [--json FILE] [--headroom 0.3] [--input FILE]\n"
-          "Starts daemons of the config (gecd serve on free 127.0.0.1 ports) with candidate values\n"
+          "Starts daemons of the config (gecd serve on free 127.0.0.1 ports) with candidate "
+          "values\n"
           "of engine.max_batch_size, engine.max_step_tokens, server.workers and, on the cuda\n"
-          "backend, engine.graph_batch_sizes, finds each one's highest open-loop rate within the SLO\n"
+          "backend, engine.graph_batch_sizes, finds each one's highest open-loop rate within the "
+          "SLO\n"
           "(gecd-load's find-max), writes the config with the best values, and prints the per-pod\n"
           "rate, concurrency and HPA target. Exit status: 0; 1 when no setting met the SLO (the\n"
           "closest is reported) or on errors; 2 on bad flags, a bad config, or a config whose\n"

@@ -24,18 +24,18 @@ namespace gecd::internal {
 
 }  // namespace gecd::internal
 
-#define GECD_RELEASE_ASSERT(cond, message)                                              \
-  do {                                                                                  \
-    if (!(cond)) [[unlikely]] {                                                         \
-      ::gecd::internal::AssertionFailed(__FILE__, __LINE__, #cond, (message));          \
-    }                                                                                   \
+#define GECD_RELEASE_ASSERT(cond, message)                                     \
+  do {                                                                         \
+    if (!(cond)) [[unlikely]] {                                                \
+      ::gecd::internal::AssertionFailed(__FILE__, __LINE__, #cond, (message)); \
+    }                                                                          \
   } while (false)
 
 #ifdef NDEBUG
-#define GECD_ASSERT(cond, message)                                \
-  do {                                                            \
-    static_cast<void>(sizeof(static_cast<bool>(cond)));           \
-    static_cast<void>(sizeof(std::string_view(message)));         \
+#define GECD_ASSERT(cond, message)                        \
+  do {                                                    \
+    static_cast<void>(sizeof(static_cast<bool>(cond)));   \
+    static_cast<void>(sizeof(std::string_view(message))); \
   } while (false)
 #else
 #define GECD_ASSERT(cond, message) GECD_RELEASE_ASSERT(cond, message)

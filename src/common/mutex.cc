@@ -27,8 +27,7 @@ void Mutex::Await(const std::function<bool()>& cond) {
   AwaitWithTimeout(cond, std::chrono::nanoseconds::max());
 }
 
-bool Mutex::AwaitWithTimeout(const std::function<bool()>& cond,
-                             std::chrono::nanoseconds timeout) {
+bool Mutex::AwaitWithTimeout(const std::function<bool()>& cond, std::chrono::nanoseconds timeout) {
   const Clock::time_point deadline = DeadlineAfter(timeout);
   ++awaiting_;
   std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);

@@ -76,9 +76,9 @@ uint8_t FloatToE4m3(float f) {
   if (a < 0.015625f) {  // below 2^-6: subnormal steps of 2^-9; code 8 is the smallest normal
     return sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f));
   }
-  const int e = std::ilogb(a);                                  // -6 .. 8
+  const int e = std::ilogb(a);  // -6 .. 8
   const float step = std::ldexp(1.0f, e - 3);
-  const float q = std::nearbyint(a / step) * step;              // exact; may carry to 2^(e+1)
+  const float q = std::nearbyint(a / step) * step;  // exact; may carry to 2^(e+1)
   const int qe = std::ilogb(q);
   const int mant = static_cast<int>(std::ldexp(q, 3 - qe)) - 8;  // 0..7
   return sign | static_cast<uint8_t>(((qe + 7) << 3) | mant);

@@ -39,8 +39,7 @@ void E4m3ToFloat(std::span<const uint8_t> in, float* out);
 void QuantizeRowsE4m3(const float* x, size_t rows, size_t cols, float* x_q, float* scales);
 
 // Same, returning the raw e4m3 codes instead of decoded values.
-void QuantizeRowsE4m3Codes(const float* x, size_t rows, size_t cols, uint8_t* codes,
-                           float* scales);
+void QuantizeRowsE4m3Codes(const float* x, size_t rows, size_t cols, uint8_t* codes, float* scales);
 
 }  // namespace gecd
 

@@ -42,8 +42,8 @@ void StartupPhases::Mark(std::string_view phase, Clock::time_point now, microsec
   const microseconds cpu = std::max(microseconds(0), cpu_now - cpu_last_);
   last_ = std::max(last_, now);
   cpu_last_ = std::max(cpu_last_, cpu_now);
-  auto same = std::find_if(phases_.begin(), phases_.end(),
-                           [&](const Phase& p) { return p.name == phase; });
+  auto same =
+      std::find_if(phases_.begin(), phases_.end(), [&](const Phase& p) { return p.name == phase; });
   if (same != phases_.end()) {
     same->took += took;
     same->cpu += cpu;
@@ -62,10 +62,10 @@ std::string StartupPhases::Summary() const {
   for (const Phase& p : phases_) {
     absl::StrAppend(&out, out.empty() ? "" : ", ", p.name, " ", Timing(p.took, p.cpu));
   }
-  absl::StrAppend(&out, out.empty() ? "" : "; ",
-                  Timing(Total(), (since_exec_ ? cpu_since_exec_ : microseconds(0)) +
-                                      (cpu_last_ - cpu_start_)),
-                  since_exec_ ? " since exec" : " since start");
+  absl::StrAppend(
+      &out, out.empty() ? "" : "; ",
+      Timing(Total(), (since_exec_ ? cpu_since_exec_ : microseconds(0)) + (cpu_last_ - cpu_start_)),
+      since_exec_ ? " since exec" : " since start");
   return out;
 }
 

@@ -9,10 +9,10 @@
 #define GECD_CONCAT_INNER_(a, b) a##b
 #define GECD_CONCAT_(a, b) GECD_CONCAT_INNER_(a, b)
 
-#define RETURN_IF_ERROR(expr)                        \
-  do {                                               \
-    ::absl::Status gecd_status_ = (expr);            \
-    if (!gecd_status_.ok()) return gecd_status_;     \
+#define RETURN_IF_ERROR(expr)                    \
+  do {                                           \
+    ::absl::Status gecd_status_ = (expr);        \
+    if (!gecd_status_.ok()) return gecd_status_; \
   } while (0)
 
 #define ASSIGN_OR_RETURN_IMPL_(tmp, lhs, rexpr) \

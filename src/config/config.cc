@@ -109,8 +109,8 @@ absl::StatusOr<std::vector<int>> ParseBatchSizes(const std::string& v) {
     int x;
     if (!absl::SimpleAtoi(item, &x) || x < 1 || x > 4096) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "engine.graph_batch_sizes: expected comma-separated sizes in [1, 4096] or \"\", got '",
-          v, "'"));
+          "engine.graph_batch_sizes: expected comma-separated sizes in [1, 4096] or \"\", got '", v,
+          "'"));
     }
     sizes.push_back(x);
   }
@@ -151,7 +151,8 @@ absl::Status CheckHostPort(absl::string_view path, absl::string_view v) {
 // A list of host:port endpoints: a YAML sequence in the file, comma-separated on the command
 // line (the file's sequence reaches the setter joined the same way).
 Field HostPortList(std::string path, Ref<std::vector<std::string>> ref) {
-  return {path, "a list of host:port", [=](Config& c, const std::string& v) -> absl::Status {
+  return {path, "a list of host:port",
+          [=](Config& c, const std::string& v) -> absl::Status {
             std::vector<std::string> items;
             if (!v.empty()) {
               for (absl::string_view item : absl::StrSplit(v, ',')) {
@@ -171,19 +172,16 @@ const std::vector<Field>& Fields() {
       String("model.dir", &Config::model, &ModelSection::dir, false),
       String("model.prompt_template", &Config::model, &ModelSection::prompt_template, false),
       Int("model.max_input_tokens", &Config::model, &ModelSection::max_input_tokens, 1, 1 << 20),
-      Int("model.max_output_tokens", &Config::model, &ModelSection::max_output_tokens, 1,
-          1 << 20),
+      Int("model.max_output_tokens", &Config::model, &ModelSection::max_output_tokens, 1, 1 << 20),
       Double("model.copy_bias", &Config::model, &ModelSection::copy_bias, 0.0, 100.0,
              /*min_allowed=*/true),
       Enum("engine.backend", &Config::engine, &EngineSection::backend, {"cpu", "cuda", "echo"}),
       Int("engine.threads", &Config::engine, &EngineSection::threads, 0, 1024),
       Int("engine.kv_block_size", &Config::engine, &EngineSection::kv_block_size, 1, 1024),
-      Int("engine.kv_cache_blocks", &Config::engine, &EngineSection::kv_cache_blocks, 0,
-          1 << 24),
+      Int("engine.kv_cache_blocks", &Config::engine, &EngineSection::kv_cache_blocks, 0, 1 << 24),
       Int("engine.kv_cache_mb", &Config::engine, &EngineSection::kv_cache_mb, 1, 1 << 22),
       Int("engine.max_batch_size", &Config::engine, &EngineSection::max_batch_size, 1, 4096),
-      Int("engine.max_step_tokens", &Config::engine, &EngineSection::max_step_tokens, 1,
-          1 << 20),
+      Int("engine.max_step_tokens", &Config::engine, &EngineSection::max_step_tokens, 1, 1 << 20),
       Int("engine.device", &Config::engine, &EngineSection::device, 0, 63),
       Double("engine.kv_cache_memory_fraction", &Config::engine,
              &EngineSection::kv_cache_memory_fraction, 0.0, 0.95, /*min_allowed=*/false),
@@ -207,12 +205,10 @@ const std::vector<Field>& Fields() {
           &ServerSection::max_streams_per_connection, 1, 1 << 20),
       Int("server.grace_period_ms", &Config::server, &ServerSection::grace_period_ms, 0,
           3600 * 1000),
-      Int("server.drain_quiet_ms", &Config::server, &ServerSection::drain_quiet_ms, 0,
-          3600 * 1000),
+      Int("server.drain_quiet_ms", &Config::server, &ServerSection::drain_quiet_ms, 0, 3600 * 1000),
       String("server.metrics_listen", &Config::server, &ServerSection::metrics_listen, false),
       Int("server.ring_slots", &Config::server, &ServerSection::ring_slots, 2, 1 << 20),
-      Int("server.ring_slot_bytes", &Config::server, &ServerSection::ring_slot_bytes, 256,
-          1 << 20),
+      Int("server.ring_slot_bytes", &Config::server, &ServerSection::ring_slot_bytes, 256, 1 << 20),
       String("spelling.dictionary", &Config::spelling, &SpellingSection::dictionary, true),
       String("spelling.lexicon", &Config::spelling, &SpellingSection::lexicon, true),
       Int("spelling.min_count", &Config::spelling, &SpellingSection::min_count, 1, 1 << 30),
@@ -234,10 +230,8 @@ const std::vector<Field>& Fields() {
       Int("route.ejection_failures", &Config::route, &RouteSection::ejection_failures, 1, 1000),
       Int("route.ejection_base_ms", &Config::route, &RouteSection::ejection_base_ms, 1,
           3600 * 1000),
-      Int("route.ejection_max_ms", &Config::route, &RouteSection::ejection_max_ms, 1,
-          3600 * 1000),
-      Int("route.grace_period_ms", &Config::route, &RouteSection::grace_period_ms, 0,
-          3600 * 1000),
+      Int("route.ejection_max_ms", &Config::route, &RouteSection::ejection_max_ms, 1, 3600 * 1000),
+      Int("route.grace_period_ms", &Config::route, &RouteSection::grace_period_ms, 0, 3600 * 1000),
       Int("route.drain_quiet_ms", &Config::route, &RouteSection::drain_quiet_ms, 0, 3600 * 1000),
       Int("route.threads", &Config::route, &RouteSection::threads, 0, 1024),
       Enum("route.endpoints.source", At(&Config::route, &RouteSection::source),
@@ -250,21 +244,21 @@ const std::vector<Field>& Fields() {
               return absl::OkStatus();
             }},
       Int("route.dns_refresh_s", &Config::route, &RouteSection::dns_refresh_s, 1, 3600),
-      String("route.kubernetes.service", [](Config& c) -> std::string& {
-        return c.route.kubernetes.service;
-      }, true),
-      String("route.kubernetes.namespace", [](Config& c) -> std::string& {
-        return c.route.kubernetes.namespace_;
-      }, true),
-      String("route.kubernetes.port", [](Config& c) -> std::string& {
-        return c.route.kubernetes.port;
-      }, false),
-      String("route.kubernetes.kubeconfig", [](Config& c) -> std::string& {
-        return c.route.kubernetes.kubeconfig;
-      }, true),
-      Int("route.kubernetes.token_refresh_s", [](Config& c) -> int& {
-        return c.route.kubernetes.token_refresh_s;
-      }, 1, 24 * 3600),
+      String(
+          "route.kubernetes.service",
+          [](Config& c) -> std::string& { return c.route.kubernetes.service; }, true),
+      String(
+          "route.kubernetes.namespace",
+          [](Config& c) -> std::string& { return c.route.kubernetes.namespace_; }, true),
+      String(
+          "route.kubernetes.port",
+          [](Config& c) -> std::string& { return c.route.kubernetes.port; }, false),
+      String(
+          "route.kubernetes.kubeconfig",
+          [](Config& c) -> std::string& { return c.route.kubernetes.kubeconfig; }, true),
+      Int(
+          "route.kubernetes.token_refresh_s",
+          [](Config& c) -> int& { return c.route.kubernetes.token_refresh_s; }, 1, 24 * 3600),
       Enum("logging.level", &Config::logging, &LoggingSection::level,
            {"trace", "debug", "info", "warn", "error"}),
       Enum("logging.format", &Config::logging, &LoggingSection::format, {"text", "json"}),
@@ -292,8 +286,7 @@ std::string Where(std::string_view file, const YAML::Mark& mark) {
 }
 
 absl::Status Invalid(std::string_view file, const YAML::Mark& mark, std::string_view message) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(Where(file, mark), ": ", std::string(message)));
+  return absl::InvalidArgumentError(absl::StrCat(Where(file, mark), ": ", std::string(message)));
 }
 
 absl::Status Walk(const YAML::Node& node, const std::string& prefix, std::string_view file,
@@ -414,10 +407,10 @@ absl::Status ValidateConfig(const Config& c) {
     return absl::InvalidArgumentError("model.prompt_template: must contain {text}");
   }
   if (c.engine.max_step_tokens < c.engine.max_batch_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "engine.max_step_tokens (", c.engine.max_step_tokens,
-        ") must be at least engine.max_batch_size (", c.engine.max_batch_size,
-        ") so every running sequence can decode in one step"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("engine.max_step_tokens (", c.engine.max_step_tokens,
+                     ") must be at least engine.max_batch_size (", c.engine.max_batch_size,
+                     ") so every running sequence can decode in one step"));
   }
   if (c.engine.echo_step_ms > 0 && c.engine.backend != "echo") {
     return absl::InvalidArgumentError(
@@ -453,13 +446,13 @@ absl::Status ValidateConfig(const Config& c) {
         "route.kubernetes.service: must be set when route.endpoints.source is kubernetes");
   }
   if (r.ejection_max_ms < r.ejection_base_ms) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "route.ejection_max_ms (", r.ejection_max_ms, ") must be at least route.ejection_base_ms (",
-        r.ejection_base_ms, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("route.ejection_max_ms (", r.ejection_max_ms,
+                                                   ") must be at least route.ejection_base_ms (",
+                                                   r.ejection_base_ms, ")"));
   }
   if ((c.server.ring_slots & (c.server.ring_slots - 1)) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("server.ring_slots: must be a power of two, got ",
-                                                   c.server.ring_slots));
+    return absl::InvalidArgumentError(
+        absl::StrCat("server.ring_slots: must be a power of two, got ", c.server.ring_slots));
   }
   return absl::OkStatus();
 }

@@ -29,15 +29,15 @@ struct EngineSection {
   int kv_block_size = 16;       // tokens per KV-cache block
   int kv_cache_blocks = 0;      // 0 = sized from kv_cache_mb
   int kv_cache_mb = 256;
-  int max_batch_size = 128;     // sequences per step
-  int max_step_tokens = 2048;   // prefill + decode tokens per step
+  int max_batch_size = 128;    // sequences per step
+  int max_step_tokens = 2048;  // prefill + decode tokens per step
   // The cuda backend only (the cpu backend runs the checkpoint's weights as stored):
   int device = 0;                         // CUDA device ordinal
   double kv_cache_memory_fraction = 0.5;  // of the device memory free after the weights
   std::string graph_batch_sizes = "1,2,4,8,16,32,64,128,256,512";  // decode graphs; "" = none
-  std::string quantization = "fp8";       // fp8 | none
-  bool attention_fp8 = true;              // false: q/k/v/o stay bf16
-  std::string fp8_scaling = "per_channel";  // per_channel | per_tensor
+  std::string quantization = "fp8";                                // fp8 | none
+  bool attention_fp8 = true;                                       // false: q/k/v/o stay bf16
+  std::string fp8_scaling = "per_channel";                         // per_channel | per_tensor
   // The echo backend only: each step takes this long (a slowed batching engine, for
   // benchmarks of what sits in front of daemons); 0 = as fast as it goes.
   int echo_step_ms = 0;
@@ -50,11 +50,11 @@ struct ServerSection {
   int max_queue_ms = 500;                // predicted wait beyond this: RESOURCE_EXHAUSTED; 0 = off
   int max_input_chars = 2000;            // longer texts: INVALID_ARGUMENT
   int max_streams_per_connection = 1024;  // concurrent calls (HTTP/2 streams) per connection
-  int grace_period_ms = 10000;           // SIGTERM: time to finish admitted requests
-  int drain_quiet_ms = 500;              // ... and to answer UNAVAILABLE until calls stop coming
+  int grace_period_ms = 10000;            // SIGTERM: time to finish admitted requests
+  int drain_quiet_ms = 500;               // ... and to answer UNAVAILABLE until calls stop coming
   std::string metrics_listen = "0.0.0.0:9100";  // Prometheus /metrics, /healthz, /readyz
-  int ring_slots = 1024;                 // per ring, power of two
-  int ring_slot_bytes = 4096;            // one ring message; several requests pack into one
+  int ring_slots = 1024;                        // per ring, power of two
+  int ring_slot_bytes = 4096;                   // one ring message; several requests pack into one
 };
 
 // The spelling stage before the model (model/spell_corrector.h): on when both paths are set.
@@ -75,8 +75,8 @@ struct SpellingSection {
 // The Kubernetes endpoint source of `gecd route` (route.endpoints.source: kubernetes): the
 // EndpointSlices of one Service, by list + watch.
 struct KubernetesSection {
-  std::string service;     // the Service whose slices are watched (a headless one)
-  std::string namespace_;  // "" = the pod's own (in cluster) or the kubeconfig context's
+  std::string service;        // the Service whose slices are watched (a headless one)
+  std::string namespace_;     // "" = the pod's own (in cluster) or the kubeconfig context's
   std::string port = "grpc";  // the slice port, by name; a number matches the port number
   std::string kubeconfig;  // "" = in-cluster (service-account token, ca.crt, KUBERNETES_SERVICE_*)
   int token_refresh_s = 60;  // the token file is re-read this often (bound tokens expire)
@@ -87,8 +87,8 @@ struct KubernetesSection {
 struct RouteSection {
   std::string listen = "0.0.0.0:50061";
   std::string metrics_listen = "0.0.0.0:9101";  // /metrics, /healthz, /readyz
-  std::string policy = "p2c";  // p2c | round_robin | least_request
-  int max_in_flight = 10000;   // the router's own cap; beyond: RESOURCE_EXHAUSTED
+  std::string policy = "p2c";                   // p2c | round_robin | least_request
+  int max_in_flight = 10000;                    // the router's own cap; beyond: RESOURCE_EXHAUSTED
   int channels_per_endpoint = 1;  // HTTP/2 connections to each endpoint, per relay thread
   int threads = 0;                // relay event-loop threads; 0 = one per core
   // A newly eligible endpoint's weight ramps from min_weight to 1 over slow_start_s (0 = off):
@@ -102,8 +102,8 @@ struct RouteSection {
   int ejection_failures = 5;
   int ejection_base_ms = 1000;
   int ejection_max_ms = 30000;
-  int grace_period_ms = 10000;  // SIGTERM: time for the calls in flight to finish
-  int drain_quiet_ms = 500;     // ... and to answer UNAVAILABLE until calls stop coming
+  int grace_period_ms = 10000;    // SIGTERM: time for the calls in flight to finish
+  int drain_quiet_ms = 500;       // ... and to answer UNAVAILABLE until calls stop coming
   std::string source = "static";  // route.endpoints.source: static | dns | kubernetes
   std::vector<std::string> static_endpoints = {"127.0.0.1:50051"};  // route.endpoints.static
   std::string dns;        // route.endpoints.dns: "name:port", every A/AAAA record is an endpoint
@@ -112,7 +112,7 @@ struct RouteSection {
 };
 
 struct LoggingSection {
-  std::string level = "info";  // trace | debug | info | warn | error
+  std::string level = "info";   // trace | debug | info | warn | error
   std::string format = "text";  // text | json
 };
 

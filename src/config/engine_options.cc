@@ -20,8 +20,8 @@ engine::CpuBackendOptions CpuBackendOptionsFrom(const EngineSection& engine) {
           .threads = engine.threads};
 }
 
-absl::StatusOr<std::unique_ptr<engine::Backend>> CreateBackend(const Config& config,
-                                                               const model::Checkpoint& checkpoint) {
+absl::StatusOr<std::unique_ptr<engine::Backend>> CreateBackend(
+    const Config& config, const model::Checkpoint& checkpoint) {
   const EngineSection& e = config.engine;
   if (e.backend == "cuda") {
 #ifdef GECD_HAVE_CUDA
@@ -32,8 +32,9 @@ absl::StatusOr<std::unique_ptr<engine::Backend>> CreateBackend(const Config& con
     options.max_step_tokens = e.max_step_tokens;
     options.max_batch_size = e.max_batch_size;
     options.graph_batch_sizes = GraphBatchSizes(e);
-    options.quantization = e.quantization == "fp8" ? engine::CudaBackendOptions::Quantization::kFp8
-                                                   : engine::CudaBackendOptions::Quantization::kNone;
+    options.quantization = e.quantization == "fp8"
+                               ? engine::CudaBackendOptions::Quantization::kFp8
+                               : engine::CudaBackendOptions::Quantization::kNone;
     options.attention_fp8 = e.attention_fp8;
     options.fp8_scaling = e.fp8_scaling == "per_tensor"
                               ? engine::CudaBackendOptions::Fp8Scaling::kPerTensor
@@ -65,8 +66,8 @@ engine::EngineOptions EngineOptionsFrom(const model::Checkpoint& checkpoint) {
 absl::StatusOr<std::unique_ptr<model::SpellCorrector>> SpellCorrectorFrom(
     const SpellingSection& spelling) {
   if (spelling.dictionary.empty()) return nullptr;
-  return model::SpellCorrector::Create(spelling.dictionary, spelling.lexicon,
-                                       spelling.min_count, spelling.instances);
+  return model::SpellCorrector::Create(spelling.dictionary, spelling.lexicon, spelling.min_count,
+                                       spelling.instances);
 }
 
 }  // namespace gecd::config

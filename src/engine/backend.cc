@@ -33,16 +33,15 @@ absl::Status CheckSequence(const StepBatch& batch, size_t i, int expected_offset
   for (int k = 0; k < s.num_blocks; ++k) {
     const int32_t block = batch.block_ids[s.block_offset + k];
     if (block < 0 || block >= layout.num_blocks) {
-      return absl::InvalidArgumentError(absl::StrCat(where, "block id ", block,
-                                                     " out of range [0, ", layout.num_blocks,
-                                                     ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "block id ", block, " out of range [0, ", layout.num_blocks, ")"));
     }
   }
   const BatchCopyBias& c = s.copy;
   if (c.bias != 0) {
     if (!std::isfinite(c.bias) || !s.sample) {
-      return absl::InvalidArgumentError(
-          where + "copy bias not finite or on an entry that does not sample");
+      return absl::InvalidArgumentError(where +
+                                        "copy bias not finite or on an entry that does not sample");
     }
     if (c.text_offset < 0 || c.text_length < 0 ||
         c.text_offset + c.text_length > static_cast<int>(batch.copy_tokens.size()) ||

@@ -57,8 +57,8 @@ struct StepBatch {
   void Add(std::span<const int32_t> new_tokens, int start_position,
            std::span<const int32_t> block_table, bool sample, int previous_sample = -1);
   // Gives the last added sequence a copy bias over `text`.
-  void SetCopyBias(std::span<const int32_t> text, float bias, int32_t end_token,
-                   CopyCursor cursor, bool advance);
+  void SetCopyBias(std::span<const int32_t> text, float bias, int32_t end_token, CopyCursor cursor,
+                   bool advance);
   int num_tokens() const { return static_cast<int>(tokens.size()); }
   int num_sampled() const;
 };

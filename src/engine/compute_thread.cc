@@ -20,9 +20,8 @@ ComputeThread::~ComputeThread() {
 std::string ComputeThread::Summary() {
   MutexLock lock(&mu_);
   return absl::StrFormat(
-      "%d steps, %.3f s computing, %.3f s idle between back-to-back steps (%.1f us a step)",
-      steps_, busy_ns_ * 1e-9, gap_ns_ * 1e-9,
-      back_to_back_ == 0 ? 0.0 : gap_ns_ * 1e-3 / back_to_back_);
+      "%d steps, %.3f s computing, %.3f s idle between back-to-back steps (%.1f us a step)", steps_,
+      busy_ns_ * 1e-9, gap_ns_ * 1e-9, back_to_back_ == 0 ? 0.0 : gap_ns_ * 1e-3 / back_to_back_);
 }
 
 void ComputeThread::Dispatch(const StepBatch* batch, StepResult* result, bool back_to_back) {

@@ -75,9 +75,9 @@ absl::StatusOr<CpuLinear> LoadLinear(const model::Checkpoint& checkpoint,
   }
   ASSIGN_OR_RETURN(CpuLinear linear, CpuLinear::Fuse(parts));
   if (linear.out_features() != out || linear.in_features() != in) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        modules[0], ": expected [", out, ", ", in, "], got [", linear.out_features(), ", ",
-        linear.in_features(), "]"));
+    return absl::InvalidArgumentError(absl::StrCat(modules[0], ": expected [", out, ", ", in,
+                                                   "], got [", linear.out_features(), ", ",
+                                                   linear.in_features(), "]"));
   }
   return linear;
 }
@@ -106,19 +106,17 @@ inline void Axpy(float w, const float* __restrict x, float* __restrict y, int n)
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
-    const model::Checkpoint& checkpoint, const CpuBackendOptions& options) {
+absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::Checkpoint& checkpoint,
+                                                               const CpuBackendOptions& options) {
   const model::ModelConfig& c = checkpoint.config();
   if (c.hidden_size <= 0 || c.num_hidden_layers <= 0 || c.num_attention_heads <= 0 ||
-      c.num_key_value_heads <= 0 || c.head_dim <= 0 || c.head_dim % 2 != 0 ||
-      c.vocab_size <= 0 || c.intermediate_size <= 0 ||
-      c.num_attention_heads % c.num_key_value_heads != 0) {
+      c.num_key_value_heads <= 0 || c.head_dim <= 0 || c.head_dim % 2 != 0 || c.vocab_size <= 0 ||
+      c.intermediate_size <= 0 || c.num_attention_heads % c.num_key_value_heads != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(checkpoint.dir(), ": unsupported model shape (heads ", c.num_attention_heads,
                      ", kv heads ", c.num_key_value_heads, ", head_dim ", c.head_dim, ")"));
   }
-  if (options.kv_block_size <= 0 || options.max_step_tokens <= 0 ||
-      options.max_batch_size <= 0) {
+  if (options.kv_block_size <= 0 || options.max_step_tokens <= 0 || options.max_batch_size <= 0) {
     return absl::InvalidArgumentError(
         "CpuBackend: kv_block_size, max_step_tokens and max_batch_size must be positive");
   }
@@ -173,8 +171,8 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
                                            {p + "self_attn.q_proj", p + "self_attn.k_proj",
                                             p + "self_attn.v_proj"},
                                            b->q_width_ + 2 * b->kv_width_, hidden));
-    ASSIGN_OR_RETURN(layer.o, LoadLinear(checkpoint, {p + "self_attn.o_proj"}, hidden,
-                                         b->q_width_));
+    ASSIGN_OR_RETURN(layer.o,
+                     LoadLinear(checkpoint, {p + "self_attn.o_proj"}, hidden, b->q_width_));
     ASSIGN_OR_RETURN(layer.gate_up, LoadLinear(checkpoint, {p + "mlp.gate_proj", p + "mlp.up_proj"},
                                                2 * inter, hidden));
     ASSIGN_OR_RETURN(layer.down, LoadLinear(checkpoint, {p + "mlp.down_proj"}, hidden, inter));
@@ -195,8 +193,8 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(
     absl::StatusOr<ZeroedPages> pages = ZeroedPages::Map(cache * sizeof(float));
     if (!pages.ok()) {
       return absl::ResourceExhaustedError(absl::StrCat(kv_key, ": cannot allocate the KV cache (",
-                                                       kv_bytes, " bytes): ",
-                                                       pages.status().message()));
+                                                       kv_bytes,
+                                                       " bytes): ", pages.status().message()));
     }
     *half = *std::move(pages);
   }
@@ -238,9 +236,8 @@ absl::Status CpuBackend::AllocateStepBuffers(const CpuBackendOptions& options) t
 
 absl::Status CpuBackend::Validate(const StepBatch& batch) {
   if (batch.num_tokens() > max_step_tokens_) {
-    return absl::InvalidArgumentError(absl::StrCat("step has ", batch.num_tokens(),
-                                                   " tokens; the backend takes at most ",
-                                                   max_step_tokens_));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step has ", batch.num_tokens(), " tokens; the backend takes at most ", max_step_tokens_));
   }
   if (batch.num_sampled() > max_batch_size_) {
     return absl::InvalidArgumentError(absl::StrCat("step samples ", batch.num_sampled(),
@@ -420,8 +417,8 @@ absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
       const std::span<const int32_t> text(batch.copy_tokens.data() + s.copy.text_offset,
                                           s.copy.text_length);
       const int32_t last = tokens_[s.token_offset + s.num_tokens - 1];
-      const CopyCursor cursor = s.copy.advance ? AdvanceCopy(text, s.copy.cursor, last)
-                                               : s.copy.cursor;
+      const CopyCursor cursor =
+          s.copy.advance ? AdvanceCopy(text, s.copy.cursor, last) : s.copy.cursor;
       candidate = CopyCandidate(text, cursor, s.copy.end_token);
     }
     result->next_tokens.push_back(BiasedArgmax(row, candidate, s.copy.bias));

@@ -52,7 +52,7 @@ class CpuBackend final : public Backend {
   struct Layer {
     std::vector<float> input_norm;
     std::vector<float> post_attention_norm;
-    CpuLinear qkv;      // q, k, v rows concatenated
+    CpuLinear qkv;  // q, k, v rows concatenated
     CpuLinear o;
     CpuLinear gate_up;  // gate rows then up rows
     CpuLinear down;
@@ -67,21 +67,23 @@ class CpuBackend final : public Backend {
   void ApplyRopeAndStore(const StepBatch& batch, int layer);
   void Attention(const StepBatch& batch, int layer);
   float* KeySlot(int layer, int block, int slot) {
-    return k_cache_.as<float>() + ((static_cast<size_t>(layer) * layout_.num_blocks + block) *
-                                  layout_.block_size + slot) * kv_width_;
+    return k_cache_.as<float>() +
+           ((static_cast<size_t>(layer) * layout_.num_blocks + block) * layout_.block_size + slot) *
+               kv_width_;
   }
   float* ValueSlot(int layer, int block, int slot) {
-    return v_cache_.as<float>() + ((static_cast<size_t>(layer) * layout_.num_blocks + block) *
-                                  layout_.block_size + slot) * kv_width_;
+    return v_cache_.as<float>() +
+           ((static_cast<size_t>(layer) * layout_.num_blocks + block) * layout_.block_size + slot) *
+               kv_width_;
   }
 
   model::ModelConfig config_;
   KvCacheLayout layout_;
   int max_step_tokens_ = 0;
   int max_batch_size_ = 0;
-  int max_context_ = 0;  // longest sequence the cache and the position limit allow
-  int q_width_ = 0;      // heads * head_dim
-  int kv_width_ = 0;     // kv_heads * head_dim
+  int max_context_ = 0;          // longest sequence the cache and the position limit allow
+  int q_width_ = 0;              // heads * head_dim
+  int kv_width_ = 0;             // kv_heads * head_dim
   std::vector<float> inv_freq_;  // [head_dim / 2], llama3-adjusted when configured
 
   std::vector<float> embed_;  // [vocab, hidden]

@@ -22,8 +22,8 @@ absl::StatusOr<CpuLinear> CpuLinear::Fuse(std::span<const model::LinearWeight> p
   if (parts.empty()) return absl::InvalidArgumentError("CpuLinear::Fuse: no parts");
   CpuLinear linear;
   const bool fp8 = parts[0].is_fp8();
-  const bool any_bias = std::any_of(parts.begin(), parts.end(),
-                                    [](const model::LinearWeight& p) { return p.bias.has_value(); });
+  const bool any_bias = std::any_of(
+      parts.begin(), parts.end(), [](const model::LinearWeight& p) { return p.bias.has_value(); });
   for (const model::LinearWeight& part : parts) {
     const auto& shape = part.weight.shape;
     if (shape.size() != 2) {
@@ -37,10 +37,10 @@ absl::StatusOr<CpuLinear> CpuLinear::Fuse(std::span<const model::LinearWeight> p
           part.weight.name, ": input size ", in, " differs from the fused layer's ", linear.in_));
     }
     if (part.is_fp8() != fp8) {
-      return absl::UnimplementedError(absl::StrCat(
-          part.weight.name,
-          ": layers fused into one GEMM must be all FP8 or all unquantized (check the "
-          "quantization ignore list)"));
+      return absl::UnimplementedError(
+          absl::StrCat(part.weight.name,
+                       ": layers fused into one GEMM must be all FP8 or all unquantized (check the "
+                       "quantization ignore list)"));
     }
     linear.in_ = in;
     std::vector<float> w = model::ToFloat(part.weight);
@@ -54,8 +54,7 @@ absl::StatusOr<CpuLinear> CpuLinear::Fuse(std::span<const model::LinearWeight> p
       linear.weight_scale_.insert(linear.weight_scale_.end(), s.begin(), s.end());
     }
     if (any_bias) {
-      std::vector<float> b =
-          part.bias ? model::ToFloat(*part.bias) : std::vector<float>(out, 0.0f);
+      std::vector<float> b = part.bias ? model::ToFloat(*part.bias) : std::vector<float>(out, 0.0f);
       if (static_cast<int>(b.size()) != out) {
         return absl::InvalidArgumentError(
             absl::StrCat(part.bias->name, ": expected ", out, " biases, got ", b.size()));

@@ -46,8 +46,8 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
                                const CudaBackendOptions& options) {
   const model::ModelConfig& c = checkpoint.config();
   if (c.hidden_size <= 0 || c.num_hidden_layers <= 0 || c.num_attention_heads <= 0 ||
-      c.num_key_value_heads <= 0 || c.head_dim <= 0 || c.head_dim % 2 != 0 ||
-      c.head_dim > 256 || c.vocab_size <= 0 || c.intermediate_size <= 0 ||
+      c.num_key_value_heads <= 0 || c.head_dim <= 0 || c.head_dim % 2 != 0 || c.head_dim > 256 ||
+      c.vocab_size <= 0 || c.intermediate_size <= 0 ||
       c.num_attention_heads % c.num_key_value_heads != 0 ||
       c.num_attention_heads / c.num_key_value_heads * c.head_dim > 4096) {
     return absl::InvalidArgumentError(
@@ -55,9 +55,8 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
                      c.num_attention_heads, ", kv heads ", c.num_key_value_heads, ", head_dim ",
                      c.head_dim, ")"));
   }
-  if (options.kv_block_size <= 0 || options.max_step_tokens <= 0 ||
-      options.max_batch_size <= 0 || options.kv_cache_memory_fraction <= 0.0 ||
-      options.kv_cache_memory_fraction > 1.0) {
+  if (options.kv_block_size <= 0 || options.max_step_tokens <= 0 || options.max_batch_size <= 0 ||
+      options.kv_cache_memory_fraction <= 0.0 || options.kv_cache_memory_fraction > 1.0) {
     return absl::InvalidArgumentError(
         "CudaBackend: kv_block_size, max_step_tokens, max_batch_size must be positive and "
         "kv_cache_memory_fraction in (0, 1]");
@@ -85,11 +84,10 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
   ProcessStartup().Mark("CUDA context");
 
   ASSIGN_OR_RETURN(weights_,
-                   CudaWeights::Load(checkpoint,
-                                     {.fp8 = options.quantization ==
-                                                 CudaBackendOptions::Quantization::kFp8,
-                                      .attention_fp8 = options.attention_fp8,
-                                      .per_tensor = per_tensor_}));
+                   CudaWeights::Load(checkpoint, {.fp8 = options.quantization ==
+                                                         CudaBackendOptions::Quantization::kFp8,
+                                                  .attention_fp8 = options.attention_fp8,
+                                                  .per_tensor = per_tensor_}));
 
   // Workspaces.
   const size_t t = max_step_tokens_, bmax = max_batch_size_;
@@ -125,10 +123,10 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
   RETURN_IF_ERROR(CudaStatus(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
   device_total_memory_ = total_bytes;
   const size_t block_bytes = static_cast<size_t>(layout_.ElementsPerBlock()) * 2;
-  int64_t blocks = options.num_kv_blocks > 0
-                       ? options.num_kv_blocks
-                       : static_cast<int64_t>(free_bytes * options.kv_cache_memory_fraction /
-                                              block_bytes) - 1;
+  int64_t blocks =
+      options.num_kv_blocks > 0
+          ? options.num_kv_blocks
+          : static_cast<int64_t>(free_bytes * options.kv_cache_memory_fraction / block_bytes) - 1;
   blocks = std::min<int64_t>(blocks, 1 << 30);
   // The key the cache's size came from names it in errors.
   const char* kv_key =
@@ -161,8 +159,7 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
   // entry), then copy texts (room for 64 tokens per sampled row to start with: GEC texts are
   // sentences).
   max_block_ids_ = layout_.num_blocks + max_step_tokens_ + 1;
-  fixed_input_ints_ =
-      StepInputLayout::FixedInts(max_step_tokens_, max_batch_size_, max_block_ids_);
+  fixed_input_ints_ = StepInputLayout::FixedInts(max_step_tokens_, max_batch_size_, max_block_ids_);
   RETURN_IF_ERROR(ReserveInputs(64 * bmax));
   for (int s = 0; s < kSlots; ++s) {
     RETURN_IF_ERROR(pinned_tokens_[s].Allocate(bmax * sizeof(int32_t)));
@@ -171,9 +168,9 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
     RETURN_IF_ERROR(start_[e].Create());
     RETURN_IF_ERROR(done_[e].Create());
   }
-  RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(out_tokens_.get(), 0, bmax * sizeof(int32_t),
-                                             stream_.get()),
-                             "clear out_tokens"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMemsetAsync(out_tokens_.get(), 0, bmax * sizeof(int32_t), stream_.get()),
+                 "clear out_tokens"));
   for (int g : options.graph_batch_sizes) {
     if (g > 0 && g <= max_batch_size_) buckets_.push_back(g);
   }
@@ -199,9 +196,9 @@ std::string CudaBackend::Describe() const {
       any_fp8 ? absl::StrCat("FP8 ", per_tensor_ ? "per-tensor" : "per-channel",
                              layers[0].qkv.fp8 ? " (attention FP8)" : " (attention bf16)")
               : std::string("bf16"),
-      any_fp8 && !per_tensor_ ? absl::StrCat("; ", gemm_.Describe()) : std::string(),
-      "; graphs ", buckets_.empty() ? std::string("off") : absl::StrCat(buckets_.size(), " buckets"),
-      "; async ", options_.async ? "on" : "off", "; KV cache ", layout_.num_blocks, " blocks of ",
+      any_fp8 && !per_tensor_ ? absl::StrCat("; ", gemm_.Describe()) : std::string(), "; graphs ",
+      buckets_.empty() ? std::string("off") : absl::StrCat(buckets_.size(), " buckets"), "; async ",
+      options_.async ? "on" : "off", "; KV cache ", layout_.num_blocks, " blocks of ",
       layout_.block_size, " tokens");
 }
 
@@ -216,15 +213,13 @@ std::string CudaBackend::StatsSummary() const {
 
 absl::Status CudaBackend::Validate(const StepBatch& batch, int* sampled) const {
   if (batch.num_tokens() > max_step_tokens_) {
-    return absl::InvalidArgumentError(absl::StrCat("step has ", batch.num_tokens(),
-                                                   " tokens; the backend takes at most ",
-                                                   max_step_tokens_));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step has ", batch.num_tokens(), " tokens; the backend takes at most ", max_step_tokens_));
   }
   *sampled = batch.num_sampled();
   if (*sampled > max_batch_size_) {
-    return absl::InvalidArgumentError(absl::StrCat("step samples ", *sampled,
-                                                   " sequences; the backend takes at most ",
-                                                   max_batch_size_));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step samples ", *sampled, " sequences; the backend takes at most ", max_batch_size_));
   }
   // Each sampled row's text is at most a context long; more is not a batch the engine makes.
   if (static_cast<int64_t>(batch.copy_tokens.size()) >
@@ -244,9 +239,9 @@ absl::Status CudaBackend::Validate(const StepBatch& batch, int* sampled) const {
     RETURN_IF_ERROR(CheckSequence(batch, i, expected_offset, layout_, max_context_));
     expected_offset += s.num_tokens;
     if (s.previous_sample >= 0 && (s.num_tokens != 1 || s.previous_sample >= last_sampled_)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, "previous_sample ", s.previous_sample, " of a ", s.num_tokens,
-          "-token entry; the previous step sampled ", last_sampled_));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "previous_sample ", s.previous_sample, " of a ", s.num_tokens,
+                       "-token entry; the previous step sampled ", last_sampled_));
     }
     if (s.previous_sample < 0) {
       RETURN_IF_ERROR(CheckTokenIds(
@@ -341,8 +336,8 @@ absl::Status CudaBackend::EnqueueForward(int rows, int sampled, const StepInputs
   const kernels::AttentionParams attn{config_.num_attention_heads, config_.num_key_value_heads,
                                       config_.head_dim, layout_.block_size,
                                       1.0f / std::sqrt(static_cast<float>(config_.head_dim))};
-  const size_t layer_cache = static_cast<size_t>(layout_.num_blocks + 1) * layout_.block_size *
-                             kv_width_;
+  const size_t layer_cache =
+      static_cast<size_t>(layout_.num_blocks + 1) * layout_.block_size * kv_width_;
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const CudaLayer& layer = w.layers[l];
     uint16_t* k_cache = k_cache_.as<uint16_t>() + l * layer_cache;
@@ -362,8 +357,8 @@ absl::Status CudaBackend::EnqueueForward(int rows, int sampled, const StepInputs
                                          attn_.as<uint16_t>(), st));
     Act o_in;
     if (layer.o.fp8 && !per_tensor_) {
-      LAUNCH(kernels::LaunchQuantizeRows(attn_.as<uint16_t>(), rows, q_width_,
-                                         h_fp8_.as<uint8_t>(), h_scale_.as<float>(), st));
+      LAUNCH(kernels::LaunchQuantizeRows(attn_.as<uint16_t>(), rows, q_width_, h_fp8_.as<uint8_t>(),
+                                         h_scale_.as<float>(), st));
       o_in = {nullptr, h_fp8_.as<uint8_t>(), h_scale_.as<float>()};
     } else {
       RETURN_IF_ERROR(FinishAct(layer.o.fp8, attn_.as<uint16_t>(), rows, q_width_, &o_in));
@@ -371,9 +366,9 @@ absl::Status CudaBackend::EnqueueForward(int rows, int sampled, const StepInputs
     RETURN_IF_ERROR(LinearForward(layer.o, o_in, rows, delta));
     // MLP block: residual += o, norm, gate/up, SwiGLU, down.
     const bool mfp8 = layer.gate_up.fp8;
-    LAUNCH(kernels::LaunchAddRmsNorm(x, delta, nullptr, layer.post_attention_norm.as<float>(),
-                                     rows, hidden, eps, bf16_out(mfp8), fp8_out(mfp8),
-                                     scale_out(mfp8), st));
+    LAUNCH(kernels::LaunchAddRmsNorm(x, delta, nullptr, layer.post_attention_norm.as<float>(), rows,
+                                     hidden, eps, bf16_out(mfp8), fp8_out(mfp8), scale_out(mfp8),
+                                     st));
     RETURN_IF_ERROR(FinishAct(mfp8, h, rows, hidden, &act));
     RETURN_IF_ERROR(LinearForward(layer.gate_up, act, rows, gate_up_.as<uint16_t>()));
     LAUNCH(kernels::LaunchSwiGlu(gate_up_.as<uint16_t>(), rows, inter, bf16_out(mfp8),
@@ -389,8 +384,8 @@ absl::Status CudaBackend::EnqueueForward(int rows, int sampled, const StepInputs
   // Final norm on the sampled rows only (residual += last MLP output on those rows).
   LAUNCH(kernels::LaunchAddRmsNorm(x, delta, in.sample_rows, w.final_norm.as<float>(), sampled,
                                    hidden, eps, last_.as<uint16_t>(), nullptr, nullptr, st));
-  const uint16_t* head = w.lm_head.get() != nullptr ? w.lm_head.as<uint16_t>()
-                                                    : w.embed.as<uint16_t>();
+  const uint16_t* head =
+      w.lm_head.get() != nullptr ? w.lm_head.as<uint16_t>() : w.embed.as<uint16_t>();
   RETURN_IF_ERROR(gemm_.Bf16(last_.as<uint16_t>(), head, sampled, config_.vocab_size, hidden,
                              logits_.get(), kernels::GemmOut::kF32, st));
   LAUNCH(kernels::LaunchCopyCandidates(in.copy_rows, in.base, in.sample_rows,
@@ -415,9 +410,9 @@ absl::StatusOr<kernels::GraphExec*> CudaBackend::GraphFor(int bucket_index) {
   if (!enqueued.ok() || end != cudaSuccess) {
     if (graph != nullptr) cudaGraphDestroy(graph);
     cudaGetLastError();
-    return absl::InternalError(absl::StrCat("capturing the decode graph of ", b, " rows: ",
-                                            enqueued.ok() ? cudaGetErrorString(end)
-                                                          : enqueued.ToString()));
+    return absl::InternalError(
+        absl::StrCat("capturing the decode graph of ", b,
+                     " rows: ", enqueued.ok() ? cudaGetErrorString(end) : enqueued.ToString()));
   }
   RETURN_IF_ERROR(g.Instantiate(graph));
   ++stats_.graphs_captured;
@@ -475,10 +470,10 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
   // Eager steps pad their token rows to a multiple of kRowQuantum (padded rows behave like a
   // graph's), so GEMM shapes, and the cuBLASLt plans cached per shape, stay few.
   constexpr int kRowQuantum = 64;
-  const int rows = bucket >= 0 ? buckets_[bucket]
-                               : std::max(tokens, std::min(max_step_tokens_,
-                                                           (tokens + kRowQuantum - 1) /
-                                                               kRowQuantum * kRowQuantum));
+  const int rows =
+      bucket >= 0 ? buckets_[bucket]
+                  : std::max(tokens, std::min(max_step_tokens_, (tokens + kRowQuantum - 1) /
+                                                                    kRowQuantum * kRowQuantum));
   const int sample_rows = bucket >= 0 ? rows : sampled;
 
   // One host pass into the pinned slot, laid out as StepInputLayout says.
@@ -534,9 +529,9 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
   cudaStream_t st = stream_.get();
   const int ev = static_cast<int>(f.step % kEventRing);
   RETURN_IF_ERROR(CudaStatus(cudaEventRecord(start_[ev].get(), st), "record start"));
-  RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(inputs_.get(), pin, ints * sizeof(int32_t),
-                                             cudaMemcpyHostToDevice, st),
-                             "copy step inputs"));
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMemcpyAsync(inputs_.get(), pin, ints * sizeof(int32_t), cudaMemcpyHostToDevice, st),
+      "copy step inputs"));
   if (replay) {
     RETURN_IF_ERROR(graphs_[bucket].Launch(st));
     ++stats_.graph_steps;
@@ -544,17 +539,17 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
     RETURN_IF_ERROR(EnqueueForward(rows, sample_rows, DeviceInputs(at)));
   }
   if (sampled > 0) {
-    RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpyAsync(pinned_tokens_[f.slot].get(), out_tokens_.get(), sampled * sizeof(int32_t),
-                        cudaMemcpyDeviceToHost, st),
-        "copy next tokens"));
+    RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpyAsync(pinned_tokens_[f.slot].get(), out_tokens_.get(),
+                                   sampled * sizeof(int32_t), cudaMemcpyDeviceToHost, st),
+                   "copy next tokens"));
     if (f.logits) {
       const size_t bytes = static_cast<size_t>(sampled) * config_.vocab_size * sizeof(float);
       if (pinned_logits_[f.slot].bytes() < bytes) {
         RETURN_IF_ERROR(pinned_logits_[f.slot].Allocate(bytes));
       }
-      RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(pinned_logits_[f.slot].get(), logits_.get(),
-                                                 bytes, cudaMemcpyDeviceToHost, st),
+      RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(pinned_logits_[f.slot].get(), logits_.get(), bytes,
+                                                 cudaMemcpyDeviceToHost, st),
                                  "copy logits"));
     }
   }

@@ -52,7 +52,7 @@ struct CudaBackendOptions {
 // Counters since Create; the benchmark reports them.
 struct CudaBackendStats {
   int64_t steps = 0;
-  int64_t graph_steps = 0;      // replayed a captured graph
+  int64_t graph_steps = 0;  // replayed a captured graph
   int64_t graphs_captured = 0;
   double device_busy_ms = 0.0;  // from each step's first to last device operation
   double device_idle_ms = 0.0;  // between one step's end and the next one's start
@@ -92,8 +92,8 @@ class CudaBackend final : public Backend {
   std::string StatsSummary() const override;
 
  private:
-  static constexpr int kSlots = 2;       // steps in flight (pinned input/output buffers)
-  static constexpr int kEventRing = 4;   // step events kept, so gaps span two steps
+  static constexpr int kSlots = 2;      // steps in flight (pinned input/output buffers)
+  static constexpr int kEventRing = 4;  // step events kept, so gaps span two steps
 
   // A GEMM input: bf16 rows, or e4m3 rows with their scales (one per row, or one in all).
   struct Act {
@@ -155,26 +155,26 @@ class CudaBackend final : public Backend {
   kernels::DeviceBuffer k_cache_, v_cache_;  // bf16 [layer][num_blocks + 1][block][kv_w]
 
   // Step workspaces, sized for max_step_tokens / max_batch_size.
-  kernels::DeviceBuffer x_;          // f32 [T, hidden]
-  kernels::DeviceBuffer h_;          // bf16 [T, max(hidden, inter, q_width)]
-  kernels::DeviceBuffer h_fp8_;      // e4m3 [T, max(hidden, inter, q_width)]
-  kernels::DeviceBuffer h_scale_;    // f32 [T] (or [1] per tensor)
-  kernels::DeviceBuffer amax_;       // f32 [1], per-tensor scratch
-  kernels::DeviceBuffer qkv_;        // bf16 [T, qkv_width]
-  kernels::DeviceBuffer q_;          // bf16 [T, q_width]
-  kernels::DeviceBuffer attn_;       // bf16 [T, q_width]
-  kernels::DeviceBuffer delta_;      // bf16 [T, hidden]: o_proj / down_proj output
-  kernels::DeviceBuffer gate_up_;    // bf16 [T, 2 inter]
-  kernels::DeviceBuffer gemm_acc_;   // f32 [T, max out]: the FP8 fallback's accumulator
-  kernels::DeviceBuffer last_;       // bf16 [B, hidden]
-  kernels::DeviceBuffer logits_;     // f32 [B, vocab]
-  kernels::DeviceBuffer out_tokens_; // int32 [B]: the last step's samples (read by the next)
-  kernels::DeviceBuffer resolved_;   // int32 [T]: each row's input token, resolved on the device
-  kernels::DeviceBuffer candidate_;  // int32 [B]: each sampled row's copy candidate
-  kernels::DeviceBuffer copy_bias_;  // f32 [B]: its bias
-  kernels::DeviceBuffer inputs_;     // int32: the step inputs (StepInputLayout)
-  size_t fixed_input_ints_ = 0;      // StepInputLayout::FixedInts for the largest step
-  size_t copy_ints_ = 0;             // room for copy texts after it
+  kernels::DeviceBuffer x_;           // f32 [T, hidden]
+  kernels::DeviceBuffer h_;           // bf16 [T, max(hidden, inter, q_width)]
+  kernels::DeviceBuffer h_fp8_;       // e4m3 [T, max(hidden, inter, q_width)]
+  kernels::DeviceBuffer h_scale_;     // f32 [T] (or [1] per tensor)
+  kernels::DeviceBuffer amax_;        // f32 [1], per-tensor scratch
+  kernels::DeviceBuffer qkv_;         // bf16 [T, qkv_width]
+  kernels::DeviceBuffer q_;           // bf16 [T, q_width]
+  kernels::DeviceBuffer attn_;        // bf16 [T, q_width]
+  kernels::DeviceBuffer delta_;       // bf16 [T, hidden]: o_proj / down_proj output
+  kernels::DeviceBuffer gate_up_;     // bf16 [T, 2 inter]
+  kernels::DeviceBuffer gemm_acc_;    // f32 [T, max out]: the FP8 fallback's accumulator
+  kernels::DeviceBuffer last_;        // bf16 [B, hidden]
+  kernels::DeviceBuffer logits_;      // f32 [B, vocab]
+  kernels::DeviceBuffer out_tokens_;  // int32 [B]: the last step's samples (read by the next)
+  kernels::DeviceBuffer resolved_;    // int32 [T]: each row's input token, resolved on the device
+  kernels::DeviceBuffer candidate_;   // int32 [B]: each sampled row's copy candidate
+  kernels::DeviceBuffer copy_bias_;   // f32 [B]: its bias
+  kernels::DeviceBuffer inputs_;      // int32: the step inputs (StepInputLayout)
+  size_t fixed_input_ints_ = 0;       // StepInputLayout::FixedInts for the largest step
+  size_t copy_ints_ = 0;              // room for copy texts after it
 
   kernels::PinnedBuffer pinned_in_[kSlots];
   kernels::PinnedBuffer pinned_tokens_[kSlots];
@@ -182,8 +182,8 @@ class CudaBackend final : public Backend {
   kernels::Event start_[kEventRing], done_[kEventRing];
   int64_t event_step_[kEventRing] = {-1, -1, -1, -1};  // the step whose events a slot holds
 
-  std::vector<int> buckets_;                 // sorted graph batch sizes
-  std::vector<kernels::GraphExec> graphs_;   // parallel to buckets_
+  std::vector<int> buckets_;                // sorted graph batch sizes
+  std::vector<kernels::GraphExec> graphs_;  // parallel to buckets_
   std::vector<bool> graph_failed_;
   bool graphs_enabled_ = true;
 

@@ -60,12 +60,12 @@ absl::StatusOr<CudaWeights> CudaWeights::Load(const model::Checkpoint& checkpoin
   // FP8 per family: the MLP whenever quantizing, attention unless attention_fp8 is off.
   auto fp8_ok = [](int64_t out, int64_t in) { return in % 16 == 0 && out % 8 == 0; };
   w.mlp_fp8 = options.fp8 && fp8_ok(2LL * inter, hidden) && fp8_ok(hidden, inter);
-  w.attention_fp8 = options.fp8 && options.attention_fp8 && fp8_ok(qkv_width, hidden) &&
-                    fp8_ok(hidden, q_width);
+  w.attention_fp8 =
+      options.fp8 && options.attention_fp8 && fp8_ok(qkv_width, hidden) && fp8_ok(hidden, q_width);
   w.per_tensor = options.per_tensor;
   ASSIGN_OR_RETURN(std::vector<float> embed,
                    checkpoint.FloatTensor("model.embed_tokens.weight",
-                              static_cast<int64_t>(c.vocab_size) * hidden));
+                                          static_cast<int64_t>(c.vocab_size) * hidden));
   const std::vector<uint16_t> embed_bf16 = ToBf16(embed);
   embed.clear();
   embed.shrink_to_fit();
@@ -81,10 +81,9 @@ absl::StatusOr<CudaWeights> CudaWeights::Load(const model::Checkpoint& checkpoin
     ASSIGN_OR_RETURN(std::vector<float> post_norm,
                      checkpoint.FloatTensor(p + "post_attention_layernorm.weight", hidden));
     RETURN_IF_ERROR(Upload(post_norm, &layer.post_attention_norm));
-    RETURN_IF_ERROR(LoadLinear(checkpoint,
-                               {p + "self_attn.q_proj", p + "self_attn.k_proj",
-                                p + "self_attn.v_proj"},
-                               qkv_width, hidden, w.attention_fp8, w.per_tensor, &layer.qkv));
+    RETURN_IF_ERROR(LoadLinear(
+        checkpoint, {p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"},
+        qkv_width, hidden, w.attention_fp8, w.per_tensor, &layer.qkv));
     RETURN_IF_ERROR(LoadLinear(checkpoint, {p + "self_attn.o_proj"}, hidden, q_width,
                                w.attention_fp8, w.per_tensor, &layer.o));
     RETURN_IF_ERROR(LoadLinear(checkpoint, {p + "mlp.gate_proj", p + "mlp.up_proj"}, 2LL * inter,
@@ -103,8 +102,8 @@ absl::StatusOr<CudaWeights> CudaWeights::Load(const model::Checkpoint& checkpoin
   RETURN_IF_ERROR(Upload(final_norm, &w.final_norm));
   if (!c.tie_word_embeddings) {
     CudaLinear head;
-    RETURN_IF_ERROR(LoadLinear(checkpoint, {"lm_head"}, c.vocab_size, hidden, false,
-                               w.per_tensor, &head));
+    RETURN_IF_ERROR(
+        LoadLinear(checkpoint, {"lm_head"}, c.vocab_size, hidden, false, w.per_tensor, &head));
     w.lm_head = std::move(head.weight);
   }
   RETURN_IF_ERROR(Upload(RopeInverseFrequencies(c), &w.inv_freq));

@@ -25,17 +25,16 @@ Engine::Engine(Backend* backend, const model::Tokenizer* tokenizer, EngineOption
       pool_(backend->kv_layout().num_blocks, backend->kv_layout().block_size) {
   const int step_limit = backend_->max_step_tokens();
   const int batch_limit = backend_->max_batch_size();
-  options_.max_step_tokens = options_.max_step_tokens > 0
-                                 ? std::min(options_.max_step_tokens, step_limit)
-                                 : step_limit;
-  options_.max_batch_size = options_.max_batch_size > 0
-                                ? std::min(options_.max_batch_size, batch_limit)
-                                : batch_limit;
+  options_.max_step_tokens =
+      options_.max_step_tokens > 0 ? std::min(options_.max_step_tokens, step_limit) : step_limit;
+  options_.max_batch_size =
+      options_.max_batch_size > 0 ? std::min(options_.max_batch_size, batch_limit) : batch_limit;
   // Every running sequence decodes each step, so a batch must fit in one step's budget.
   options_.max_batch_size = std::min(options_.max_batch_size, options_.max_step_tokens);
   max_sequence_tokens_ = backend_->kv_layout().capacity_tokens();
   const int max_positions = backend_->config().max_position_embeddings;
-  if (max_positions > 0) max_sequence_tokens_ = std::min<int64_t>(max_sequence_tokens_, max_positions);
+  if (max_positions > 0)
+    max_sequence_tokens_ = std::min<int64_t>(max_sequence_tokens_, max_positions);
 }
 
 absl::Status Engine::AddSequence(SequenceId id, std::vector<int32_t> prompt,
@@ -65,12 +64,11 @@ absl::Status Engine::AddSequence(SequenceId id, std::vector<int32_t> prompt,
         " new tokens exceed the ", max_sequence_tokens_, " positions the KV cache and model hold"));
   }
   if (!std::isfinite(params.copy_bias) || params.copy_bias < 0 || params.copy_begin < 0 ||
-      params.copy_begin > params.copy_end ||
-      params.copy_end > static_cast<int>(prompt.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sequence ", id, ": copy bias ", params.copy_bias, " over prompt tokens [",
-        params.copy_begin, ", ", params.copy_end, ") of ", prompt.size(),
-        ": the bias must be finite and >= 0, the span inside the prompt"));
+      params.copy_begin > params.copy_end || params.copy_end > static_cast<int>(prompt.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sequence ", id, ": copy bias ", params.copy_bias, " over prompt tokens [",
+                     params.copy_begin, ", ", params.copy_end, ") of ", prompt.size(),
+                     ": the bias must be finite and >= 0, the span inside the prompt"));
   }
   if (!params.stop_strings.empty() && tokenizer_ == nullptr) {
     return absl::InvalidArgumentError(
@@ -152,8 +150,8 @@ void Engine::Schedule(Sequence* seq, int num_tokens) {
 
 void Engine::SetCopyBias(const Sequence& seq, StepBatch* batch) const {
   const GenerationParams& p = seq.params;
-  const auto text = std::span<const int32_t>(seq.tokens).subspan(p.copy_begin,
-                                                                  p.copy_end - p.copy_begin);
+  const auto text =
+      std::span<const int32_t>(seq.tokens).subspan(p.copy_begin, p.copy_end - p.copy_begin);
   const int32_t end_token = options_.eos_token_ids.empty() ? -1 : options_.eos_token_ids[0];
   // The entry's last token is the prompt's (nothing generated yet), the token an in-flight
   // step samples, or the last committed one: the cursor is taken from before it.
@@ -272,9 +270,9 @@ std::vector<StepEvent> Engine::CommitStep(const StepPlan& plan, const StepResult
     if (seq->params.copy_bias > 0) {
       const GenerationParams& p = seq->params;
       seq->copy_before_last = seq->copy_after;
-      seq->copy_after = AdvanceCopy(std::span<const int32_t>(seq->tokens)
-                                        .subspan(p.copy_begin, p.copy_end - p.copy_begin),
-                                    seq->copy_after, token);
+      seq->copy_after = AdvanceCopy(
+          std::span<const int32_t>(seq->tokens).subspan(p.copy_begin, p.copy_end - p.copy_begin),
+          seq->copy_after, token);
     }
     const FinishReason reason = CheckFinished(seq, token);
     events.push_back({.id = seq->id,

@@ -37,9 +37,9 @@ using SequenceId = uint64_t;
 
 struct GenerationParams {
   int max_new_tokens = 128;
-  std::vector<int32_t> stop_token_ids;  // stop in addition to the engine's EOS ids
+  std::vector<int32_t> stop_token_ids;    // stop in addition to the engine's EOS ids
   std::vector<std::string> stop_strings;  // matched against the generated text; needs a tokenizer
-  bool ignore_eos = false;  // keep going past EOS (stop_token_ids still stop)
+  bool ignore_eos = false;                // keep going past EOS (stop_token_ids still stop)
   // The copy bias (engine/copy_bias.h): > 0 adds that much to the logit of the token that
   // continues copying prompt[copy_begin, copy_end) (the user's text), or of the first EOS id
   // at its end. 0 is off.
@@ -122,7 +122,7 @@ class Engine {
     bool retired = false;     // finished or freed; kept only for its in-flight steps
     GenerationParams params;
     BlockTable blocks;
-    std::string text;  // generated text, kept only when there are stop strings
+    std::string text;             // generated text, kept only when there are stop strings
     CopyCursor copy_after;        // the copy bias's cursor after every committed token
     CopyCursor copy_before_last;  // ... and before the last committed one
   };
@@ -144,8 +144,8 @@ class Engine {
   KvBlockPool pool_;
   int64_t max_sequence_tokens_;
   absl::flat_hash_map<SequenceId, std::unique_ptr<Sequence>> sequences_;
-  std::vector<Sequence*> running_;  // admission order, oldest first
-  std::deque<Sequence*> waiting_;   // FIFO; preempted sequences rejoin at the front
+  std::vector<Sequence*> running_;                  // admission order, oldest first
+  std::deque<Sequence*> waiting_;                   // FIFO; preempted sequences rejoin at the front
   std::vector<std::unique_ptr<Sequence>> retired_;  // waiting for their in-flight steps
   // Two plans alternate so step N stays valid while N+1 is planned; who each entry belongs
   // to is kept by pointer, since a freed id may be reused while its step is in flight.

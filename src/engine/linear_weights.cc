@@ -65,8 +65,8 @@ absl::StatusOr<HostLinear> PrepareLinear(const model::Checkpoint& checkpoint,
     if (w.is_fp8()) {
       s = model::ToFloat(*w.scale);
       if (static_cast<int64_t>(s.size()) != r) {
-        return absl::InvalidArgumentError(absl::StrCat(m, ": weight_scale has ", s.size(),
-                                                       " entries for ", r, " rows"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(m, ": weight_scale has ", s.size(), " entries for ", r, " rows"));
       }
     }
     if (per_channel && w.is_fp8()) {
@@ -80,21 +80,27 @@ absl::StatusOr<HostLinear> PrepareLinear(const model::Checkpoint& checkpoint,
       if (per_channel) {
         std::vector<uint8_t> c(f.size());
         s.resize(r);
-        ParallelFor(static_cast<size_t>(r), [&](size_t begin, size_t end) {
-          QuantizeRowsE4m3Codes(f.data() + begin * in, end - begin, in, c.data() + begin * in,
-                                s.data() + begin);
-        }, /*serial_below=*/64);
+        ParallelFor(
+            static_cast<size_t>(r),
+            [&](size_t begin, size_t end) {
+              QuantizeRowsE4m3Codes(f.data() + begin * in, end - begin, in, c.data() + begin * in,
+                                    s.data() + begin);
+            },
+            /*serial_below=*/64);
         Append(linear.codes, c);
         Append(linear.scales, s);
         linear.rows_quantized += r;
         ProcessStartup().Mark("FP8 quantization");
       } else {
         if (w.is_fp8()) {
-          ParallelFor(static_cast<size_t>(r), [&](size_t begin, size_t end) {
-            for (size_t o = begin; o < end; ++o) {
-              for (int64_t i = 0; i < in; ++i) f[o * in + i] *= s[o];
-            }
-          }, /*serial_below=*/64);
+          ParallelFor(
+              static_cast<size_t>(r),
+              [&](size_t begin, size_t end) {
+                for (size_t o = begin; o < end; ++o) {
+                  for (int64_t i = 0; i < in; ++i) f[o * in + i] *= s[o];
+                }
+              },
+              /*serial_below=*/64);
         }
         Append(values, f);
       }

@@ -19,10 +19,10 @@ namespace gecd::engine {
 struct HostLinear {
   int64_t out = 0, in = 0;
   bool fp8 = false;
-  std::vector<uint8_t> codes;   // fp8: e4m3 [out, in]
-  std::vector<float> scales;    // fp8: [out] per output channel, or [1] per tensor
-  std::vector<uint16_t> bf16;   // otherwise: [out, in]
-  std::vector<float> bias;      // [out], zeros for a part without one; empty when none has one
+  std::vector<uint8_t> codes;  // fp8: e4m3 [out, in]
+  std::vector<float> scales;   // fp8: [out] per output channel, or [1] per tensor
+  std::vector<uint16_t> bf16;  // otherwise: [out, in]
+  std::vector<float> bias;     // [out], zeros for a part without one; empty when none has one
   // Rows quantized here: 0 when every part came as FP8 codes and scales per channel, which are
   // used as stored (a pre-quantized checkpoint costs no quantization at load).
   int64_t rows_quantized = 0;

@@ -28,13 +28,13 @@ absl::StatusOr<std::unique_ptr<EngineCorrector>> EngineCorrector::Create(
                    config::SpellCorrectorFrom(config.spelling));
   ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend,
                    config::CreateBackend(config, *checkpoint));
-  auto engine = std::make_unique<engine::PipelinedEngine>(
-      std::move(backend), tokenizer.get(), config::EngineOptionsFrom(*checkpoint));
+  auto engine = std::make_unique<engine::PipelinedEngine>(std::move(backend), tokenizer.get(),
+                                                          config::EngineOptionsFrom(*checkpoint));
   std::unique_ptr<EngineCorrector> corrector(
       new EngineCorrector(std::move(tokenizer), std::move(spelling), std::move(engine)));
-  ASSIGN_OR_RETURN(pipeline::PromptBuilder prompts,
-                   pipeline::PromptBuilder::Create(config, *corrector->tokenizer_,
-                                                   corrector->spelling_.get()));
+  ASSIGN_OR_RETURN(
+      pipeline::PromptBuilder prompts,
+      pipeline::PromptBuilder::Create(config, *corrector->tokenizer_, corrector->spelling_.get()));
   corrector->prompts_ = std::make_unique<pipeline::PromptBuilder>(std::move(prompts));
   return corrector;
 }
@@ -68,8 +68,7 @@ absl::StatusOr<CorrectionRun> EngineCorrector::CorrectAll(const std::vector<std:
       fail(i, prompt.status());
       continue;
     }
-    if (absl::Status added =
-            engine_->Add(i, std::move(prompt->tokens), std::move(prompt->params));
+    if (absl::Status added = engine_->Add(i, std::move(prompt->tokens), std::move(prompt->params));
         !added.ok()) {
       fail(i, added);
     }

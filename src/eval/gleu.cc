@@ -140,13 +140,14 @@ absl::StatusOr<GleuCorpus> GleuCorpus::Create(std::vector<Tokens> sources,
                                               std::vector<std::vector<Tokens>> references,
                                               int iterations) {
   if (references.empty()) return absl::InvalidArgumentError("GLEU needs at least one reference");
-  if (references.size() > 255) return absl::InvalidArgumentError("GLEU takes at most 255 references");
+  if (references.size() > 255)
+    return absl::InvalidArgumentError("GLEU takes at most 255 references");
   if (iterations < 1) return absl::InvalidArgumentError("GLEU needs at least one iteration");
   for (size_t k = 0; k < references.size(); ++k) {
     if (references[k].size() != sources.size()) {
       return absl::InvalidArgumentError(absl::StrCat("reference set ", k, " has ",
-                                                     references[k].size(), " sentences, the source ",
-                                                     sources.size()));
+                                                     references[k].size(),
+                                                     " sentences, the source ", sources.size()));
     }
   }
   GleuCorpus corpus;
@@ -197,13 +198,14 @@ GleuStats GleuCorpus::SentenceStats(const Tokens& hypothesis, size_t i, size_t k
 absl::StatusOr<GleuScore> GleuCorpus::Score(const std::vector<Tokens>& hypotheses) const {
   const size_t num = sources_.size();
   if (hypotheses.size() != num) {
-    return absl::InvalidArgumentError(absl::StrCat("GLEU: ", hypotheses.size(),
-                                                   " hypotheses for ", num, " sentences"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("GLEU: ", hypotheses.size(), " hypotheses for ", num, " sentences"));
   }
   const size_t num_refs = references_.size();
   std::vector<GleuStats> per_ref(num * num_refs);  // [i * num_refs + k]
   for (size_t i = 0; i < num; ++i) {
-    for (size_t k = 0; k < num_refs; ++k) per_ref[i * num_refs + k] = SentenceStats(hypotheses[i], i, k);
+    for (size_t k = 0; k < num_refs; ++k)
+      per_ref[i * num_refs + k] = SentenceStats(hypotheses[i], i, k);
   }
   std::vector<double> scores(iterations_);
   for (int it = 0; it < iterations_; ++it) {

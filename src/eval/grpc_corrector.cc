@@ -23,14 +23,22 @@ std::chrono::system_clock::time_point DeadlineIn(int ms) {
 
 std::string CodeName(grpc::StatusCode code) {
   switch (code) {
-    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::CANCELLED: return "CANCELLED";
-    case grpc::StatusCode::INTERNAL: return "INTERNAL";
-    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
-    default: return absl::StrCat("code ", static_cast<int>(code));
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::CANCELLED:
+      return "CANCELLED";
+    case grpc::StatusCode::INTERNAL:
+      return "INTERNAL";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    default:
+      return absl::StrCat("code ", static_cast<int>(code));
   }
 }
 
@@ -45,7 +53,8 @@ struct GrpcCorrector::State {
 GrpcCorrector::GrpcCorrector(std::unique_ptr<State> state) : state_(std::move(state)) {}
 GrpcCorrector::~GrpcCorrector() = default;
 
-absl::StatusOr<std::unique_ptr<GrpcCorrector>> GrpcCorrector::Connect(GrpcCorrectorOptions options) {
+absl::StatusOr<std::unique_ptr<GrpcCorrector>> GrpcCorrector::Connect(
+    GrpcCorrectorOptions options) {
   if (options.in_flight < 1 || options.channels < 1) {
     return absl::InvalidArgumentError("in-flight calls and channels must be positive");
   }
@@ -56,7 +65,8 @@ absl::StatusOr<std::unique_ptr<GrpcCorrector>> GrpcCorrector::Connect(GrpcCorrec
     args.SetInt("gecd.eval.channel", i);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetMaxReceiveMessageSize(64 << 20);
-    auto channel = grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), args);
+    auto channel =
+        grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), args);
     if (!channel->WaitForConnected(DeadlineIn(10'000))) {
       return absl::UnavailableError(
           absl::StrCat("cannot connect to ", options.target, " within 10 s"));

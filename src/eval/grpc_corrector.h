@@ -10,11 +10,11 @@
 namespace gecd::eval {
 
 struct GrpcCorrectorOptions {
-  std::string target;    // HOST:PORT
-  int in_flight = 64;    // unary Correct calls outstanding at once
-  int channels = 4;      // TCP connections (spread over the server's SO_REUSEPORT workers)
+  std::string target;         // HOST:PORT
+  int in_flight = 64;         // unary Correct calls outstanding at once
+  int channels = 4;           // TCP connections (spread over the server's SO_REUSEPORT workers)
   int deadline_ms = 120'000;  // per call
-  int max_retries = 20;  // per sentence, for RESOURCE_EXHAUSTED and UNAVAILABLE, with backoff
+  int max_retries = 20;       // per sentence, for RESOURCE_EXHAUSTED and UNAVAILABLE, with backoff
 };
 
 // Sends every sentence to a gecd.v1.GrammarCorrection server as a unary Correct, `in_flight`

@@ -22,7 +22,8 @@ absl::StatusOr<JflegSet> LoadJfleg(const std::string& dir, const std::string& sp
   for (int k = 0;; ++k) {
     const std::string ref_path = absl::StrCat(base, ".ref", k);
     if (!std::filesystem::exists(ref_path, ec)) {
-      if (k == 0) return absl::NotFoundError(absl::StrCat(ref_path, ": no such file (no references)"));
+      if (k == 0)
+        return absl::NotFoundError(absl::StrCat(ref_path, ": no such file (no references)"));
       break;
     }
     ASSIGN_OR_RETURN(std::vector<std::string> refs, ReadLines(ref_path));

@@ -13,8 +13,8 @@ namespace gecd::eval {
 
 struct JflegSet {
   std::string dir;
-  std::string split;                             // "dev" or "test"
-  std::vector<std::string> sources;              // tokenized, as in the file
+  std::string split;                                 // "dev" or "test"
+  std::vector<std::string> sources;                  // tokenized, as in the file
   std::vector<std::vector<std::string>> references;  // [k][i], tokenized
 };
 

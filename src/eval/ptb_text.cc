@@ -28,8 +28,8 @@ bool IsClitic(std::string_view token) {
 
 // Tokens that attach to the token before them.
 bool AttachesLeft(std::string_view t) {
-  static constexpr std::array<std::string_view, 13> kLeft = {
-      ".", ",", ";", ":", "?", "!", "%", ")", "]", "}", "...", "''", "'"};
+  static constexpr std::array<std::string_view, 13> kLeft = {".", ",", ";", ":",   "?",  "!", "%",
+                                                             ")", "]", "}", "...", "''", "'"};
   for (std::string_view l : kLeft) {
     if (t == l) return true;
   }
@@ -95,8 +95,8 @@ void SplitWord(std::string_view word, std::vector<std::string>* out) {
       ++i;
     } else if (c == ';' && cur.size() > 1 && cur[0] == '&') {
       cur.push_back(c);  // an HTML entity such as "&amp;"
-    } else if (c == '"' || c == '(' || c == ')' || c == '[' || c == ']' || c == '{' ||
-               c == '}' || c == '?' || c == '!' || c == ';' || c == '%' || c == '$') {
+    } else if (c == '"' || c == '(' || c == ')' || c == '[' || c == ']' || c == '{' || c == '}' ||
+               c == '?' || c == '!' || c == ';' || c == '%' || c == '$') {
       flush();
       out->push_back(std::string(1, c));
     } else {
@@ -113,9 +113,12 @@ std::string NormalizeWhitespace(std::string_view text) {
 }
 
 std::string PtbTokenize(std::string_view text) {
-  const std::string ascii = absl::StrReplaceAll(
-      absl::string_view(text.data(), text.size()), {{"\xE2\x80\x9C", "\""}, {"\xE2\x80\x9D", "\""}, {"\xE2\x80\x98", "'"},
-             {"\xE2\x80\x99", "'"}, {"\xE2\x80\xA6", "..."}});
+  const std::string ascii =
+      absl::StrReplaceAll(absl::string_view(text.data(), text.size()), {{"\xE2\x80\x9C", "\""},
+                                                                        {"\xE2\x80\x9D", "\""},
+                                                                        {"\xE2\x80\x98", "'"},
+                                                                        {"\xE2\x80\x99", "'"},
+                                                                        {"\xE2\x80\xA6", "..."}});
   std::vector<std::string> words = SplitTokens(ascii);
   // The sentence-final period (before closing quotes and brackets) is a word of its own.
   if (!words.empty()) {
@@ -138,8 +141,8 @@ std::string PtbTokenize(std::string_view text) {
 
 std::string PtbDetokenize(std::string_view tokenized) {
   std::string out;
-  bool quote_open = false;   // inside a straight double quote
-  bool glue_next = true;     // no space before the next token
+  bool quote_open = false;  // inside a straight double quote
+  bool glue_next = true;    // no space before the next token
   for (std::string token : SplitTokens(tokenized)) {
     if (token == "-LRB-") token = "(";
     if (token == "-RRB-") token = ")";

@@ -62,8 +62,8 @@ absl::StatusOr<Report> ScoreSystems(const EvalSets& sets, const std::vector<Syst
   Json& doc = *report;
   const JflegSet* jfleg = sets.jfleg;
   const std::vector<SyntheticExample> none;
-  const std::vector<SyntheticExample>& synthetic = sets.synthetic != nullptr ? *sets.synthetic
-                                                                             : none;
+  const std::vector<SyntheticExample>& synthetic =
+      sets.synthetic != nullptr ? *sets.synthetic : none;
   const std::vector<std::string>& texts = sets.texts;
   const size_t num_jfleg = jfleg != nullptr ? jfleg->sources.size() : 0;
   std::string summary;
@@ -114,9 +114,10 @@ absl::StatusOr<Report> ScoreSystems(const EvalSets& sets, const std::vector<Syst
       absl::StrAppendFormat(&summary, "  %-12s %6.2f  %+.2f vs source", s.name, g.mean * 100,
                             (g.mean - copy.mean) * 100);
       if (s.name == "model" && (g.mean - copy.mean) * 100 < o.min_gleu_delta) {
-        failures.push_back(absl::StrFormat("JFLEG GLEU %+.2f vs the source copy is below "
-                                                "--min-gleu-delta %g",
-                                                (g.mean - copy.mean) * 100, o.min_gleu_delta));
+        failures.push_back(
+            absl::StrFormat("JFLEG GLEU %+.2f vs the source copy is below "
+                            "--min-gleu-delta %g",
+                            (g.mean - copy.mean) * 100, o.min_gleu_delta));
       }
       if (s.name == "compare") {
         const double model_gleu = j["model"]["gleu"].get<double>();
@@ -165,7 +166,8 @@ absl::StatusOr<Report> ScoreSystems(const EvalSets& sets, const std::vector<Syst
     summary += "\n";
     const auto row = [&](const std::string& label, int64_t n, auto value_of) {
       absl::StrAppendFormat(&summary, "  %-16s %6d", label, n);
-      for (const auto& score : scores) absl::StrAppendFormat(&summary, " %7.1f%%", value_of(score) * 100);
+      for (const auto& score : scores)
+        absl::StrAppendFormat(&summary, " %7.1f%%", value_of(score) * 100);
       summary += "\n";
     };
     for (size_t t = 0; t < scores[0].by_type.size(); ++t) {

@@ -15,7 +15,8 @@ absl::StatusOr<std::vector<SyntheticExample>> ParseSyntheticTsv(std::string_view
                                                                 std::string_view path) {
   std::vector<SyntheticExample> examples;
   int line_no = 0;
-  for (absl::string_view raw : absl::StrSplit(absl::string_view(content.data(), content.size()), '\n')) {
+  for (absl::string_view raw :
+       absl::StrSplit(absl::string_view(content.data(), content.size()), '\n')) {
     ++line_no;
     std::string line(raw);
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -46,7 +47,8 @@ absl::StatusOr<std::vector<SyntheticExample>> ParseSyntheticTsv(std::string_view
   return examples;
 }
 
-absl::StatusOr<std::vector<SyntheticExample>> LoadSyntheticFile(const std::string& path, int limit) {
+absl::StatusOr<std::vector<SyntheticExample>> LoadSyntheticFile(const std::string& path,
+                                                                int limit) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
     return absl::NotFoundError(absl::StrCat(path, ": no such file"));
@@ -92,12 +94,13 @@ absl::StatusOr<SyntheticScore> ScoreSynthetic(const std::vector<SyntheticExample
 absl::StatusOr<double> AgreementRate(const std::vector<std::string>& a,
                                      const std::vector<std::string>& b) {
   if (a.size() != b.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("agreement of ", a.size(), " and ", b.size(),
-                                                   " outputs"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("agreement of ", a.size(), " and ", b.size(), " outputs"));
   }
   if (a.empty()) return 1.0;
   size_t same = 0;
-  for (size_t i = 0; i < a.size(); ++i) same += NormalizeWhitespace(a[i]) == NormalizeWhitespace(b[i]);
+  for (size_t i = 0; i < a.size(); ++i)
+    same += NormalizeWhitespace(a[i]) == NormalizeWhitespace(b[i]);
   return static_cast<double>(same) / a.size();
 }
 

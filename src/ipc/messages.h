@@ -42,9 +42,9 @@ inline constexpr size_t kMaxDoneMessageBytes = 512;
 struct DoneRecord {
   uint64_t id = 0;
   uint64_t epoch = 0;
-  int32_t status_code = 0;  // absl::StatusCode
-  int64_t queue_us = 0;     // arrival → first engine step that ran it
-  int64_t engine_us = 0;    // first step → last token
+  int32_t status_code = 0;      // absl::StatusCode
+  int64_t queue_us = 0;         // arrival → first engine step that ran it
+  int64_t engine_us = 0;        // first step → last token
   int64_t first_token_us = 0;   // arrival → the step that produced its first token; 0: none
   std::vector<int32_t> tokens;  // generated, stop token excluded
   std::string message;          // why, when status_code is not OK (the engine's Status message)

@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/mutex.h"
 #include "absl/time/time.h"
+#include "common/mutex.h"
 #include "common/status_macros.h"
 #include "load/report.h"
 

@@ -21,7 +21,7 @@ struct FindMaxOptions {
 struct TrialMeasurement {
   double achieved_qps = 0;
   double p99_s = 0;
-  double error_rate = 0;  // errors / completed
+  double error_rate = 0;      // errors / completed
   double mean_latency_s = 0;  // of OK answers: with achieved_qps, Little's law's concurrency
   // The server's own mean of requests in flight (gecd_request_concurrency) over the trial,
   // where it was sampled; < 0 when not.

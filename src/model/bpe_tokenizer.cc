@@ -9,8 +9,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/hash/hash.h"
-#include "common/mutex.h"
 #include "common/mapped_file.h"
+#include "common/mutex.h"
 #include "common/status_macros.h"
 #include "model/bpe_tokenizer_json.h"
 #include "model/byte_level.h"

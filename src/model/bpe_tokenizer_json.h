@@ -102,7 +102,7 @@ inline uint64_t PairKey(int32_t left, int32_t right) {
 struct BpeTokenizerJson {
   // `json_text` is the file's contents; `source` names it in errors.
   static absl::StatusOr<std::unique_ptr<BpeTokenizerJson>> Parse(std::string_view json_text,
-                                                                  const std::string& source);
+                                                                 const std::string& source);
 
   bool nfc = false;
   std::vector<SplitStep> splits;
@@ -120,7 +120,7 @@ struct BpeTokenizerJson {
   AddedTokenMatcher normalized_matcher;  // normalized: true, matched after normalization
 
   std::vector<std::string> id_bytes;  // raw bytes of every id; "" for holes
-  std::vector<uint8_t> id_special;  // 1 where the id is a special added token
+  std::vector<uint8_t> id_special;    // 1 where the id is a special added token
 
  private:
   BpeTokenizerJson() = default;

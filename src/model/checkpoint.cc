@@ -220,7 +220,7 @@ absl::StatusOr<LinearWeight> Checkpoint::Linear(std::string_view module) const {
 }
 
 absl::StatusOr<std::vector<float>> Checkpoint::FloatTensor(std::string_view name,
-                                                          int64_t elements) const {
+                                                           int64_t elements) const {
   ASSIGN_OR_RETURN(TensorView view, Tensor(name));
   std::vector<float> v = ToFloat(view);
   if (static_cast<int64_t>(v.size()) != elements) {

@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <deque>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -53,8 +53,8 @@ int EditDistance(std::string_view a, std::string_view b) {
   for (size_t j = 0; j <= b.size(); ++j) d[0][j] = static_cast<int>(j);
   for (size_t i = 1; i <= a.size(); ++i) {
     for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1,
-                          d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
       if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
         d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
       }
@@ -72,10 +72,10 @@ absl::StatusOr<Counts> ReadLexicon(const std::string& path) {
     if (line.empty()) continue;
     const size_t tab = line.find('\t');
     int64_t count = 0;
-    if (tab == 0 || tab == std::string::npos ||
-        !absl::SimpleAtoi(line.substr(tab + 1), &count) || count < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ":", line_number, ": expected \"word<TAB>count\" with a count >= 0"));
+    if (tab == 0 || tab == std::string::npos || !absl::SimpleAtoi(line.substr(tab + 1), &count) ||
+        count < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", line_number, ": expected \"word<TAB>count\" with a count >= 0"));
     }
     counts[line.substr(0, tab)] += count;
   }
@@ -98,8 +98,7 @@ absl::StatusOr<std::unique_ptr<Hunspell>> LoadSuggester(const std::string& aff,
     words.append(word).push_back('\n');
     ++n;
   }
-  std::string path =
-      (std::filesystem::temp_directory_path() / "gecd-spelling-XXXXXX.dic").string();
+  std::string path = (std::filesystem::temp_directory_path() / "gecd-spelling-XXXXXX.dic").string();
   const int fd = mkstemps(path.data(), 4);
   if (fd < 0) {
     return absl::InternalError(
@@ -122,8 +121,9 @@ struct SpellCorrector::Instance {
   std::unique_ptr<Hunspell> suggester;  // its rules, the lexicon's common words
 };
 
-absl::StatusOr<SpellCorrector::Instance> SpellCorrector::LoadInstance(
-    const std::string& dictionary, const Counts& counts, int min_count) {
+absl::StatusOr<SpellCorrector::Instance> SpellCorrector::LoadInstance(const std::string& dictionary,
+                                                                      const Counts& counts,
+                                                                      int min_count) {
   const std::string aff = dictionary + ".aff";
   auto checker = std::make_unique<Hunspell>(aff.c_str(), (dictionary + ".dic").c_str());
   // Hunspell reports no load errors; a dictionary that knows not even "the" did not load.
@@ -208,8 +208,8 @@ absl::StatusOr<std::unique_ptr<SpellCorrector>> SpellCorrector::Create(
       for (int i = 1; i < instances && !c->stop_loading_.load(); ++i) {
         absl::StatusOr<Instance> instance = LoadInstance(dictionary, c->counts_, c->min_count_);
         if (!instance.ok()) {
-          spdlog::error("spelling: {} of {} Hunspell instances loaded; the next: {}", i,
-                        instances, instance.status().ToString());
+          spdlog::error("spelling: {} of {} Hunspell instances loaded; the next: {}", i, instances,
+                        instance.status().ToString());
           return;
         }
         c->pool_->Add(*std::move(instance));
@@ -271,8 +271,7 @@ SpellCorrector::Result SpellCorrector::Correct(std::string_view text, const Budg
         replacement = *std::move(cached);
       } else if (result.lookups >= budget.max_lookups ||
                  std::chrono::steady_clock::now() >= budget.deadline ||
-                 (instance == nullptr &&
-                  (instance = pool_->Acquire(budget.deadline)) == nullptr)) {
+                 (instance == nullptr && (instance = pool_->Acquire(budget.deadline)) == nullptr)) {
         ++result.skipped;
       } else {
         ++result.lookups;

@@ -82,9 +82,9 @@ class SpellCorrector {
   class Pool;
 
   // InvalidArgument naming spelling.dictionary when it does not load.
-  static absl::StatusOr<Instance> LoadInstance(const std::string& dictionary,
-                                               const absl::flat_hash_map<std::string, int64_t>& counts,
-                                               int min_count);
+  static absl::StatusOr<Instance> LoadInstance(
+      const std::string& dictionary, const absl::flat_hash_map<std::string, int64_t>& counts,
+      int min_count);
 
   SpellCorrector(std::unique_ptr<Pool> pool, absl::flat_hash_map<std::string, int64_t> counts,
                  int min_count);

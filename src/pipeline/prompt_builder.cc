@@ -17,7 +17,8 @@ char32_t DecodeAt(std::string_view text, size_t i, size_t* length) {
   *length = model::Utf8SequenceLength(lead);
   if (*length == 1) return lead;
   char32_t c = lead & (0x7F >> *length);
-  for (size_t k = 1; k < *length; ++k) c = (c << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+  for (size_t k = 1; k < *length; ++k)
+    c = (c << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
   return c;
 }
 
@@ -30,8 +31,19 @@ bool IsRefusedControl(char32_t c) {
 // Unicode White_Space, less the C1 control NEL (refused above).
 bool IsWhitespace(char32_t c) {
   switch (c) {
-    case '\t': case '\n': case '\v': case '\f': case '\r': case ' ':
-    case 0x00A0: case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
+    case '\t':
+    case '\n':
+    case '\v':
+    case '\f':
+    case '\r':
+    case ' ':
+    case 0x00A0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000:
       return true;
     default:
       return c >= 0x2000 && c <= 0x200A;
@@ -68,9 +80,8 @@ PromptBuilder::PromptBuilder(const config::Config& config, const model::Tokenize
       max_lookups_(config.spelling.max_lookups) {}
 
 absl::StatusOr<std::vector<int32_t>> PromptBuilder::Encode(std::string_view text) const {
-  const model::TextPiece pieces[] = {{template_.prefix(), true},
-                                     {text, false},
-                                     {template_.suffix(), true}};
+  const model::TextPiece pieces[] = {
+      {template_.prefix(), true}, {text, false}, {template_.suffix(), true}};
   return tokenizer_->EncodePieces(pieces);
 }
 
@@ -105,8 +116,9 @@ absl::StatusOr<CheckedText> PromptBuilder::Check(std::string_view text,
   }
   CheckedText checked;
   checked.text = text;
-  checked.max_new_tokens = static_cast<int>(
-      max_output_tokens == 0 ? max_output_tokens_ : std::min(max_output_tokens, max_output_tokens_));
+  checked.max_new_tokens =
+      static_cast<int>(max_output_tokens == 0 ? max_output_tokens_
+                                              : std::min(max_output_tokens, max_output_tokens_));
   if (blank) {
     checked.unchanged = true;
     return checked;

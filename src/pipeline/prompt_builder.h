@@ -34,7 +34,7 @@ struct CheckedText {
 // What Build() gives the engine.
 struct Prompt {
   std::vector<int32_t> tokens;
-  engine::GenerationParams params;  // max_new_tokens and the copy bias over the user's text
+  engine::GenerationParams params;         // max_new_tokens and the copy bias over the user's text
   model::SpellCorrector::Result spelling;  // what the spelling stage did (none: all zero)
 };
 

@@ -49,7 +49,7 @@ class Endpoint {
   // Written by the EndpointSet under its lock; read by pickers without it.
   std::atomic<bool> draining{false};
   std::atomic<Clock::rep> eligible_since{0};  // steady_clock ticks; slow start runs from here
-  std::atomic<bool> removed{false};  // discovery dropped it: connections close once idle
+  std::atomic<bool> removed{false};           // discovery dropped it: connections close once idle
 
  private:
   const std::string address_;

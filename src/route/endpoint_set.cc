@@ -205,8 +205,8 @@ bool EndpointSet::HealthCheck(Endpoint& endpoint) {
   grpc::ByteBuffer request(&empty, 1), response;  // an empty message, not a missing one
   std::promise<grpc::Status> done;
   grpc::GenericStub stub(endpoint.channel());
-  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
-                 &response, [&done](grpc::Status s) { done.set_value(std::move(s)); });
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&done](grpc::Status s) { done.set_value(std::move(s)); });
   const grpc::Status status = done.get_future().get();
   return status.ok() && IsServing(response);
 }

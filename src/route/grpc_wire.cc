@@ -15,13 +15,20 @@ std::optional<std::chrono::nanoseconds> ParseGrpcTimeout(std::string_view value)
   }
   using std::chrono::nanoseconds;
   switch (value.back()) {
-    case 'H': return std::chrono::hours(n);
-    case 'M': return std::chrono::minutes(n);
-    case 'S': return std::chrono::seconds(n);
-    case 'm': return std::chrono::milliseconds(n);
-    case 'u': return std::chrono::microseconds(n);
-    case 'n': return nanoseconds(n);
-    default: return std::nullopt;
+    case 'H':
+      return std::chrono::hours(n);
+    case 'M':
+      return std::chrono::minutes(n);
+    case 'S':
+      return std::chrono::seconds(n);
+    case 'm':
+      return std::chrono::milliseconds(n);
+    case 'u':
+      return std::chrono::microseconds(n);
+    case 'n':
+      return nanoseconds(n);
+    default:
+      return std::nullopt;
   }
 }
 
@@ -96,15 +103,21 @@ Headers TrailersOnly(int code, std::string_view message) {
 
 grpc::StatusCode CodeForHttpStatus(int http_status) {
   switch (http_status) {
-    case 400: return grpc::StatusCode::INTERNAL;
-    case 401: return grpc::StatusCode::UNAUTHENTICATED;
-    case 403: return grpc::StatusCode::PERMISSION_DENIED;
-    case 404: return grpc::StatusCode::UNIMPLEMENTED;
+    case 400:
+      return grpc::StatusCode::INTERNAL;
+    case 401:
+      return grpc::StatusCode::UNAUTHENTICATED;
+    case 403:
+      return grpc::StatusCode::PERMISSION_DENIED;
+    case 404:
+      return grpc::StatusCode::UNIMPLEMENTED;
     case 429:
     case 502:
     case 503:
-    case 504: return grpc::StatusCode::UNAVAILABLE;
-    default: return grpc::StatusCode::UNKNOWN;
+    case 504:
+      return grpc::StatusCode::UNAVAILABLE;
+    default:
+      return grpc::StatusCode::UNKNOWN;
   }
 }
 

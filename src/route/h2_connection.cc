@@ -124,7 +124,8 @@ absl::StatusOr<int> ConnectNonBlocking(std::string_view address) {
   addrinfo* found = nullptr;
   const std::string port = std::to_string(a.port);
   if (const int rc = getaddrinfo(a.host.c_str(), port.c_str(), &hints, &found); rc != 0) {
-    return absl::UnavailableError(absl::StrCat("resolve ", std::string(address), ": ", gai_strerror(rc)));
+    return absl::UnavailableError(
+        absl::StrCat("resolve ", std::string(address), ": ", gai_strerror(rc)));
   }
   const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
@@ -138,7 +139,8 @@ absl::StatusOr<int> ConnectNonBlocking(std::string_view address) {
   freeaddrinfo(found);
   if (rc != 0 && error != EINPROGRESS) {
     close(fd);
-    return absl::UnavailableError(absl::StrCat("connect ", std::string(address), ": ", strerror(error)));
+    return absl::UnavailableError(
+        absl::StrCat("connect ", std::string(address), ": ", strerror(error)));
   }
   return fd;
 }

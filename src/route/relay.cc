@@ -76,8 +76,8 @@ struct RelayConnection {
   Clock::time_point connect_deadline;
   Clock::time_point last_read = Clock::now();
   std::optional<Clock::time_point> ping_sent;  // a keepalive PING is unanswered since
-  bool goaway = false;  // the peer will take no new streams
-  bool dirty = false;   // frames may be waiting to be written
+  bool goaway = false;                         // the peer will take no new streams
+  bool dirty = false;                          // frames may be waiting to be written
   bool writable_wait = false;
   bool dead = false;
   std::unordered_set<RelayCall*> calls;
@@ -160,11 +160,11 @@ class RelayCall {
     return call->Take(call->up_pipe_, call->down_, call->down_id_, call->up_, call->up_id_, buf,
                       length, flags);
   }
-  static ssize_t ReadDown(nghttp2_session*, int32_t, uint8_t* buf, size_t length,
-                          uint32_t* flags, nghttp2_data_source* source, void*) {
+  static ssize_t ReadDown(nghttp2_session*, int32_t, uint8_t* buf, size_t length, uint32_t* flags,
+                          nghttp2_data_source* source, void*) {
     auto* call = static_cast<RelayCall*>(source->ptr);
-    return call->Take(call->down_pipe_, call->up_, call->up_id_, call->down_, call->down_id_,
-                      buf, length, flags);
+    return call->Take(call->down_pipe_, call->up_, call->up_id_, call->down_, call->down_id_, buf,
+                      length, flags);
   }
 
  private:
@@ -195,8 +195,8 @@ class RelayCall {
   Headers request_headers_;
   std::optional<Clock::time_point> deadline_;
   bool admitted_ = false;
-  bool opened_ = false;  // decided where the call goes (or answered it)
-  bool finished_ = false;  // counted in the metrics
+  bool opened_ = false;      // decided where the call goes (or answered it)
+  bool finished_ = false;    // counted in the metrics
   bool final_sent_ = false;  // the client's stream has its END_STREAM queued
 
   std::string request_;  // a unary call's message, whole
@@ -213,7 +213,7 @@ class RelayCall {
 
   GrpcMessageCounter up_messages_;
   GrpcMessageCounter down_messages_;
-  int64_t outstanding_ = 0;  // stream messages sent up and not yet answered
+  int64_t outstanding_ = 0;   // stream messages sent up and not yet answered
   int upstream_status_ = -1;  // stream or other: the endpoint's grpc-status
   int http_status_ = 0;
 };
@@ -281,8 +281,9 @@ void RelayCall::Open() {
   opened_ = true;
   if (kind_ == Kind::kOther) {
     if (absl::StatusOr<RelayConnection*> up = loop_.Upstream(nullptr); !up.ok()) {
-      AnswerStatus(static_cast<int>(StatusCode::UNAVAILABLE),
-                   absl::StrCat("gecd route: its own server: ", std::string(up.status().message())));
+      AnswerStatus(
+          static_cast<int>(StatusCode::UNAVAILABLE),
+          absl::StrCat("gecd route: its own server: ", std::string(up.status().message())));
     } else if (!SendUp(*up, &RelayCall::ReadUp)) {
       AnswerStatus(static_cast<int>(StatusCode::INTERNAL), "gecd route: cannot open a stream");
     }
@@ -452,10 +453,9 @@ void RelayCall::OnUpClosed(uint32_t error_code, std::string_view why) {
       code = static_cast<int>(StatusCode::CANCELLED);
     } else if (error_code != NGHTTP2_NO_ERROR || http_status_ == 0) {
       code = static_cast<int>(StatusCode::UNAVAILABLE);
-      message = absl::StrCat("gecd route: endpoint ",
-                             endpoint_ != nullptr ? endpoint_->address() : "(internal)", ": ",
-                             why.empty() ? std::string(nghttp2_http2_strerror(error_code))
-                                         : std::string(why));
+      message = absl::StrCat(
+          "gecd route: endpoint ", endpoint_ != nullptr ? endpoint_->address() : "(internal)", ": ",
+          why.empty() ? std::string(nghttp2_http2_strerror(error_code)) : std::string(why));
     } else {
       code = static_cast<int>(CodeForHttpStatus(http_status_));
       message = absl::StrCat("gecd route: endpoint ",
@@ -496,8 +496,8 @@ void RelayCall::OnUpClosed(uint32_t error_code, std::string_view why) {
     if (!response_started_) {
       AnswerStatus(code, message);
     } else if (!down_pipe_.ended) {  // the endpoint's stream broke off before its trailers
-      down_pipe_.trailers = Headers{{"grpc-status", std::to_string(code)},
-                                    {"grpc-message", PercentEncode(message)}};
+      down_pipe_.trailers =
+          Headers{{"grpc-status", std::to_string(code)}, {"grpc-message", PercentEncode(message)}};
       down_pipe_.ended = true;
       Resume(down_, down_id_);
     }
@@ -582,7 +582,6 @@ void RelayCall::Resume(RelayConnection* to, int32_t to_id) {
   nghttp2_session_resume_data(to->h2->session(), to_id);
   loop_.MarkDirty(to);
 }
-
 
 // ---------------------------------------------------------------------------------------------
 // nghttp2's callbacks. A session's user data is its RelayConnection; a stream's, its RelayCall.
@@ -797,8 +796,8 @@ absl::StatusOr<RelayConnection*> RelayLoop::Upstream(const std::shared_ptr<Endpo
     c = nullptr;  // it finishes its streams and closes; new ones go on a new connection
   }
   if (c == nullptr) {
-    const std::string& address = endpoint == nullptr ? relay_.options_.internal
-                                                     : endpoint->address();
+    const std::string& address =
+        endpoint == nullptr ? relay_.options_.internal : endpoint->address();
     ASSIGN_OR_RETURN(const int fd, ConnectNonBlocking(address));
     c = Adopt(fd, /*downstream=*/false, endpoint, address);
     c->connecting = true;
@@ -954,9 +953,9 @@ absl::StatusOr<std::unique_ptr<Relay>> Relay::Start(Options options, EndpointSet
       sockaddr_storage bound{};
       socklen_t size = sizeof bound;
       getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &size);
-      listen.port = ntohs(bound.ss_family == AF_INET6
-                              ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                              : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+      listen.port =
+          ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
     }
     relay->loops_.push_back(std::make_unique<RelayLoop>(*relay, fd));
   }

@@ -39,11 +39,11 @@ class RelayLoop;
 class Relay {
  public:
   struct Options {
-    std::string listen;                 // host:port (route.listen)
-    std::string internal;               // the router's own gRPC server, host:port
-    int threads = 1;                    // route.threads
-    int connections_per_endpoint = 1;   // per thread (route.channels_per_endpoint)
-    int64_t max_in_flight = 1 << 16;    // route.max_in_flight
+    std::string listen;                // host:port (route.listen)
+    std::string internal;              // the router's own gRPC server, host:port
+    int threads = 1;                   // route.threads
+    int connections_per_endpoint = 1;  // per thread (route.channels_per_endpoint)
+    int64_t max_in_flight = 1 << 16;   // route.max_in_flight
     std::chrono::milliseconds connect_timeout{2000};
     // An endpoint connection that has said nothing for keepalive_time while a unary call waits
     // on it gets a PING; no answer within keepalive_timeout means the peer is gone without a

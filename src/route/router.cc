@@ -59,14 +59,15 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Start(const config::Config& conf
   }
   ASSIGN_OR_RETURN(
       r->relay_,
-      Relay::Start({.listen = config.route.listen,
-                    .internal = absl::StrCat("127.0.0.1:", internal_port),
-                    .threads = config.route.threads > 0
-                                   ? config.route.threads
-                                   : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
-                    .connections_per_endpoint = config.route.channels_per_endpoint,
-                    .max_in_flight = config.route.max_in_flight},
-                   r->endpoints_, r->metrics_));
+      Relay::Start(
+          {.listen = config.route.listen,
+           .internal = absl::StrCat("127.0.0.1:", internal_port),
+           .threads = config.route.threads > 0
+                          ? config.route.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
+           .connections_per_endpoint = config.route.channels_per_endpoint,
+           .max_in_flight = config.route.max_in_flight},
+          r->endpoints_, r->metrics_));
   r->health_ = std::make_unique<server::HealthPoller>(
       r->server_->GetHealthCheckService(),
       server::HealthPoller::Subject{.ready = [r] { return r->Ready(); },

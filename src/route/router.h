@@ -7,10 +7,10 @@
 
 #include "absl/status/statusor.h"
 #include "config/config.h"
+#include "gecd/v1/grammar.grpc.pb.h"
 #include "grpcpp/server.h"
 #include "route/endpoint_set.h"
 #include "route/endpoint_source.h"
-#include "gecd/v1/grammar.grpc.pb.h"
 #include "route/relay.h"
 #include "route/route_metrics.h"
 #include "server/health_poller.h"

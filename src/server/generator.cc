@@ -61,8 +61,8 @@ class ModelGenerator final : public Generator {
   void PublishGauges(ProcessMetrics& metrics) const override {
     const engine::Engine& e = engine_.engine();
     const int total = e.num_blocks();
-    metrics.SetKvCacheUsage(
-        total == 0 ? 0.0 : static_cast<double>(total - e.num_free_blocks()) / total);
+    metrics.SetKvCacheUsage(total == 0 ? 0.0
+                                       : static_cast<double>(total - e.num_free_blocks()) / total);
     metrics.SetQueueDepth(e.num_waiting());
   }
 

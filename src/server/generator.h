@@ -22,8 +22,8 @@ class Generator {
  public:
   // One step's outcome.
   struct StepOutcome {
-    std::vector<engine::SequenceId> ran;     // sequences of the step started now
-    std::vector<engine::StepEvent> events;   // tokens of the step finished now
+    std::vector<engine::SequenceId> ran;    // sequences of the step started now
+    std::vector<engine::StepEvent> events;  // tokens of the step finished now
   };
 
   virtual ~Generator() = default;

@@ -369,9 +369,8 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
   metrics_.RequestAdmitted();
   const auto spelling_start = std::chrono::steady_clock::now();
   // No longer than the RPC has left: a look-up past its deadline is wasted.
-  const auto left = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::max(deadline - std::chrono::system_clock::now(),
-               std::chrono::system_clock::duration::zero()));
+  const auto left = std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::max(
+      deadline - std::chrono::system_clock::now(), std::chrono::system_clock::duration::zero()));
   model::SpellCorrector::Budget budget;
   budget.deadline =
       spelling_start + std::min<std::chrono::steady_clock::duration>(spelling_budget_, left);
@@ -398,9 +397,8 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
                                .arrival_us = arrival_us};
   // The engine thread does the reply's CPU work (detokenize, diff), off gRPC's threads.
   absl::Status submitted = engine_.Submit(
-      std::move(engine_request),
-      [this, reply, deadline, prompt_tokens, ticket = admitted.ticket,
-       text = request.text()](EngineReply engine_reply) {
+      std::move(engine_request), [this, reply, deadline, prompt_tokens, ticket = admitted.ticket,
+                                  text = request.text()](EngineReply engine_reply) {
         Release(ticket);
         if (engine_reply.first_token_us > 0) {
           metrics_.ObserveTimeToFirstToken(static_cast<double>(engine_reply.first_token_us) * 1e-6);

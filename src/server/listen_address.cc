@@ -56,9 +56,9 @@ absl::Status CheckListenAddressFree(std::string_view listen, std::string_view ke
     const int yes = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));  // TIME_WAIT is no owner
     if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno == EADDRINUSE) {
-      status = absl::FailedPreconditionError(absl::StrCat(
-          std::string(key), " ", std::string(listen),
-          ": the port is already in use (another gecd serve?)"));
+      status = absl::FailedPreconditionError(
+          absl::StrCat(std::string(key), " ", std::string(listen),
+                       ": the port is already in use (another gecd serve?)"));
     }
     close(fd);
   }

@@ -17,8 +17,8 @@ absl::StatusOr<OpenFileLimit> RaiseOpenFileLimit() {
   if (limit.rlim_cur == limit.rlim_max) return result;
   limit.rlim_cur = limit.rlim_max;
   if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
-    return absl::InternalError(absl::StrCat("setrlimit(RLIMIT_NOFILE, ", limit.rlim_max,
-                                            "): ", std::strerror(errno)));
+    return absl::InternalError(
+        absl::StrCat("setrlimit(RLIMIT_NOFILE, ", limit.rlim_max, "): ", std::strerror(errno)));
   }
   return result;
 }

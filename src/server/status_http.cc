@@ -46,8 +46,8 @@ Answer Route(const StatusHttpServer::Handlers& handlers, std::string_view path) 
 // unread, sends nothing. A body, which none of the paths takes, is read and dropped. Another
 // method is refused at once (MHD then closes the connection).
 MHD_Result OnRequest(void* cls, MHD_Connection* connection, const char* url, const char* method,
-                     const char* /*version*/, const char* /*upload_data*/,
-                     size_t* upload_data_size, void** request_state) {
+                     const char* /*version*/, const char* /*upload_data*/, size_t* upload_data_size,
+                     void** request_state) {
   const auto& handlers = *static_cast<const StatusHttpServer::Handlers*>(cls);
   const std::string_view m(method);
   const bool known_method = m == MHD_HTTP_METHOD_GET || m == MHD_HTTP_METHOD_HEAD;
@@ -59,9 +59,8 @@ MHD_Result OnRequest(void* cls, MHD_Connection* connection, const char* url, con
     *upload_data_size = 0;
     return MHD_YES;
   }
-  const Answer answer = known_method
-                            ? Route(handlers, url)
-                            : Answer{MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n"};
+  const Answer answer = known_method ? Route(handlers, url)
+                                     : Answer{MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n"};
   MHD_Response* response = MHD_create_response_from_buffer(
       answer.body.size(), const_cast<char*>(answer.body.data()), MHD_RESPMEM_MUST_COPY);
   if (response == nullptr) return MHD_NO;  // out of memory: MHD closes the connection
@@ -120,8 +119,8 @@ int BoundPort(int fd) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<StatusHttpServer>> StatusHttpServer::Start(
-    const std::string& listen, Handlers handlers) {
+absl::StatusOr<std::unique_ptr<StatusHttpServer>> StatusHttpServer::Start(const std::string& listen,
+                                                                          Handlers handlers) {
   ASSIGN_OR_RETURN(const ListenAddress address,
                    ParseListenAddress(listen, "server.metrics_listen"));
   ASSIGN_OR_RETURN(const int fd, Listen(listen, address));
@@ -136,8 +135,8 @@ absl::StatusOr<std::unique_ptr<StatusHttpServer>> StatusHttpServer::Start(
       kConnectionMemory, MHD_OPTION_EXTERNAL_LOGGER, &OnMhdLog, nullptr, MHD_OPTION_END);
   if (s->daemon_ == nullptr) {
     close(fd);
-    return absl::InternalError(absl::StrCat("cannot serve ", listen, " (metrics): ",
-                                            "libmicrohttpd did not start"));
+    return absl::InternalError(
+        absl::StrCat("cannot serve ", listen, " (metrics): ", "libmicrohttpd did not start"));
   }
   return s;
 }

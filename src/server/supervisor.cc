@@ -141,10 +141,10 @@ class Supervisor {
 
   bool ready_ = false;
   bool notified_ready_ = false;
-  bool was_ever_ready_ = false;  // the start-up summary is logged once
+  bool was_ever_ready_ = false;       // the start-up summary is logged once
   std::optional<Watchdog> watchdog_;  // set when systemd asked for pings (WatchdogSec=)
   std::string status_;                // the STATUS= line last sent
-  bool engine_was_ready_ = false;  // some engine set engine_ready_epoch to its epoch
+  bool engine_was_ready_ = false;     // some engine set engine_ready_epoch to its epoch
   std::optional<std::string> engine_start_failure_;  // why the first engine could not start
   bool shutting_down_ = false;
   bool engine_stopped_ = false;
@@ -324,8 +324,8 @@ void Supervisor::OnExit(Child& child, int wait_status) {
   }
   const milliseconds delay =
       child.backoff.OnExit(std::chrono::duration_cast<milliseconds>(now - child.started));
-  spdlog::warn("{} (pid {}) {}; restarting in {} ms", child.title, pid,
-               DescribeExit(wait_status), delay.count());
+  spdlog::warn("{} (pid {}) {}; restarting in {} ms", child.title, pid, DescribeExit(wait_status),
+               delay.count());
   child.restart_at = now + delay;
 }
 
@@ -553,9 +553,9 @@ int RunSupervisor(const config::Config& config, const std::string& config_path,
     spdlog::critical("{}", spelling_status.ToString());
     return 2;
   }
-  for (const auto& [key, listen] : {std::pair{"server.listen", &config.server.listen},
-                                    std::pair{"server.metrics_listen",
-                                              &config.server.metrics_listen}}) {
+  for (const auto& [key, listen] :
+       {std::pair{"server.listen", &config.server.listen},
+        std::pair{"server.metrics_listen", &config.server.metrics_listen}}) {
     if (absl::Status free = CheckListenAddressFree(*listen, key); !free.ok()) {
       spdlog::critical("{}", free.ToString());
       return 2;

@@ -34,8 +34,8 @@ constexpr Case kCases[] = {
 };
 
 std::vector<std::string> Correct(const std::string& extra_flags) {
-  std::string args = "generate --config " + gecd::testing::SourceDir() + "/configs/gecd.yaml " +
-                     extra_flags;
+  std::string args =
+      "generate --config " + gecd::testing::SourceDir() + "/configs/gecd.yaml " + extra_flags;
   for (const Case& c : kCases) args += std::string(" '") + c.input + "'";
   const auto run = RunGecd(args);
   EXPECT_EQ(run.exit_code, 0) << run.output;
@@ -81,8 +81,7 @@ TEST(DefaultModel, TypedSeparatorsDoNotCutTheTextShort) {
 TEST(DefaultModel, Fp8CopiesGiveTheSameCorrections) {
   for (const char* copy : {"gecd-gec-small-fp8", "gecd-gec-small-fp8-mlp"}) {
     SCOPED_TRACE(copy);
-    ExpectCorrections(
-        Correct("--set model.dir=" + gecd::testing::BinaryDir() + "/models/" + copy));
+    ExpectCorrections(Correct("--set model.dir=" + gecd::testing::BinaryDir() + "/models/" + copy));
   }
 }
 

@@ -186,8 +186,8 @@ TEST_F(EvalCommandTest, BadInputsAreClearErrors) {
   WriteFile(short_ref + "/dev.ref1", "only one line .\n");
   r = RunGecd("eval --model " + model_ + " --jfleg " + short_ref);
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.output, HasSubstr(short_ref + "/dev.ref1 has 1 lines but " + short_ref +
-                                  "/dev.src has 4"));
+  EXPECT_THAT(r.output,
+              HasSubstr(short_ref + "/dev.ref1 has 1 lines but " + short_ref + "/dev.src has 4"));
   const std::string empty_src = MakeJflegDir();
   WriteFile(empty_src + "/dev.src", "");
   r = RunGecd("eval --model " + model_ + " --jfleg " + empty_src);
@@ -240,7 +240,8 @@ TEST_F(EvalCommandTest, ServerModeWithEchoScoresTheCopyBaseline) {
                               " --synthetic " + synthetic_ + " --in-flight 3 --report " + report_);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const nlohmann::json j = ReadJson(report_);
-  EXPECT_EQ(j["jfleg"]["model"]["gleu"].get<double>(), j["jfleg"]["source_copy_gleu"].get<double>());
+  EXPECT_EQ(j["jfleg"]["model"]["gleu"].get<double>(),
+            j["jfleg"]["source_copy_gleu"].get<double>());
   EXPECT_EQ(j["jfleg"]["model"]["delta_vs_source"].get<double>(), 0.0);
   EXPECT_EQ(j["synthetic"]["model"]["false_changes"], 0);
   EXPECT_EQ(j["synthetic"]["model"]["false_change_rate"].get<double>(), 0.0);
@@ -252,9 +253,9 @@ TEST_F(EvalCommandTest, ServerModeWithEchoScoresTheCopyBaseline) {
   EXPECT_GT(j["throughput"]["model"]["generated_tokens"].get<int>(), 100);
 
   // The gate: copying gains nothing over the source and changes no correct sentence.
-  RunResult gated = RunGecd("eval --server " + daemon.grpc_target() + " --jfleg " + jfleg_ +
-                            " --synthetic " + synthetic_ +
-                            " --min-gleu-delta 0 --max-false-change-rate 0 --report " + report_);
+  RunResult gated =
+      RunGecd("eval --server " + daemon.grpc_target() + " --jfleg " + jfleg_ + " --synthetic " +
+              synthetic_ + " --min-gleu-delta 0 --max-false-change-rate 0 --report " + report_);
   EXPECT_EQ(gated.exit_code, 0) << gated.output;
   EXPECT_EQ(ReadJson(report_)["gate"]["passed"], true);
   gated = RunGecd("eval --server " + daemon.grpc_target() + " --jfleg " + jfleg_ +

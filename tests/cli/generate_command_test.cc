@@ -30,35 +30,37 @@ class GenerateCommandTest : public ::testing::Test {
     options.vocab_size = 2000;  // the sp_brown tokenizer's size
     options.seed = 5;
     ASSERT_TRUE(gecd::testing::WriteRandomModel(model_, options).ok());
-    std::filesystem::copy_file(
-        gecd::testing::FixturePath("tokenizers/sp_brown/tokenizer.model"),
-        model_ + "/tokenizer.model");
+    std::filesystem::copy_file(gecd::testing::FixturePath("tokenizers/sp_brown/tokenizer.model"),
+                               model_ + "/tokenizer.model");
   }
   std::string model_;
 };
 
 TEST_F(GenerateCommandTest, BatchedOutputsEqualSingleOnes) {
-  const RunResult both = RunGecd("generate --model " + model_ +
-                                 " --max-new-tokens 6 'The cat sat.' 'A much longer sentence here.'");
+  const RunResult both =
+      RunGecd("generate --model " + model_ +
+              " --max-new-tokens 6 'The cat sat.' 'A much longer sentence here.'");
   ASSERT_EQ(both.exit_code, 0) << both.output;
   const auto lines = Lines(both.output);
   ASSERT_EQ(lines.size(), 2u) << both.output;
   EXPECT_FALSE(lines[0].empty());
-  const RunResult first = RunGecd("generate --model " + model_ + " --max-new-tokens 6 'The cat sat.'");
+  const RunResult first =
+      RunGecd("generate --model " + model_ + " --max-new-tokens 6 'The cat sat.'");
   ASSERT_EQ(first.exit_code, 0) << first.output;
   EXPECT_EQ(Lines(first.output), std::vector<std::string>{lines[0]});
 }
 
 TEST_F(GenerateCommandTest, TemplateAndOverridesChangeTheRun) {
   const RunResult plain = RunGecd("generate --model " + model_ + " --max-new-tokens 8 'Hello.'");
-  const RunResult templated = RunGecd("generate --model " + model_ +
-                                      " --max-new-tokens 8 --prompt-template 'Fix: {text}' 'Hello.'");
+  const RunResult templated =
+      RunGecd("generate --model " + model_ +
+              " --max-new-tokens 8 --prompt-template 'Fix: {text}' 'Hello.'");
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   ASSERT_EQ(templated.exit_code, 0) << templated.output;
   EXPECT_NE(plain.output, templated.output);
   // --set reaches the engine: a different KV block size pages differently, same answer.
-  const RunResult small_cache = RunGecd("generate --model " + model_ +
-                                        " --max-new-tokens 8 --set engine.kv_block_size=4 'Hello.'");
+  const RunResult small_cache = RunGecd(
+      "generate --model " + model_ + " --max-new-tokens 8 --set engine.kv_block_size=4 'Hello.'");
   ASSERT_EQ(small_cache.exit_code, 0) << small_cache.output;
   EXPECT_EQ(small_cache.output, plain.output);
 }
@@ -68,17 +70,20 @@ TEST_F(GenerateCommandTest, ConfigFileSuppliesModelAndTemplate) {
   std::ofstream(dir + "/c.yaml") << "model:\n  dir: " << model_
                                  << "\n  prompt_template: 'Fix: {text}'\n  max_output_tokens: 8\n";
   const RunResult from_config = RunGecd("generate --config " + dir + "/c.yaml 'Hello.'");
-  const RunResult from_flags = RunGecd("generate --model " + model_ +
-                                       " --max-new-tokens 8 --prompt-template 'Fix: {text}' 'Hello.'");
+  const RunResult from_flags =
+      RunGecd("generate --model " + model_ +
+              " --max-new-tokens 8 --prompt-template 'Fix: {text}' 'Hello.'");
   ASSERT_EQ(from_config.exit_code, 0) << from_config.output;
   EXPECT_EQ(from_config.output, from_flags.output);
 }
 
 TEST_F(GenerateCommandTest, ARefusedTextFailsAloneAndBlankTextComesBackAsItIs) {
-  const RunResult good = RunGecd("generate --model " + model_ + " --max-new-tokens 6 'The cat sat.'");
+  const RunResult good =
+      RunGecd("generate --model " + model_ + " --max-new-tokens 6 'The cat sat.'");
   ASSERT_EQ(good.exit_code, 0) << good.output;
-  const RunResult mixed = RunGecd("generate --model " + model_ +
-                                  " --max-new-tokens 6 'The cat sat.' \"$(printf 'bad\\001text')\" '   '");
+  const RunResult mixed =
+      RunGecd("generate --model " + model_ +
+              " --max-new-tokens 6 'The cat sat.' \"$(printf 'bad\\001text')\" '   '");
   EXPECT_EQ(mixed.exit_code, 1) << mixed.output;
   EXPECT_THAT(mixed.output, HasSubstr("TEXT 2: text has the control character U+0001"));
   const std::vector<std::string> lines = Lines(mixed.output);

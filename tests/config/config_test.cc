@@ -279,9 +279,9 @@ route:
 }
 
 TEST(Config, MalformedRouteEndpointsNameTheKeyAndLine) {
-  for (const char* bad : {"static: [10.0.0.1]", "static: [\"h:0\"]", "static: [\"h:99999\"]",
-                          "static: [\":80\"]", "static: [\"::1:80\"]", "static: [[a:1]]",
-                          "dns: gecd-headless", "source: consul"}) {
+  for (const char* bad :
+       {"static: [10.0.0.1]", "static: [\"h:0\"]", "static: [\"h:99999\"]", "static: [\":80\"]",
+        "static: [\"::1:80\"]", "static: [[a:1]]", "dns: gecd-headless", "source: consul"}) {
     auto c = ParseConfig(absl::StrCat("route:\n  endpoints:\n    ", bad, "\n"), "r.yaml");
     ASSERT_FALSE(c.ok()) << bad;
     EXPECT_THAT(c.status().message(), HasSubstr("r.yaml:3")) << bad;

@@ -113,8 +113,7 @@ TEST_P(DecodeTest, DecodeStepsMatchHfGreedy) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, DecodeTest,
-                         ::testing::Values("ref-llama-f32", "ref-qwen2-f32"));
+INSTANTIATE_TEST_SUITE_P(Models, DecodeTest, ::testing::Values("ref-llama-f32", "ref-qwen2-f32"));
 
 // The same sequences alone, batched together, and prefilled in chunks of 3 (each chunk reading
 // the cache the previous wrote) give the same logits up to f32 summation order.
@@ -140,8 +139,9 @@ TEST_P(DecodeTest, BatchedAndChunkedEqualUnbatched) {
 }
 
 TEST(CpuBackendTest, RejectsMalformedBatches) {
-  auto m = LoadFixtureModel("ref-llama-f32", {.kv_block_size = 4, .num_kv_blocks = 8,
-                                              .max_step_tokens = 16, .max_batch_size = 4});
+  auto m = LoadFixtureModel(
+      "ref-llama-f32",
+      {.kv_block_size = 4, .num_kv_blocks = 8, .max_step_tokens = 16, .max_batch_size = 4});
   ASSERT_NE(m.backend, nullptr);
   StepResult result;
   const std::vector<int32_t> blocks = {0, 1};
@@ -152,8 +152,8 @@ TEST(CpuBackendTest, RejectsMalformedBatches) {
   };
   EXPECT_TRUE(forward({5, 6, 7}, 0, blocks).ok());
   EXPECT_EQ(forward({5, 256}, 0, blocks).code(), absl::StatusCode::kInvalidArgument);  // vocab
-  EXPECT_EQ(forward({5, 6}, 7, blocks).code(), absl::StatusCode::kInvalidArgument);  // table
-  EXPECT_EQ(forward({5}, 0, {8}).code(), absl::StatusCode::kInvalidArgument);  // block id
+  EXPECT_EQ(forward({5, 6}, 7, blocks).code(), absl::StatusCode::kInvalidArgument);    // table
+  EXPECT_EQ(forward({5}, 0, {8}).code(), absl::StatusCode::kInvalidArgument);          // block id
   EXPECT_EQ(forward({5}, -1, blocks).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(forward(std::vector<int32_t>(17, 5), 0, {0, 1, 2, 3, 4}).code(),
             absl::StatusCode::kInvalidArgument);  // over max_step_tokens

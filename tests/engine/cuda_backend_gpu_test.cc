@@ -11,13 +11,13 @@
 #include "engine/cuda_backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cmath>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <random>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -41,15 +41,15 @@ constexpr double kFp8Bound = 8e-2;
 constexpr double kHybridBound = 1.5e-1;
 
 // Skips without a device unless GECD_REQUIRE_GPU is set (then it fails with CUDA's reason).
-#define REQUIRE_GPU()                                                          \
-  do {                                                                         \
-    std::string gecd_why_;                                                     \
-    if (!kernels::HaveCudaDevice(&gecd_why_)) {                                \
-      if (std::getenv("GECD_REQUIRE_GPU") != nullptr) {                        \
-        FAIL() << "GECD_REQUIRE_GPU is set but CUDA reports " << gecd_why_;    \
-      }                                                                        \
-      GTEST_SKIP() << "no CUDA device (" << gecd_why_ << ")";                  \
-    }                                                                          \
+#define REQUIRE_GPU()                                                       \
+  do {                                                                      \
+    std::string gecd_why_;                                                  \
+    if (!kernels::HaveCudaDevice(&gecd_why_)) {                             \
+      if (std::getenv("GECD_REQUIRE_GPU") != nullptr) {                     \
+        FAIL() << "GECD_REQUIRE_GPU is set but CUDA reports " << gecd_why_; \
+      }                                                                     \
+      GTEST_SKIP() << "no CUDA device (" << gecd_why_ << ")";               \
+    }                                                                       \
   } while (0)
 
 struct Pair {
@@ -126,9 +126,10 @@ double CompareLogits(Pair& p, int chunk, const std::string& what, double bound) 
     for (float v : g[i]) non_finite += !std::isfinite(v);
     EXPECT_EQ(non_finite, 0u) << what << " sequence " << i << ": non-finite logits";
   }
-  std::printf("[ %s chunk=%d ] max relative logit error vs cpu %.3g (bound %.0e), argmax agree "
-              "%d/%zu\n",
-              what.c_str(), chunk, worst, bound, argmax_agree, g.size());
+  std::printf(
+      "[ %s chunk=%d ] max relative logit error vs cpu %.3g (bound %.0e), argmax agree "
+      "%d/%zu\n",
+      what.c_str(), chunk, worst, bound, argmax_agree, g.size());
   return worst;
 }
 
@@ -158,19 +159,18 @@ TEST_P(CudaLogitsTest, MatchesCpuBackend) {
 
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, CudaLogitsTest,
-    ::testing::Values(
-        Case{"LlamaBf16", "ref-llama-bf16", CudaBackendOptions::Quantization::kNone, true,
-             kBf16Bound},
-        Case{"Qwen2Bf16", "ref-qwen2-bf16", CudaBackendOptions::Quantization::kNone, true,
-             kBf16Bound},
-        Case{"LlamaFp8", "ref-llama-fp8", CudaBackendOptions::Quantization::kFp8, true,
-             kFp8Bound},
-        Case{"LlamaFp8MlpOnly", "ref-llama-fp8-mlp", CudaBackendOptions::Quantization::kFp8,
-             false, kFp8Bound},
-        Case{"LlmcompressorFp8", "tiny-llama-fp8-llmcompressor",
-             CudaBackendOptions::Quantization::kFp8, true, kFp8Bound},
-        Case{"LlamaFp8AttentionBf16", "ref-llama-fp8", CudaBackendOptions::Quantization::kFp8,
-             false, kHybridBound}),
+    ::testing::Values(Case{"LlamaBf16", "ref-llama-bf16", CudaBackendOptions::Quantization::kNone,
+                           true, kBf16Bound},
+                      Case{"Qwen2Bf16", "ref-qwen2-bf16", CudaBackendOptions::Quantization::kNone,
+                           true, kBf16Bound},
+                      Case{"LlamaFp8", "ref-llama-fp8", CudaBackendOptions::Quantization::kFp8,
+                           true, kFp8Bound},
+                      Case{"LlamaFp8MlpOnly", "ref-llama-fp8-mlp",
+                           CudaBackendOptions::Quantization::kFp8, false, kFp8Bound},
+                      Case{"LlmcompressorFp8", "tiny-llama-fp8-llmcompressor",
+                           CudaBackendOptions::Quantization::kFp8, true, kFp8Bound},
+                      Case{"LlamaFp8AttentionBf16", "ref-llama-fp8",
+                           CudaBackendOptions::Quantization::kFp8, false, kHybridBound}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 // kFp8 on a bf16 checkpoint quantizes at load; the oracle is the CPU backend on the same
@@ -293,8 +293,8 @@ double Agreement(const Outputs& a, const Outputs& b, const std::string& what) {
     }
   }
   const double f = a.empty() ? 0.0 : sum / a.size();
-  std::printf("[ %s ] %d/%zu generations identical, mean common prefix %.3f\n", what.c_str(),
-              same, a.size(), f);
+  std::printf("[ %s ] %d/%zu generations identical, mean common prefix %.3f\n", what.c_str(), same,
+              a.size(), f);
   return f;
 }
 
@@ -318,10 +318,11 @@ TEST(CudaBackendTest, GreedyGenerationsThroughEngine) {
   // finishes), which can change a GEMM algorithm and flip a rare near-tie.
   EXPECT_GE(Agreement(gpu_pipe, gpu_sync, "cuda pipelined vs cuda sync"), 0.9);
   const CudaBackendStats& s = p.cuda->stats();
-  std::printf("stats: steps %lld graph steps %lld graphs %lld busy %.2f ms idle %.2f ms gaps %lld\n",
-              static_cast<long long>(s.steps), static_cast<long long>(s.graph_steps),
-              static_cast<long long>(s.graphs_captured), s.device_busy_ms, s.device_idle_ms,
-              static_cast<long long>(s.idle_gaps));
+  std::printf(
+      "stats: steps %lld graph steps %lld graphs %lld busy %.2f ms idle %.2f ms gaps %lld\n",
+      static_cast<long long>(s.steps), static_cast<long long>(s.graph_steps),
+      static_cast<long long>(s.graphs_captured), s.device_busy_ms, s.device_idle_ms,
+      static_cast<long long>(s.idle_gaps));
   EXPECT_GT(s.graph_steps, 0) << "decode steps never replayed a graph";
 
   // Graphs off: eager decodes, same tokens up to GEMM-algorithm rounding differences.

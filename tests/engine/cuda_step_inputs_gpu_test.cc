@@ -12,18 +12,15 @@ namespace gecd::engine {
 namespace {
 
 TEST(StepInputLayoutTest, ArraysAreAlignedAndDisjoint) {
-  for (const auto& [rows, samples] : std::vector<std::pair<int, int>>{
-           {1, 1}, {1, 0}, {64, 64}, {65, 3}, {200, 0}, {8192, 512}}) {
+  for (const auto& [rows, samples] :
+       std::vector<std::pair<int, int>>{{1, 1}, {1, 0}, {64, 64}, {65, 3}, {200, 0}, {8192, 512}}) {
     const StepInputLayout at(rows, samples);
     SCOPED_TRACE(::testing::Message() << rows << " rows, " << samples << " sampled");
     // Each array starts on a 64-int boundary where the previous one ends or later.
     const std::vector<std::pair<size_t, size_t>> arrays = {
-        {at.tokens, rows},
-        {at.prev_index, rows},
-        {at.positions, rows},
-        {at.table_offsets, rows},
-        {at.sample_rows, samples},
-        {at.copy_rows, StepInputLayout::kCopyRowInts * samples},
+        {at.tokens, rows},         {at.prev_index, rows},
+        {at.positions, rows},      {at.table_offsets, rows},
+        {at.sample_rows, samples}, {at.copy_rows, StepInputLayout::kCopyRowInts * samples},
         {at.block_ids, 0}};
     for (size_t i = 0; i < arrays.size(); ++i) {
       EXPECT_EQ(arrays[i].first % 64, 0u) << "array " << i;

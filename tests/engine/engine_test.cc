@@ -151,8 +151,7 @@ TEST_F(EngineTest, StopsOnEosUnlessIgnored) {
   ignore.ignore_eos = true;
   ASSERT_TRUE(engine.AddSequence(2, c.prompt, ignore).ok());
   const auto out = RunToCompletion(engine);
-  EXPECT_EQ(out.at(1).tokens,
-            std::vector<int32_t>(c.greedy.begin(), c.greedy.begin() + first + 1));
+  EXPECT_EQ(out.at(1).tokens, std::vector<int32_t>(c.greedy.begin(), c.greedy.begin() + first + 1));
   EXPECT_EQ(out.at(1).reason, FinishReason::kStopToken);
   EXPECT_EQ(out.at(2).tokens, c.greedy);
   EXPECT_EQ(out.at(2).reason, FinishReason::kLength);
@@ -406,8 +405,8 @@ struct CopyDecode {
   int overruled = 0;
 };
 
-CopyDecode ReferenceCopyDecode(Backend& backend, const std::vector<int32_t>& prompt,
-                               int begin, int end, float bias, int32_t eos, int max_new) {
+CopyDecode ReferenceCopyDecode(Backend& backend, const std::vector<int32_t>& prompt, int begin,
+                               int end, float bias, int32_t eos, int max_new) {
   const std::vector<int32_t> text(prompt.begin() + begin, prompt.begin() + end);
   std::vector<int32_t> sequence = prompt;
   CopyDecode out;
@@ -522,10 +521,8 @@ TEST_F(EngineTest, OverwhelmingCopyBiasCopiesTheTextThroughPreemption) {
 TEST_F(EngineTest, RejectsBadSequences) {
   Engine engine(model_.backend.get(), nullptr, {});
   EXPECT_EQ(engine.AddSequence(1, {}, Greedy(4)).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(engine.AddSequence(1, {3, 256}, Greedy(4)).code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(engine.AddSequence(1, {3, -1}, Greedy(4)).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine.AddSequence(1, {3, 256}, Greedy(4)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine.AddSequence(1, {3, -1}, Greedy(4)).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(engine.AddSequence(1, {3}, Greedy(0)).code(), absl::StatusCode::kInvalidArgument);
   // 64 blocks of 4 = 256 slots, also the model's max_position_embeddings.
   EXPECT_EQ(engine.AddSequence(1, std::vector<int32_t>(200, 3), Greedy(58)).code(),
@@ -535,9 +532,9 @@ TEST_F(EngineTest, RejectsBadSequences) {
   stop.stop_strings = {"x"};
   EXPECT_EQ(engine.AddSequence(2, {3}, stop).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(engine.AddSequence(1, {3}, Greedy(4)).code(), absl::StatusCode::kAlreadyExists);
-  for (auto [bias, begin, end] : {std::tuple{-1.0f, 0, 1}, std::tuple{NAN, 0, 1},
-                                  std::tuple{1.0f, 1, 0}, std::tuple{1.0f, 0, 3},
-                                  std::tuple{1.0f, -1, 1}}) {
+  for (auto [bias, begin, end] :
+       {std::tuple{-1.0f, 0, 1}, std::tuple{NAN, 0, 1}, std::tuple{1.0f, 1, 0},
+        std::tuple{1.0f, 0, 3}, std::tuple{1.0f, -1, 1}}) {
     GenerationParams copy = Greedy(4);
     copy.copy_bias = bias;
     copy.copy_begin = begin;

@@ -120,8 +120,8 @@ class BackendDriver {
     for (auto [index, count] : chunks) {
       Seq& s = seqs_[index];
       EXPECT_TRUE(s.blocks.Reserve(s.fed + count));
-      batch.Add(std::span<const int32_t>(s.tokens).subspan(s.fed, count), s.fed,
-                s.blocks.blocks(), /*sample=*/true);
+      batch.Add(std::span<const int32_t>(s.tokens).subspan(s.fed, count), s.fed, s.blocks.blocks(),
+                /*sample=*/true);
       s.fed += count;
     }
     StepResult result;

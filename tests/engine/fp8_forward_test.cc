@@ -124,8 +124,8 @@ class NaiveModel {
         const auto up = layer.up(h);
         std::vector<float> act(gate.size());
         for (size_t i = 0; i < act.size(); ++i) {
-          act[i] = static_cast<float>(gate[i] / (1.0 + std::exp(-static_cast<double>(gate[i]))) *
-                                      up[i]);
+          act[i] =
+              static_cast<float>(gate[i] / (1.0 + std::exp(-static_cast<double>(gate[i]))) * up[i]);
         }
         const auto down = layer.down(act);
         for (int i = 0; i < c_.hidden_size; ++i) x[t][i] += down[i];
@@ -222,8 +222,8 @@ double CompareWithNaive(const std::string& dir) {
     worst = std::max(worst, err);
     EXPECT_LE(err, kFp8Bound) << dir << " prompt " << i;
   }
-  std::printf("[ %s ] FP8 engine vs naive FP8 reference: max relative error %.3g\n",
-              dir.c_str(), worst);
+  std::printf("[ %s ] FP8 engine vs naive FP8 reference: max relative error %.3g\n", dir.c_str(),
+              worst);
   return worst;
 }
 

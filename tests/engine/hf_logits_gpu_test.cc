@@ -40,9 +40,9 @@ namespace {
 using testing::CompareLogits;
 using testing::ExpectWithin;
 using testing::HfReferenceDirs;
+using testing::kFp8VsF32Tol;
 using testing::LoadModel;
 using testing::LoadReferenceFile;
-using testing::kFp8VsF32Tol;
 using testing::LogitsAtPositions;
 using testing::ModelName;
 using testing::ReferenceLogits;
@@ -94,12 +94,11 @@ TEST(HfLogitsGpuTest, CudaBf16MatchesHf) {
     const auto bf16 = LoadReferenceFile(dir + "/reference_logits_bf16.json");
     const auto got = LogitsAtPositions(cuda.get(), bf16);
     ExpectWithin(ModelName(dir) + " cuda bf16 vs HF bf16",
-                 CompareLogits(got, ReferenceLogits(bf16)),
-                 kBf16Tol, kBf16Top1);
-    ExpectWithin(ModelName(dir) + " cuda bf16 vs HF f32",
-                 CompareLogits(got, ReferenceLogits(LoadReferenceFile(
-                                        dir + "/reference_logits.json"))),
-                 kBf16Tol, kBf16Top1);
+                 CompareLogits(got, ReferenceLogits(bf16)), kBf16Tol, kBf16Top1);
+    ExpectWithin(
+        ModelName(dir) + " cuda bf16 vs HF f32",
+        CompareLogits(got, ReferenceLogits(LoadReferenceFile(dir + "/reference_logits.json"))),
+        kBf16Tol, kBf16Top1);
   }
 }
 
@@ -123,8 +122,7 @@ TEST(HfLogitsGpuTest, CudaFp8MatchesCpuEmulation) {
                  CompareLogits(got, LogitsAtPositions(cpu.backend.get(), reference)), kFp8Tol,
                  kFp8Top1);
     ExpectWithin(ModelName(dir) + " cuda fp8 vs HF f32",
-                 CompareLogits(got, ReferenceLogits(reference)),
-                 kFp8VsF32Tol, 0.0);
+                 CompareLogits(got, ReferenceLogits(reference)), kFp8VsF32Tol, 0.0);
   }
 }
 

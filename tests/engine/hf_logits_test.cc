@@ -27,9 +27,9 @@ namespace {
 using testing::CompareLogits;
 using testing::ExpectWithin;
 using testing::HfReferenceDirs;
+using testing::kFp8VsF32Tol;
 using testing::LoadModel;
 using testing::LoadReferenceFile;
-using testing::kFp8VsF32Tol;
 using testing::LogitsAtPositions;
 using testing::ModelName;
 using testing::ReferenceLogits;
@@ -48,8 +48,7 @@ TEST(HfLogitsTest, CpuF32MatchesHf) {
     const auto reference = LoadReferenceFile(dir + "/reference_logits.json");
     const auto got = LogitsAtPositions(m.backend.get(), reference);
     ExpectWithin(ModelName(dir) + " cpu f32 vs HF f32",
-                 CompareLogits(got, ReferenceLogits(reference)),
-                 kF32Tol, kF32Top1);
+                 CompareLogits(got, ReferenceLogits(reference)), kF32Tol, kF32Top1);
     const std::string bf16 = dir + "/reference_logits_bf16.json";
     if (std::filesystem::exists(bf16)) {
       ExpectWithin(ModelName(dir) + " cpu f32 vs HF bf16",
@@ -70,10 +69,10 @@ TEST(HfLogitsTest, CpuFp8NearHf) {
     auto m = LoadModel(tmp.path() + "/fp8");
     ASSERT_NE(m.backend, nullptr) << dir;
     const auto reference = LoadReferenceFile(dir + "/reference_logits.json");
-    ExpectWithin(ModelName(dir) + " cpu fp8 vs HF f32",
-                 CompareLogits(LogitsAtPositions(m.backend.get(), reference),
-                               ReferenceLogits(reference)),
-                 kFp8VsF32Tol, 0.0);
+    ExpectWithin(
+        ModelName(dir) + " cpu fp8 vs HF f32",
+        CompareLogits(LogitsAtPositions(m.backend.get(), reference), ReferenceLogits(reference)),
+        kFp8VsF32Tol, 0.0);
   }
 }
 

@@ -100,8 +100,8 @@ constexpr double kDecisiveMargin = 1e-2;
 struct HfComparison {
   int positions = 0;
   int top1_agree = 0;
-  int decisive = 0;        // positions whose expected top-1 leads by more than kDecisiveMargin
-  int decisive_agree = 0;  // of those, where the top-1 agrees
+  int decisive = 0;            // positions whose expected top-1 leads by more than kDecisiveMargin
+  int decisive_agree = 0;      // of those, where the top-1 agrees
   double max_rel_error = 0.0;  // RelativeError per position, worst over positions
 };
 
@@ -138,11 +138,11 @@ inline void ExpectWithin(const std::string& what, const HfComparison& c, double 
   const double top1 = c.decisive > 0 ? static_cast<double>(c.decisive_agree) / c.decisive : 0.0;
   const bool enough = c.positions > 0 && (min_top1 <= 0 || 4 * c.decisive >= c.positions);
   const bool pass = enough && c.max_rel_error <= tolerance && top1 >= min_top1;
-  std::printf("hf-check: %s: max rel error %.3g (tol %.1e), top-1 %d/%d, decisive %d/%d "
-              "(%.1f%%, min %.0f%%) %s\n",
-              what.c_str(), c.max_rel_error, tolerance, c.top1_agree, c.positions,
-              c.decisive_agree, c.decisive, 100.0 * top1, 100.0 * std::max(min_top1, 0.0),
-              pass ? "PASS" : "FAIL");
+  std::printf(
+      "hf-check: %s: max rel error %.3g (tol %.1e), top-1 %d/%d, decisive %d/%d "
+      "(%.1f%%, min %.0f%%) %s\n",
+      what.c_str(), c.max_rel_error, tolerance, c.top1_agree, c.positions, c.decisive_agree,
+      c.decisive, 100.0 * top1, 100.0 * std::max(min_top1, 0.0), pass ? "PASS" : "FAIL");
   std::fflush(stdout);
   EXPECT_GT(c.positions, 0) << what << ": no position compared";
   if (min_top1 > 0) {

@@ -99,7 +99,7 @@ TEST(PipelinedEngineTest, AFreedSequenceStopsAndItsBlocksReturn) {
     ASSERT_TRUE(engine.Step(&outcome).ok());
     for (const StepEvent& e : outcome.events) ++tokens[e.id];
   }
-  EXPECT_LE(tokens[1], 1);  // at most the step in flight when it was freed
+  EXPECT_LE(tokens[1], 1);       // at most the step in flight when it was freed
   EXPECT_EQ(tokens[2] + 2, 64);  // two came back in the first three turns
   EXPECT_EQ(engine.engine().num_free_blocks(), engine.engine().num_blocks());
 }

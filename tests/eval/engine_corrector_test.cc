@@ -5,12 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "eval/engine_corrector.h"
 #include "engine/cpu_backend.h"
-#include "model/checkpoint.h"
-#include "model/utf8.h"
+#include "eval/engine_corrector.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "model/checkpoint.h"
+#include "model/utf8.h"
 #include "testing/byte_level_tokenizer.h"
 #include "testing/test_paths.h"
 
@@ -71,7 +71,7 @@ TEST(EngineCorrectorTest, OutputsEqualAPlainStepLoopOverTheTemplatedPrompts) {
   cfg.model.max_output_tokens = 16;
   cfg.engine.max_batch_size = 3;  // several waves of admissions
   const std::vector<std::string> texts = {"She go home.", "They was here.", "A cat sat.",
-                                          "I has a dog.", "We goes now.", "He am tall.",
+                                          "I has a dog.", "We goes now.",   "He am tall.",
                                           "It are red."};
   auto corrector = EngineCorrector::Create(cfg);
   ASSERT_TRUE(corrector.ok()) << corrector.status();
@@ -84,7 +84,8 @@ TEST(EngineCorrectorTest, OutputsEqualAPlainStepLoopOverTheTemplatedPrompts) {
       **checkpoint, {.max_batch_size = cfg.engine.max_batch_size, .threads = 1});
   ASSERT_TRUE(backend.ok());
   engine::EngineOptions options;
-  for (int id : (*checkpoint)->generation_config().eos_token_ids) options.eos_token_ids.push_back(id);
+  for (int id : (*checkpoint)->generation_config().eos_token_ids)
+    options.eos_token_ids.push_back(id);
   engine::Engine engine(backend->get(), tokenizer->get(), options);
   engine::GenerationParams params;
   params.max_new_tokens = 16;

@@ -146,7 +146,8 @@ TEST(GleuJflegTest, SourceCopyAndReferenceBaselinesMatchThePublishedFigures) {
   ASSERT_TRUE(copy.ok());
   EXPECT_NEAR(copy->mean * 100, 38.21, 0.005) << "source-copy GLEU";
   EXPECT_GT(copy->stddev, 0);  // the draws differ between iterations
-  std::printf("JFLEG dev source-copy GLEU %.4f (stddev %.4f)\n", copy->mean * 100, copy->stddev * 100);
+  std::printf("JFLEG dev source-copy GLEU %.4f (stddev %.4f)\n", copy->mean * 100,
+              copy->stddev * 100);
 
   double sum = 0;
   for (size_t k = 0; k < refs.size(); ++k) {

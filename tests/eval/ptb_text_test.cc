@@ -30,13 +30,15 @@ TEST(PtbTextTest, TokenizesLikeTheReferences) {
             "It 's the cat 's toy ; I 'm sure ( mostly ) !");
   EXPECT_EQ(PtbTokenize("We can't, won't and they've."), "We ca n't , wo n't and they 've .");
   // Only the final period splits; inner periods of words stay.
-  EXPECT_EQ(PtbTokenize("Mr. Smith lives in the U.S. today."), "Mr. Smith lives in the U.S. today .");
+  EXPECT_EQ(PtbTokenize("Mr. Smith lives in the U.S. today."),
+            "Mr. Smith lives in the U.S. today .");
   EXPECT_EQ(PtbTokenize("He said \"go.\""), "He said \" go . \"");
   EXPECT_EQ(PtbTokenize("1,000 people at 10:30, then: more..."),
             "1,000 people at 10:30 , then : more ...");
   EXPECT_EQ(PtbTokenize("in twenty years' time"), "in twenty years ' time");
   EXPECT_EQ(PtbTokenize("and so on etc.."), "and so on etc. .");
-  EXPECT_EQ(PtbTokenize("he is &raspsquo;fluent&raspsquo; ..."), "he is &raspsquo;fluent&raspsquo; ...");
+  EXPECT_EQ(PtbTokenize("he is &raspsquo;fluent&raspsquo; ..."),
+            "he is &raspsquo;fluent&raspsquo; ...");
   EXPECT_EQ(PtbTokenize("self-driving he/she cars"), "self-driving he/she cars");
   // Curly quotes and apostrophes become ASCII first.
   EXPECT_EQ(PtbTokenize("\xE2\x80\x9CIt\xE2\x80\x99s fine.\xE2\x80\x9D"), "\" It 's fine . \"");
@@ -82,8 +84,9 @@ TEST(PtbTextJflegTest, DevSourcesRoundTrip) {
   std::printf("dev.src: %zu of %zu round-trip\n", same, set->sources.size());
   std::string report;
   for (const auto& d : differ) report += d + "\n";
-  EXPECT_GE(same, set->sources.size() * 99 / 100) << same << " of " << set->sources.size()
-                                                  << " round-trip; first that do not:\n" << report;
+  EXPECT_GE(same, set->sources.size() * 99 / 100)
+      << same << " of " << set->sources.size() << " round-trip; first that do not:\n"
+      << report;
   // The references too (tokenized by the same conventions).
   size_t ref_same = 0;
   for (const std::string& line : set->references[0]) {

@@ -40,7 +40,8 @@ TEST(SyntheticTest, ParsesExamplesSkippingCommentsAndBlankLines) {
 TEST(SyntheticTest, BadLinesAreErrorsNamingFileAndLine) {
   auto r = ParseSyntheticTsv("none\tonly two\n", "s.tsv");
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), HasSubstr("s.tsv:1: expected error_type<TAB>source<TAB>target, found 2"));
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("s.tsv:1: expected error_type<TAB>source<TAB>target, found 2"));
   r = ParseSyntheticTsv("# c\nagreement\tA\t\n", "s.tsv");
   EXPECT_THAT(r.status().message(), HasSubstr("s.tsv:2: empty field"));
   r = ParseSyntheticTsv("none\tA b.\tA c.\n", "s.tsv");

@@ -21,12 +21,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
 #include "gecd/v1/grammar.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "testing/daemon_process.h"
@@ -90,7 +90,8 @@ class Client {
     grpc::ChannelArguments args;
     args.SetInt("gecd.test.channel", static_cast<int>(stubs_.size()));
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    channels_.push_back(grpc::CreateCustomChannel(target_, grpc::InsecureChannelCredentials(), args));
+    channels_.push_back(
+        grpc::CreateCustomChannel(target_, grpc::InsecureChannelCredentials(), args));
     stubs_.push_back(gecd::v1::GrammarCorrection::NewStub(channels_.back()));
     return static_cast<int>(stubs_.size()) - 1;
   }
@@ -102,8 +103,7 @@ class Client {
   // One Correct call; `done` runs on a gRPC thread. `context` (optional) receives the call's
   // context, valid until `done` has run, to cancel it.
   void Start(int channel, const gecd::v1::CorrectRequest& request, milliseconds deadline,
-             std::function<void(const Outcome&)> done,
-             grpc::ClientContext** context = nullptr) {
+             std::function<void(const Outcome&)> done, grpc::ClientContext** context = nullptr) {
     live_calls_.fetch_add(1);
     auto* call = new PendingCall;
     call->request = request;
@@ -111,17 +111,17 @@ class Client {
     call->context.set_deadline(std::chrono::system_clock::now() + deadline);
     if (context != nullptr) *context = &call->context;
     call->outcome.start = Clock::now();
-    stubs_[channel]->async()->Correct(
-        &call->context, &call->request, &call->response,
-        [this, call, done = std::move(done)](grpc::Status status) {
-          call->outcome.end = Clock::now();
-          call->outcome.code = status.error_code();
-          call->outcome.message = status.error_message();
-          call->outcome.prompt_tokens = call->response.prompt_tokens();
-          done(call->outcome);
-          delete call;
-          live_calls_.fetch_sub(1);
-        });
+    stubs_[channel]->async()->Correct(&call->context, &call->request, &call->response,
+                                      [this, call, done = std::move(done)](grpc::Status status) {
+                                        call->outcome.end = Clock::now();
+                                        call->outcome.code = status.error_code();
+                                        call->outcome.message = status.error_message();
+                                        call->outcome.prompt_tokens =
+                                            call->response.prompt_tokens();
+                                        done(call->outcome);
+                                        delete call;
+                                        live_calls_.fetch_sub(1);
+                                      });
   }
 
   // A blocking call.
@@ -243,7 +243,8 @@ std::map<grpc::StatusCode, int> CountByCode(const std::vector<Outcome>& outcomes
 
 std::string Describe(const std::map<grpc::StatusCode, int>& counts) {
   std::string s;
-  for (const auto& [code, n] : counts) absl::StrAppend(&s, " code ", static_cast<int>(code), ": ", n);
+  for (const auto& [code, n] : counts)
+    absl::StrAppend(&s, " code ", static_cast<int>(code), ": ", n);
   return s;
 }
 
@@ -266,8 +267,8 @@ struct TcpSocket {
 std::vector<TcpSocket> TcpSockets() {
   std::vector<TcpSocket> sockets;
   // gRPC listens on IPv6 sockets (127.0.0.1 shows as ::ffff:127.0.0.1 in tcp6): read both.
-  const std::string table = testing::ReadWholeFile("/proc/net/tcp") +
-                            testing::ReadWholeFile("/proc/net/tcp6");
+  const std::string table =
+      testing::ReadWholeFile("/proc/net/tcp") + testing::ReadWholeFile("/proc/net/tcp6");
   for (absl::string_view line : absl::StrSplit(table, '\n', absl::SkipEmpty())) {
     if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "sl")) continue;  // header
     std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
@@ -303,7 +304,8 @@ bool Serves(pid_t pid, int server_port, int client_port) {
   if (inode.empty()) return false;
   const std::string wanted = absl::StrCat("socket:[", inode, "]");
   std::error_code ec;
-  for (const auto& fd : std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/fd"), ec)) {
+  for (const auto& fd :
+       std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/fd"), ec)) {
     std::error_code link_ec;
     if (std::filesystem::read_symlink(fd.path(), link_ec).string() == wanted) return true;
   }
@@ -319,7 +321,8 @@ TEST(DaemonTest, AThousandConcurrentRequestsAreAllAnswered) {
   const std::vector<Outcome> outcomes = Burst(client, 1000, Request(kSentence));
   const auto counts = CountByCode(outcomes);
   EXPECT_EQ(counts.count(grpc::StatusCode::OK) ? counts.at(grpc::StatusCode::OK) : 0, 1000)
-      << Describe(counts) << "\n" << outcomes.front().message << daemon.log();
+      << Describe(counts) << "\n"
+      << outcomes.front().message << daemon.log();
   for (const Outcome& o : outcomes) {
     if (o.code == grpc::StatusCode::OK) {
       ASSERT_EQ(o.prompt_tokens, sizeof(kSentence) - 1);
@@ -373,14 +376,17 @@ TEST(DaemonTest, KilledWorkerIsRestartedWhileTheOtherKeepsServing) {
     const int channel = client.AddChannel();
     ASSERT_TRUE(client.Connect(channel)) << daemon.log();
     pid_t server = 0;
-    ASSERT_TRUE(WaitFor([&] {
-      for (int port : ClientPorts(daemon.grpc_port())) {
-        if (old_ports.count(port)) continue;
-        if (Serves(worker0, daemon.grpc_port(), port)) server = worker0;
-        if (Serves(worker1, daemon.grpc_port(), port)) server = worker1;
-      }
-      return server != 0;
-    }, milliseconds(10'000))) << "cannot tell which worker serves channel " << channel;
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          for (int port : ClientPorts(daemon.grpc_port())) {
+            if (old_ports.count(port)) continue;
+            if (Serves(worker0, daemon.grpc_port(), port)) server = worker0;
+            if (Serves(worker1, daemon.grpc_port(), port)) server = worker1;
+          }
+          return server != 0;
+        },
+        milliseconds(10'000)))
+        << "cannot tell which worker serves channel " << channel;
     served_by.push_back(server);
     (server == worker0 ? on0 : on1)++;
   }
@@ -410,9 +416,10 @@ TEST(DaemonTest, KilledWorkerIsRestartedWhileTheOtherKeepsServing) {
       if (o.code == grpc::StatusCode::UNAVAILABLE) ++unavailable;
     }
   }
-  std::printf("worker kill: %d/%d channels on the killed worker, %d UNAVAILABLE there; %d OK on "
-              "the survivor after the kill\n",
-              on0, client.channels(), unavailable, survivor_ok_after_kill);
+  std::printf(
+      "worker kill: %d/%d channels on the killed worker, %d UNAVAILABLE there; %d OK on "
+      "the survivor after the kill\n",
+      on0, client.channels(), unavailable, survivor_ok_after_kill);
   EXPECT_GT(survivor_ok_after_kill, 0);
   EXPECT_EQ(ChildrenByTitle(daemon.pid()).at("gecd: worker 1"), worker1);
 
@@ -439,7 +446,7 @@ TEST(DaemonTest, KilledEngineFailsInFlightRequestsWithin2sAndServiceResumes) {
 
   int in_flight = 0, unavailable = 0;
   for (const Outcome& o : load->outcomes()) {
-    if (o.end < killed_at) continue;  // answered before the kill
+    if (o.end < killed_at) continue;     // answered before the kill
     if (o.start >= killed_at) continue;  // the loop's replacements, sent to a dead engine
     ++in_flight;
     const double after_kill = std::chrono::duration<double>(o.end - killed_at).count();
@@ -496,8 +503,8 @@ TEST(DaemonTest, SigtermUnderLoadLosesNoAdmittedRequestAndExitsZero) {
     }
     // Never CANCELLED: workers answer UNAVAILABLE until calls stop (server.drain_quiet_ms)
     // before their gRPC server shuts down, which would cancel a call reaching it.
-    EXPECT_TRUE(RefusedAtAdmission(o)) << "lost: code " << static_cast<int>(o.code) << " "
-                                       << o.message;
+    EXPECT_TRUE(RefusedAtAdmission(o))
+        << "lost: code " << static_cast<int>(o.code) << " " << o.message;
   }
   // Requests in flight at the SIGTERM were finished, not dropped.
   EXPECT_GT(finished_after_term, 0);
@@ -531,12 +538,13 @@ TEST(DaemonTest, CancelledAndExpiredRequestsStopConsumingEngineSteps) {
   std::vector<grpc::ClientContext*> contexts(kEach);
   std::atomic<bool> may_finish{false};
   for (int i = 0; i < kEach; ++i) {
-    client.Start(i % 2, Request(kSentence), kCallTimeout,
-                 [&](const Outcome& o) {
-                   WaitFor([&] { return may_finish.load(); }, kCallTimeout);
-                   record(o);
-                 },
-                 &contexts[i]);
+    client.Start(
+        i % 2, Request(kSentence), kCallTimeout,
+        [&](const Outcome& o) {
+          WaitFor([&] { return may_finish.load(); }, kCallTimeout);
+          record(o);
+        },
+        &contexts[i]);
   }
   std::this_thread::sleep_for(milliseconds(150));
   for (grpc::ClientContext* context : contexts) context->TryCancel();
@@ -546,17 +554,19 @@ TEST(DaemonTest, CancelledAndExpiredRequestsStopConsumingEngineSteps) {
     cv.wait(lock, [&] { return static_cast<int>(outcomes.size()) == 2 * kEach; });
   }
   const auto counts = CountByCode(outcomes);
-  EXPECT_EQ(counts.count(grpc::StatusCode::DEADLINE_EXCEEDED) +
-                counts.count(grpc::StatusCode::CANCELLED),
-            counts.size())
+  EXPECT_EQ(
+      counts.count(grpc::StatusCode::DEADLINE_EXCEEDED) + counts.count(grpc::StatusCode::CANCELLED),
+      counts.size())
       << Describe(counts);
 
   // The engine drops those sequences: the counter moves (each one the engine still held).
   std::optional<double> after;
-  EXPECT_TRUE(WaitFor([&] {
-    after = daemon.Metric("gecd_cancelled_sequences_total");
-    return after.has_value() && *after >= *before + 1;
-  }, milliseconds(20'000)))
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        after = daemon.Metric("gecd_cancelled_sequences_total");
+        return after.has_value() && *after >= *before + 1;
+      },
+      milliseconds(20'000)))
       << "gecd_cancelled_sequences_total " << *before << " -> " << after.value_or(-1);
   std::printf("cancel: %s; gecd_cancelled_sequences_total %.0f -> %.0f\n", Describe(counts).c_str(),
               *before, after.value_or(-1));
@@ -577,11 +587,14 @@ TEST(DaemonTest, InvalidInputsAreInvalidArgument) {
   EXPECT_EQ(too_long.code, grpc::StatusCode::INVALID_ARGUMENT) << too_long.message;
   EXPECT_TRUE(absl::StrContains(too_long.message, "server.max_input_chars")) << too_long.message;
   // 100 characters of two bytes each are within the character limit.
-  EXPECT_EQ(client.Call(0, [] {
-              std::string s;
-              for (int i = 0; i < 25; ++i) s += "\xc3\xa9";
-              return s;
-            }()).code,
+  EXPECT_EQ(client
+                .Call(0,
+                      [] {
+                        std::string s;
+                        for (int i = 0; i < 25; ++i) s += "\xc3\xa9";
+                        return s;
+                      }())
+                .code,
             grpc::StatusCode::OK);
 
   const Outcome too_many_tokens = client.Call(0, std::string(61, 'a'));
@@ -606,8 +619,8 @@ TEST(DaemonTest, InvalidUtf8IsInvalidArgument) {
 
 TEST(DaemonTest, OverloadIsShedWithResourceExhaustedWhileAdmittedRequestsKeepABoundedP99) {
   DaemonProcess daemon({"engine.backend=cpu", absl::StrCat("model.dir=", SlowModelDir()),
-                        "model.max_output_tokens=32", "server.workers=1",
-                        "server.max_in_flight=8", "server.max_queue_ms=500"});
+                        "model.max_output_tokens=32", "server.workers=1", "server.max_in_flight=8",
+                        "server.max_queue_ms=500"});
   ASSERT_TRUE(daemon.WaitReady()) << daemon.log();
   Client client(daemon.grpc_target(), 4);
   // 64 clients, each retrying at once: far above what 8 admitted requests at a time can serve.

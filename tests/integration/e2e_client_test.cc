@@ -39,8 +39,8 @@ TEST(E2eClientTest, PythonGrpcClientAgainstTheDaemon) {
   }
   ASSERT_GT(pid, 0);
   int status = 0;
-  const bool exited = testing::WaitFor(
-      [&] { return waitpid(pid, &status, WNOHANG) == pid; }, kScriptTimeout);
+  const bool exited =
+      testing::WaitFor([&] { return waitpid(pid, &status, WNOHANG) == pid; }, kScriptTimeout);
   if (!exited) {
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);

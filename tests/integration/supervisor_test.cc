@@ -104,7 +104,8 @@ TEST(SupervisorTest, KilledWorkerIsRestartedAlone) {
   std::map<std::string, pid_t> after;
   ASSERT_TRUE(WaitFor([&] {
     after = ChildrenByTitle(daemon.pid());
-    return after.count("gecd: worker 0") && after.at("gecd: worker 0") != before.at("gecd: worker 0");
+    return after.count("gecd: worker 0") &&
+           after.at("gecd: worker 0") != before.at("gecd: worker 0");
   })) << daemon.log();
   EXPECT_EQ(after.at("gecd: worker 1"), before.at("gecd: worker 1")) << daemon.log();
   EXPECT_EQ(after.at("gecd: engine"), before.at("gecd: engine"));

@@ -44,8 +44,8 @@ TEST(ActivationTest, SwiGluBf16AndFp8) {
     GECD_ASSERT_CUDA(
         LaunchSwiGlu(dgu.get(), rows, inter, out.get(), codes.get(), scales.get(), nullptr));
     GECD_ASSERT_CUDA(cudaDeviceSynchronize());
-    const std::string name = "swiglu rows=" + std::to_string(rows) + " inter=" +
-                             std::to_string(inter);
+    const std::string name =
+        "swiglu rows=" + std::to_string(rows) + " inter=" + std::to_string(inter);
     const auto e = Compare(name + " bf16", FromBf16(out.Download()), ref);
     GECD_EXPECT_CLOSE(e, 5e-3);
     std::vector<uint8_t> ref_codes(ref.size());
@@ -89,8 +89,8 @@ TEST(ActivationTest, QuantizeRowsAndTensor) {
     Dev<float> tscale(1);
     codes.Poison();
     tscale.Poison();
-    GECD_ASSERT_CUDA(LaunchQuantizeTensor(dx.get(), rows, cols, codes.get(), tscale.get(),
-                                          amax.get(), nullptr));
+    GECD_ASSERT_CUDA(
+        LaunchQuantizeTensor(dx.get(), rows, cols, codes.get(), tscale.get(), amax.get(), nullptr));
     GECD_ASSERT_CUDA(cudaDeviceSynchronize());
     std::vector<float> ref_tscale(1);
     QuantizeRowsE4m3Codes(x.data(), 1, x.size(), ref_codes.data(), ref_tscale.data());

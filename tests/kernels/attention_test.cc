@@ -65,7 +65,8 @@ TEST(AttentionTest, MatchesReferenceOverPagedCache) {
         for (double& x : s) sum += (x = std::exp(x - mx));
         for (int d = 0; d < hd; ++d) {
           double o = 0.0;
-          for (int j = 0; j < context; ++j) o += s[j] * v[step.CacheIndex(t, j, g, d, c.kv_heads, hd)];
+          for (int j = 0; j < context; ++j)
+            o += s[j] * v[step.CacheIndex(t, j, g, d, c.kv_heads, hd)];
           ref[static_cast<size_t>(t) * qw + h * hd + d] = o / sum;
         }
       }

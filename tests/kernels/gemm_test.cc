@@ -50,8 +50,8 @@ TEST(GemmTest, Bf16ToBf16AndF32) {
   GECD_REQUIRE_GPU();
   GemmRunner gemm;
   GECD_ASSERT_OK(gemm.Init());
-  const Shape shapes[] = {{1, 64, 64}, {7, 130, 96}, {33, 257, 200}, {128, 1024, 512},
-                          {3, 1000, 64}};
+  const Shape shapes[] = {
+      {1, 64, 64}, {7, 130, 96}, {33, 257, 200}, {128, 1024, 512}, {3, 1000, 64}};
   uint64_t seed = 1;
   for (const Shape& s : shapes) {
     const auto x = RoundBf16(RandomFloats(static_cast<size_t>(s.rows) * s.in, seed++));
@@ -62,10 +62,10 @@ TEST(GemmTest, Bf16ToBf16AndF32) {
     Dev<float> y32(ref.size());
     y16.Poison();
     y32.Poison();
-    GECD_ASSERT_OK(gemm.Bf16(dx.get(), dw.get(), s.rows, s.out, s.in, y16.get(), GemmOut::kBf16,
-                             nullptr));
-    GECD_ASSERT_OK(gemm.Bf16(dx.get(), dw.get(), s.rows, s.out, s.in, y32.get(), GemmOut::kF32,
-                             nullptr));
+    GECD_ASSERT_OK(
+        gemm.Bf16(dx.get(), dw.get(), s.rows, s.out, s.in, y16.get(), GemmOut::kBf16, nullptr));
+    GECD_ASSERT_OK(
+        gemm.Bf16(dx.get(), dw.get(), s.rows, s.out, s.in, y32.get(), GemmOut::kF32, nullptr));
     GECD_ASSERT_CUDA(cudaDeviceSynchronize());
     const auto e16 = Compare(Name("bf16->bf16", s), FromBf16(y16.Download()), ref);
     GECD_EXPECT_CLOSE(e16, 5e-3);  // one bf16 rounding of the output: ~2^-9 relative
@@ -99,8 +99,7 @@ void RunFp8RowCol(bool force_fallback) {
                  << "); the fallback test covers per-channel FP8";
   }
   if (force_fallback) gemm.set_outer_vec_available(false);
-  const Shape shapes[] = {{1, 64, 64}, {5, 136, 96}, {37, 264, 208}, {256, 2048, 1024},
-                          {3, 8, 16}};
+  const Shape shapes[] = {{1, 64, 64}, {5, 136, 96}, {37, 264, 208}, {256, 2048, 1024}, {3, 8, 16}};
   uint64_t seed = 100;
   for (const Shape& s : shapes) {
     // Rows of different magnitudes so wrong scale placement (row vs column) shows.
@@ -117,8 +116,7 @@ void RunFp8RowCol(bool force_fallback) {
     auto ref = RefGemm(qx.values, qw.values, s.rows, s.out, s.in);
     for (int t = 0; t < s.rows; ++t) {
       for (int o = 0; o < s.out; ++o) {
-        ref[static_cast<size_t>(t) * s.out + o] *=
-            static_cast<double>(qx.scales[t]) * qw.scales[o];
+        ref[static_cast<size_t>(t) * s.out + o] *= static_cast<double>(qx.scales[t]) * qw.scales[o];
       }
     }
     Dev<uint8_t> dx(qx.codes), dw(qw.codes);
@@ -129,9 +127,9 @@ void RunFp8RowCol(bool force_fallback) {
     GECD_ASSERT_OK(gemm.Fp8RowCol(dx.get(), dsx.get(), dw.get(), dsw.get(), s.rows, s.out, s.in,
                                   y.get(), acc.get(), nullptr));
     GECD_ASSERT_CUDA(cudaDeviceSynchronize());
-    const auto e = Compare(Name(force_fallback ? "fp8 rowcol (fallback)" : "fp8 rowcol (outer vec)",
-                                s),
-                           FromBf16(y.Download()), ref);
+    const auto e =
+        Compare(Name(force_fallback ? "fp8 rowcol (fallback)" : "fp8 rowcol (outer vec)", s),
+                FromBf16(y.Download()), ref);
     GECD_EXPECT_CLOSE(e, 5e-3);
   }
   std::printf("after run: %s\n", gemm.Describe().c_str());
@@ -170,8 +168,8 @@ TEST(GemmTest, Fp8PerTensor) {
     Dev<float> dsx(qx.scales), dsw(qw.scales);
     Dev<uint16_t> y(ref.size());
     y.Poison();
-    GECD_ASSERT_OK(gemm.Fp8PerTensor(dx.get(), dsx.get(), dw.get(), dsw.get(), s.rows, s.out,
-                                     s.in, y.get(), nullptr));
+    GECD_ASSERT_OK(gemm.Fp8PerTensor(dx.get(), dsx.get(), dw.get(), dsw.get(), s.rows, s.out, s.in,
+                                     y.get(), nullptr));
     GECD_ASSERT_CUDA(cudaDeviceSynchronize());
     const auto e = Compare(Name("fp8 per-tensor", s), FromBf16(y.Download()), ref);
     GECD_EXPECT_CLOSE(e, 5e-3);
@@ -204,8 +202,11 @@ TEST(GemmTest, ThroughputReport) {
   GemmRunner gemm;
   GECD_ASSERT_OK(gemm.Init());
   std::printf("%s\n", gemm.Describe().c_str());
-  const Shape shapes[] = {{512, 16384, 2048}, {512, 2048, 8192}, {8192, 16384, 2048},
-                          {8192, 3072, 2048}, {64, 128256, 2048}};
+  const Shape shapes[] = {{512, 16384, 2048},
+                          {512, 2048, 8192},
+                          {8192, 16384, 2048},
+                          {8192, 3072, 2048},
+                          {64, 128256, 2048}};
   cudaStream_t stream = nullptr;
   GECD_ASSERT_CUDA(cudaStreamCreate(&stream));
   cudaEvent_t start = nullptr, stop = nullptr;
@@ -242,8 +243,8 @@ TEST(GemmTest, ThroughputReport) {
     gemm.set_outer_vec_available(true);
     if (gemm.Init().ok() && gemm.outer_vec_available()) {
       time("fp8 outer-vec", [&] {
-        return gemm.Fp8RowCol(x8.get(), sx.get(), w8.get(), sw.get(), s.rows, s.out, s.in,
-                              y.get(), acc.get(), stream);
+        return gemm.Fp8RowCol(x8.get(), sx.get(), w8.get(), sw.get(), s.rows, s.out, s.in, y.get(),
+                              acc.get(), stream);
       });
     }
     gemm.set_outer_vec_available(false);
@@ -252,8 +253,8 @@ TEST(GemmTest, ThroughputReport) {
                             acc.get(), stream);
     });
     time("fp8 per-tensor", [&] {
-      return gemm.Fp8PerTensor(x8.get(), sx.get(), w8.get(), sw.get(), s.rows, s.out, s.in,
-                               y.get(), stream);
+      return gemm.Fp8PerTensor(x8.get(), sx.get(), w8.get(), sw.get(), s.rows, s.out, s.in, y.get(),
+                               stream);
     });
   }
   cudaEventDestroy(start);

@@ -23,27 +23,27 @@ namespace gecd::kernels::testing {
 
 // Skips without a device, unless GECD_REQUIRE_GPU is set in the environment (the GPU check
 // sets it, so a broken driver fails loudly instead of skipping every test).
-#define GECD_REQUIRE_GPU()                                                       \
-  do {                                                                           \
-    std::string gecd_why_;                                                       \
-    if (!::gecd::kernels::HaveCudaDevice(&gecd_why_)) {                          \
-      if (std::getenv("GECD_REQUIRE_GPU") != nullptr) {                          \
-        FAIL() << "GECD_REQUIRE_GPU is set but CUDA reports " << gecd_why_;      \
-      }                                                                          \
-      GTEST_SKIP() << "no CUDA device (" << gecd_why_ << ")";                    \
-    }                                                                            \
+#define GECD_REQUIRE_GPU()                                                  \
+  do {                                                                      \
+    std::string gecd_why_;                                                  \
+    if (!::gecd::kernels::HaveCudaDevice(&gecd_why_)) {                     \
+      if (std::getenv("GECD_REQUIRE_GPU") != nullptr) {                     \
+        FAIL() << "GECD_REQUIRE_GPU is set but CUDA reports " << gecd_why_; \
+      }                                                                     \
+      GTEST_SKIP() << "no CUDA device (" << gecd_why_ << ")";               \
+    }                                                                       \
   } while (0)
 
-#define GECD_ASSERT_CUDA(expr)                                                   \
-  do {                                                                           \
-    const cudaError_t gecd_err_ = (expr);                                        \
+#define GECD_ASSERT_CUDA(expr)                                                           \
+  do {                                                                                   \
+    const cudaError_t gecd_err_ = (expr);                                                \
     ASSERT_EQ(gecd_err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(gecd_err_); \
   } while (0)
 
-#define GECD_ASSERT_OK(expr)                                                     \
-  do {                                                                           \
-    const ::absl::Status gecd_st_ = (expr);                                      \
-    ASSERT_TRUE(gecd_st_.ok()) << #expr << ": " << gecd_st_;                      \
+#define GECD_ASSERT_OK(expr)                                 \
+  do {                                                       \
+    const ::absl::Status gecd_st_ = (expr);                  \
+    ASSERT_TRUE(gecd_st_.ok()) << #expr << ": " << gecd_st_; \
   } while (0)
 
 // A device array of T that frees itself; Upload/Download are synchronous.
@@ -58,8 +58,8 @@ class Dev {
   }
   explicit Dev(const std::vector<T>& host) : Dev(host.size()) { Upload(host); }
   void Upload(const std::vector<T>& host) {
-    EXPECT_EQ(cudaMemcpy(buf_.get(), host.data(), host.size() * sizeof(T),
-                         cudaMemcpyHostToDevice), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(buf_.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
+              cudaSuccess);
   }
   std::vector<T> Download() const {
     std::vector<T> host(n_);
@@ -76,8 +76,7 @@ class Dev {
   size_t n_ = 0;
 };
 
-inline std::vector<float> RandomFloats(size_t n, uint64_t seed, float lo = -1.0f,
-                                       float hi = 1.0f) {
+inline std::vector<float> RandomFloats(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(n);
@@ -101,7 +100,7 @@ inline std::vector<float> RoundBf16(const std::vector<float>& v) { return FromBf
 struct ErrorStats {
   double rel_norm = 0.0;  // ||got - ref|| / ||ref||
   double max_abs = 0.0;
-  size_t nan_count = 0;   // NaN / inf in `got` (e.g. an element never written)
+  size_t nan_count = 0;  // NaN / inf in `got` (e.g. an element never written)
   size_t worst_index = 0;
 };
 
@@ -152,16 +151,15 @@ namespace gecd::kernels::testing {
 // f32 rounding differences between device and host math can move a value across an e4m3
 // rounding boundary, so a few codes may differ by one step; anything else fails.
 inline void ExpectFp8Close(const std::string& what, const std::vector<uint8_t>& codes,
-                           const std::vector<float>& scales,
-                           const std::vector<uint8_t>& ref_codes,
+                           const std::vector<float>& scales, const std::vector<uint8_t>& ref_codes,
                            const std::vector<float>& ref_scales) {
   ASSERT_EQ(codes.size(), ref_codes.size()) << what;
   ASSERT_EQ(scales.size(), ref_scales.size()) << what;
   double worst_scale = 0.0;
   for (size_t r = 0; r < scales.size(); ++r) {
     ASSERT_TRUE(std::isfinite(scales[r])) << what << " scale " << r << " not written / NaN";
-    worst_scale = std::max(worst_scale, std::abs(static_cast<double>(scales[r]) - ref_scales[r]) /
-                                            ref_scales[r]);
+    worst_scale = std::max(
+        worst_scale, std::abs(static_cast<double>(scales[r]) - ref_scales[r]) / ref_scales[r]);
   }
   size_t mismatches = 0, far = 0, nan = 0;
   for (size_t i = 0; i < codes.size(); ++i) {
@@ -174,9 +172,10 @@ inline void ExpectFp8Close(const std::string& what, const std::vector<uint8_t>& 
     const float a = E4m3ToFloat(codes[i]), b = E4m3ToFloat(ref_codes[i]);
     if (std::abs(a - b) > 0.13f * std::max(std::abs(a), std::abs(b)) + 1e-2f) ++far;
   }
-  std::printf("[ %s ] n=%zu scale_rel_err=%.3g code_mismatches=%zu (more than one step: %zu) "
-              "nan=%zu\n",
-              what.c_str(), codes.size(), worst_scale, mismatches, far, nan);
+  std::printf(
+      "[ %s ] n=%zu scale_rel_err=%.3g code_mismatches=%zu (more than one step: %zu) "
+      "nan=%zu\n",
+      what.c_str(), codes.size(), worst_scale, mismatches, far, nan);
   EXPECT_LE(worst_scale, 1e-5) << what;
   EXPECT_EQ(nan, 0u) << what << ": NaN codes (unwritten?)";
   EXPECT_EQ(far, 0u) << what;
@@ -198,7 +197,7 @@ struct PagedStep {
   std::vector<int32_t> positions;      // per token
   std::vector<int32_t> table_offsets;  // per token
   std::vector<int32_t> block_ids;
-  std::vector<int> token_seq;          // per token: its sequence
+  std::vector<int> token_seq;  // per token: its sequence
 
   // seqs: {start_position, num_tokens}.
   static PagedStep Make(const std::vector<std::pair<int, int>>& seqs, int block_size,
@@ -230,8 +229,8 @@ struct PagedStep {
   // Element index of (block table entry of token t's sequence at position p, kv head h, d).
   size_t CacheIndex(int t, int p, int h, int d, int kv_heads, int head_dim) const {
     const int block = block_ids[table_offsets[t] + p / block_size];
-    return ((static_cast<size_t>(block) * block_size + p % block_size) * kv_heads + h) *
-               head_dim + d;
+    return ((static_cast<size_t>(block) * block_size + p % block_size) * kv_heads + h) * head_dim +
+           d;
   }
 };
 

@@ -68,8 +68,8 @@ TEST(NormTest, AddRmsNormWithAndWithoutRowMap) {
                                         dw.get(), rows, hidden, eps, out.get(), codes.get(),
                                         scales.get(), nullptr));
       GECD_ASSERT_CUDA(cudaDeviceSynchronize());
-      const std::string name = "add+rmsnorm rows=" + std::to_string(rows) + " hidden=" +
-                               std::to_string(hidden) + (use_map ? " mapped" : "");
+      const std::string name = "add+rmsnorm rows=" + std::to_string(rows) +
+                               " hidden=" + std::to_string(hidden) + (use_map ? " mapped" : "");
       const auto e = Compare(name + " bf16", FromBf16(out.Download()), h_ref);
       GECD_EXPECT_CLOSE(e, 5e-3);
       const auto ex = Compare(name + " residual", dx.Download(), x_ref);

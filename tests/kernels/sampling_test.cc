@@ -118,9 +118,9 @@ TEST(SamplingTest, CopyBiasMatchesHost) {
   Dev<int32_t> dcandidate(kRows), out(kRows);
   dcandidate.Poison();
   out.Poison();
-  GECD_ASSERT_CUDA(LaunchCopyCandidates(reinterpret_cast<const CopyRow*>(dcopy.get()),
-                                        dtexts.get(), dsample.get(), dresolved.get(), kRows,
-                                        dcandidate.get(), dbias.get(), nullptr));
+  GECD_ASSERT_CUDA(LaunchCopyCandidates(reinterpret_cast<const CopyRow*>(dcopy.get()), dtexts.get(),
+                                        dsample.get(), dresolved.get(), kRows, dcandidate.get(),
+                                        dbias.get(), nullptr));
   GECD_ASSERT_CUDA(LaunchArgmax(dlogits.get(), kRows, kVocab, dcandidate.get(), dbias.get(),
                                 out.get(), nullptr));
   GECD_ASSERT_CUDA(cudaDeviceSynchronize());

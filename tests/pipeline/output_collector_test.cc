@@ -18,8 +18,8 @@ TEST(OutputCollectorTest, AStopTokenEndsTheOutputWithoutBeingPartOfIt) {
   OutputCollector outputs;
   EXPECT_FALSE(outputs.Add({.id = 1, .token = 10}));
   EXPECT_FALSE(outputs.Add({.id = 2, .token = 20}));
-  EXPECT_TRUE(outputs.Add(
-      {.id = 1, .token = 99, .finished = true, .reason = FinishReason::kStopToken}));
+  EXPECT_TRUE(
+      outputs.Add({.id = 1, .token = 99, .finished = true, .reason = FinishReason::kStopToken}));
   EXPECT_EQ(outputs.Take(1), (std::vector<int32_t>{10}));
   // The length limit's last token is output.
   EXPECT_TRUE(

@@ -144,7 +144,7 @@ TEST_F(PromptBuilderTest, WhitespaceOnlyTextIsAnsweredUnchangedWithoutTheModel) 
   config_.server.max_input_chars = 2000;
   const PromptBuilder builder = Builder();
   for (const std::string& text : {std::string(2000, ' '), std::string(" \n\t\r "),
-                                 std::string("\xC2\xA0\xE3\x80\x80")}) {  // NBSP, ideographic
+                                  std::string("\xC2\xA0\xE3\x80\x80")}) {  // NBSP, ideographic
     absl::StatusOr<CheckedText> checked = builder.Check(text, 0);
     ASSERT_TRUE(checked.ok()) << checked.status();
     EXPECT_TRUE(checked->unchanged);

@@ -170,8 +170,8 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   ProcessMetrics* worker = region.ForProcess(1);
   worker->RequestFinished(0, 0.001);  // on the 0.001 bound: in that bucket
   worker->RequestFinished(0, 0.0011);
-  worker->RequestFinished(14, 0.7);   // UNAVAILABLE
-  worker->RequestFinished(0, 60);     // above every bound: only +Inf
+  worker->RequestFinished(14, 0.7);  // UNAVAILABLE
+  worker->RequestFinished(0, 60);    // above every bound: only +Inf
   worker->RequestAdmitted();
   worker->RequestShed(ProcessMetrics::kShedMaxQueue);
   worker->RequestShed(ProcessMetrics::kShedMaxQueue);
@@ -183,8 +183,7 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   engine->SequenceCancelled();
   engine->SetKvCacheUsage(0.125);
 
-  const Exposition e =
-      Parse(FormatPrometheus(region.Sum(), {{"engine", 1}, {"worker", 3}}));
+  const Exposition e = Parse(FormatPrometheus(region.Sum(), {{"engine", 1}, {"worker", 3}}));
   EXPECT_EQ(e.types.at("gecd_requests_total"), "counter");
   EXPECT_EQ(e.types.at("gecd_request_concurrency"), "gauge");
   EXPECT_EQ(e.types.at("gecd_request_duration_seconds"), "histogram");
@@ -223,8 +222,8 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   EXPECT_EQ(e.samples.at(d + "_bucket{le=\"+Inf\"}"), 4);
   EXPECT_EQ(e.samples.at(d + "_count"), 4);
   EXPECT_NEAR(e.samples.at(d + "_sum"), 0.001 + 0.0011 + 0.7 + 60, 1e-6);
-  for (const std::string h : {"gecd_request_duration_seconds", "gecd_time_to_first_token_seconds",
-                              "gecd_batch_size"}) {
+  for (const std::string h :
+       {"gecd_request_duration_seconds", "gecd_time_to_first_token_seconds", "gecd_batch_size"}) {
     std::map<double, double> by_bound;  // le -> cumulative count, in numeric order
     for (const auto& [key, value] : e.samples) {
       if (!absl::StartsWith(key, h + "_bucket{le=\"")) continue;

@@ -52,8 +52,7 @@ int StartConnect(int port) {
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 &&
-      errno != EINPROGRESS) {
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 && errno != EINPROGRESS) {
     close(fd);
     return -1;
   }
@@ -253,8 +252,7 @@ TEST(StatusHttpServerTest, ProbesAnswerWithAThousandIdleAndSlowConnectionsOpen) 
       const auto start = Clock::now();
       std::string body;
       EXPECT_EQ(HttpGet(server->port(), path, &body), 200) << path;
-      const auto took =
-          std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
+      const auto took = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
       EXPECT_LT(took, kProbeBound) << path << " round " << round;
       slowest = std::max(slowest, took);
     }
@@ -274,8 +272,8 @@ TEST(StatusHttpServerTest, ProbesAnswerWithAThousandIdleAndSlowConnectionsOpen) 
   const auto start = Clock::now();
   server.reset();
   EXPECT_LT(Clock::now() - start, milliseconds(2'000));
-  EXPECT_TRUE(gecd::testing::WaitFor([&] { return ClosedByServer(idle) == kIdle; },
-                                     milliseconds(5'000)));
+  EXPECT_TRUE(
+      gecd::testing::WaitFor([&] { return ClosedByServer(idle) == kIdle; }, milliseconds(5'000)));
   EXPECT_EQ(ClosedByServer(slow), kSlow);
   for (const int fd : idle) close(fd);
   for (const int fd : slow) close(fd);

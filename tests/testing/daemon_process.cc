@@ -10,9 +10,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -129,23 +129,25 @@ DaemonProcess::DaemonProcess(Command command, const std::vector<std::string>& se
       log_path_(MakeTempDir() + "/gecd.log") {
   std::vector<std::string> args;
   if (command == Command::kRoute) {
-    args = {BinaryDir() + "/gecd", "route",
-            "--set", absl::StrCat("route.listen=127.0.0.1:", grpc_port_),
-            "--set", absl::StrCat("route.metrics_listen=127.0.0.1:", metrics_port_),
-            "--set", absl::StrCat("route.grace_period_ms=", kGracePeriod.count()),
-            "--set", "route.slow_start_s=0"};
+    args = {BinaryDir() + "/gecd",
+            "route",
+            "--set",
+            absl::StrCat("route.listen=127.0.0.1:", grpc_port_),
+            "--set",
+            absl::StrCat("route.metrics_listen=127.0.0.1:", metrics_port_),
+            "--set",
+            absl::StrCat("route.grace_period_ms=", kGracePeriod.count()),
+            "--set",
+            "route.slow_start_s=0"};
   } else {
-    args = {BinaryDir() + "/gecd", "serve",
-            "--set", "server.workers=2",
-            "--set", absl::StrCat("server.listen=127.0.0.1:", grpc_port_),
-            "--set", absl::StrCat("server.metrics_listen=127.0.0.1:", metrics_port_),
-            "--set", absl::StrCat("server.grace_period_ms=", kGracePeriod.count()),
+    args = {BinaryDir() + "/gecd", "serve", "--set", "server.workers=2", "--set",
+            absl::StrCat("server.listen=127.0.0.1:", grpc_port_), "--set",
+            absl::StrCat("server.metrics_listen=127.0.0.1:", metrics_port_), "--set",
+            absl::StrCat("server.grace_period_ms=", kGracePeriod.count()),
             // Shedding by predicted wait depends on how fast this (shared) machine is at the
             // moment; tests that want it set it. The calls' deadlines still apply.
-            "--set", "server.max_queue_ms=0",
-            "--set", "engine.backend=echo",
-            "--set", "engine.threads=1",
-            "--set", absl::StrCat("model.dir=", SmallModelDir())};
+            "--set", "server.max_queue_ms=0", "--set", "engine.backend=echo", "--set",
+            "engine.threads=1", "--set", absl::StrCat("model.dir=", SmallModelDir())};
   }
   for (const std::string& s : sets) {
     args.push_back("--set");

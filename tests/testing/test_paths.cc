@@ -15,8 +15,9 @@ std::string FixturePath(const std::string& relative) {
 
 std::optional<std::string> SharedDataPath(const std::string& relative) {
   const char* env = std::getenv("GECD_SHARED_DIR");
-  const std::filesystem::path shared =
-      env != nullptr ? std::filesystem::path(env) : std::filesystem::path(SourceDir()) / ".." / "shared";
+  const std::filesystem::path shared = env != nullptr
+                                           ? std::filesystem::path(env)
+                                           : std::filesystem::path(SourceDir()) / ".." / "shared";
   const std::filesystem::path p = shared / "data" / relative;
   std::error_code ec;
   if (!std::filesystem::exists(p, ec)) return std::nullopt;
