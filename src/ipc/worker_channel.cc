@@ -23,6 +23,7 @@ absl::StatusOr<WorkerChannel> WorkerChannel::Format(std::span<uint8_t> region, u
   }
   WorkerChannel channel;
   channel.header_ = new (region.data()) ChannelHeader{};
+  channel.header_->listening_generation.store(~uint64_t{0});  // no worker listens yet
   ASSIGN_OR_RETURN(channel.requests_, Ring::Format(region.subspan(kHeaderBytes, ring_bytes),
                                                    ring_slots, ring_slot_bytes));
   ASSIGN_OR_RETURN(channel.responses_,

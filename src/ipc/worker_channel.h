@@ -25,6 +25,8 @@ namespace gecd::ipc {
 struct ChannelHeader {
   alignas(64) std::atomic<uint64_t> generation;
   std::atomic<uint64_t> engine_generation;
+  // The generation whose worker's gRPC server listens (set by that worker); none at Format.
+  std::atomic<uint64_t> listening_generation;
 };
 
 // A view of one channel's region; copyable, owns nothing.
@@ -49,6 +51,17 @@ class WorkerChannel {
            header_->engine_generation.load(std::memory_order_relaxed);
   }
   void CompleteReset();
+
+  // Worker, once its gRPC server listens; the supervisor's readiness reads it. A worker that
+  // died no longer counts once the supervisor bumped the generation (RequestReset).
+  void MarkListening() {
+    header_->listening_generation.store(header_->generation.load(std::memory_order_acquire),
+                                        std::memory_order_release);
+  }
+  bool Listening() const {
+    return header_->listening_generation.load(std::memory_order_acquire) ==
+           header_->generation.load(std::memory_order_acquire);
+  }
 
  private:
   ChannelHeader* header_ = nullptr;

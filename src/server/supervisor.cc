@@ -115,6 +115,8 @@ class Supervisor {
   void UpdateReadiness();
   bool Ready() const;
   bool EngineReady() const;
+  // Whether the workers' gRPC servers listen: all of them until they first have, then any.
+  bool WorkersListening() const;
   // systemd: WATCHDOG=1 while the engine is healthy, STATUS= when the state line changes.
   void Watch();
   std::string StatusLine() const;
@@ -141,7 +143,10 @@ class Supervisor {
 
   bool ready_ = false;
   bool notified_ready_ = false;
-  bool was_ever_ready_ = false;       // the start-up summary is logged once
+  bool was_ever_ready_ = false;  // the start-up summary is logged once
+  // Every worker has listened since start-up (read and written by Ready(), which /readyz calls
+  // on the HTTP thread).
+  mutable std::atomic<bool> all_workers_listened_{false};
   std::optional<Watchdog> watchdog_;  // set when systemd asked for pings (WatchdogSec=)
   std::string status_;                // the STATUS= line last sent
   bool engine_was_ready_ = false;     // some engine set engine_ready_epoch to its epoch
@@ -329,7 +334,19 @@ void Supervisor::OnExit(Child& child, int wait_status) {
   child.restart_at = now + delay;
 }
 
-bool Supervisor::Ready() const { return EngineReady() && header_->draining.load() == 0; }
+bool Supervisor::Ready() const {
+  return EngineReady() && WorkersListening() && header_->draining.load() == 0;
+}
+
+bool Supervisor::WorkersListening() const {
+  int listening = 0;
+  for (int i = 0; i < segment_.num_workers(); ++i) listening += segment_.channel(i).Listening();
+  // All of them the first time: SO_REUSEPORT spreads connections over the sockets that listen,
+  // and a gRPC connection stays where it landed, so clients that came while one worker listened
+  // would all stay on it. Later, a worker that restarts leaves the others serving.
+  if (listening == segment_.num_workers()) all_workers_listened_.store(true);
+  return all_workers_listened_.load() ? listening > 0 : false;
+}
 
 bool Supervisor::EngineReady() const {
   const uint64_t epoch = header_->engine_epoch.load();
@@ -399,7 +416,7 @@ void Supervisor::UpdateReadiness() {
     spdlog::info("ready; start-up: {}", ProcessStartup().Summary());
     return;
   }
-  spdlog::info(ready ? "ready" : "not ready: engine not warmed up");
+  spdlog::info(ready ? "ready" : "not ready: engine not warmed up, or no worker listening");
 }
 
 void Supervisor::BeginShutdown(int signal) {

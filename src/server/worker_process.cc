@@ -76,6 +76,7 @@ int RunWorkerProcess(const config::Config& config, const std::string& shm_name, 
     spdlog::critical("{}", server.status().ToString());
     return 1;
   }
+  segment->channel(index).MarkListening();  // the daemon's readiness waits for it
   ProcessStartup().Mark("gRPC server");
   spdlog::info("listening on {} (port {}); start-up: {}", config.server.listen, (*server)->port(),
                ProcessStartup().Summary());

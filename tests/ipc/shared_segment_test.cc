@@ -123,5 +123,25 @@ TEST(SharedSegmentTest, WorkerResetIsPendingUntilTheEngineCompletesIt) {
   EXPECT_TRUE(segment->Unlink().ok());
 }
 
+TEST(SharedSegmentTest, AWorkerListensUntilItsChannelIsReset) {
+  const std::string name = SharedSegment::UniqueName();
+  absl::StatusOr<SharedSegment> segment = SharedSegment::Create(name, {.num_workers = 2});
+  ASSERT_TRUE(segment.ok());
+  // A fresh segment: nobody listens, whatever the generations are.
+  EXPECT_FALSE(segment->channel(0).Listening());
+  EXPECT_FALSE(segment->channel(1).Listening());
+  absl::StatusOr<SharedSegment> worker = SharedSegment::Open(name);  // the worker's own mapping
+  ASSERT_TRUE(worker.ok());
+  worker->channel(1).MarkListening();
+  EXPECT_TRUE(segment->channel(1).Listening());
+  EXPECT_FALSE(segment->channel(0).Listening());
+  // The worker died: the supervisor's reset makes it not listen until its replacement does.
+  segment->ResetWorkerChannel(1);
+  EXPECT_FALSE(segment->channel(1).Listening());
+  worker->channel(1).MarkListening();
+  EXPECT_TRUE(segment->channel(1).Listening());
+  EXPECT_TRUE(segment->Unlink().ok());
+}
+
 }  // namespace
 }  // namespace gecd::ipc
