@@ -6,8 +6,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/args.h"
+#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "common/progress_bar.h"
+#include "common/status_macros.h"
 #include "model/checkpoint.h"
 #include "model/quantizer.h"
 
@@ -112,28 +114,44 @@ absl::Status PrintErrorTable(const Checkpoint& ckpt) {
   return absl::OkStatus();
 }
 
+struct InspectRequest {
+  std::string dir;
+  bool skip_error = false;
+};
+
+absl::StatusOr<InspectRequest> ParseRequest(const Args& args) {
+  if (!args.positionals().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", args.positionals()[0], "'"));
+  }
+  InspectRequest r;
+  ASSIGN_OR_RETURN(r.dir, args.Required("model"));
+  r.skip_error = args.Has("skip-error");
+  return r;
+}
+
 }  // namespace
 
 int RunInspect(const std::vector<std::string>& argv) {
-  const std::vector<FlagSpec> specs = {
-      {"model", true, "model directory (config.json + safetensors)"},
-      {"skip-error", false, "skip the per-layer FP8 error table (reads every weight)"},
+  const CommandLine command = {
+      .name = "inspect",
+      .flags = {{"model", true, "model directory (config.json + safetensors)"},
+                {"skip-error", false, "skip the per-layer FP8 error table (reads every weight)"}},
+      .usage = "usage: gecd inspect --model DIR [--skip-error]\n",
+      .usage_on_error = true,
+      .error_with_code = true,
   };
-  auto args = Args::Parse(argv, specs);
-  absl::StatusOr<std::string> dir = args.ok() ? args->Required("model") : args.status();
-  if (!dir.ok() || !args->positionals().empty()) {
-    if (!dir.ok()) std::fprintf(stderr, "gecd inspect: %s\n", dir.status().ToString().c_str());
-    std::fprintf(stderr, "usage: gecd inspect --model DIR [--skip-error]\n%s",
-                 FlagHelp(specs).c_str());
-    return 2;
-  }
-  auto ckpt = Checkpoint::Open(*dir);
+  int exit_code = 0;
+  const std::optional<InspectRequest> request =
+      ParseCommandLine(command, argv, ParseRequest, &exit_code);
+  if (!request.has_value()) return exit_code;
+  auto ckpt = Checkpoint::Open(request->dir);
   if (!ckpt.ok()) {
     std::fprintf(stderr, "gecd inspect: %s\n", ckpt.status().ToString().c_str());
     return 1;
   }
   PrintSummary(**ckpt);
-  if (!args->Has("skip-error")) {
+  if (!request->skip_error) {
     if (const absl::Status s = PrintErrorTable(**ckpt); !s.ok()) {
       std::fprintf(stderr, "gecd inspect: %s\n", s.ToString().c_str());
       return 1;
