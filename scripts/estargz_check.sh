@@ -74,7 +74,7 @@ period="${GECD_ESTARGZ_PERIOD:-30}"
 "${ctr[@]}" images optimize --oci --period "$period" --record-out "$record" \
   "$reg/gecd:cpu" "$reg/gecd:cpu-esgz" >"$WORK/optimize.log" 2>&1 ||
   { tail "$WORK/optimize.log" >&2; fail "ctr-remote optimize"; }
-grep -q '\] ready$' "$WORK/optimize.log" ||
+grep -qE '\] ready($|; start-up: )' "$WORK/optimize.log" ||
   { tail "$WORK/optimize.log" >&2; fail "the daemon was not ready within $period s of the recording"; }
 "${ctr[@]}" images push --plain-http "$reg/gecd:cpu-esgz" >"$WORK/push.log" 2>&1 ||
   { tail "$WORK/push.log" >&2; fail "ctr-remote push"; }
