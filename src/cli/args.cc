@@ -67,6 +67,11 @@ absl::StatusOr<std::string> Args::Required(std::string_view name) const {
   return *v;
 }
 
+absl::Status Args::NoPositionals() const {
+  if (positionals_.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", positionals_[0], "'"));
+}
+
 absl::StatusOr<int> Args::GetInt(std::string_view name, int default_value) const {
   auto v = Get(name);
   if (!v) return default_value;

@@ -33,6 +33,8 @@ class Args {
   absl::StatusOr<std::string> Required(std::string_view name) const;
   absl::StatusOr<int> GetInt(std::string_view name, int default_value) const;
   const std::vector<std::string>& positionals() const { return positionals_; }
+  // InvalidArgument naming the first positional, for commands that take none.
+  absl::Status NoPositionals() const;
 
  private:
   std::map<std::string, std::vector<std::string>, std::less<>> values_;

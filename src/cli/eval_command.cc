@@ -104,10 +104,7 @@ absl::StatusOr<EvalOptions> ParseOptions(const Args& args) {
     return absl::InvalidArgumentError(
         "--limit must not be negative, --in-flight and --gleu-iterations must be positive");
   }
-  if (!args.positionals().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", args.positionals()[0], "'"));
-  }
+  RETURN_IF_ERROR(args.NoPositionals());
 #ifndef GECD_HAVE_SERVER
   if (!o.server.empty()) return absl::InvalidArgumentError("--server needs a build with gRPC");
 #endif

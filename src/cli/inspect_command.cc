@@ -120,10 +120,7 @@ struct InspectRequest {
 };
 
 absl::StatusOr<InspectRequest> ParseRequest(const Args& args) {
-  if (!args.positionals().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", args.positionals()[0], "'"));
-  }
+  RETURN_IF_ERROR(args.NoPositionals());
   InspectRequest r;
   ASSIGN_OR_RETURN(r.dir, args.Required("model"));
   r.skip_error = args.Has("skip-error");

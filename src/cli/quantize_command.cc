@@ -3,7 +3,6 @@
 #include <optional>
 #include <string>
 
-#include "absl/strings/str_cat.h"
 #include "cli/args.h"
 #include "cli/command_line.h"
 #include "cli/commands.h"
@@ -20,10 +19,7 @@ struct QuantizeRequest {
 };
 
 absl::StatusOr<QuantizeRequest> ParseRequest(const Args& args) {
-  if (!args.positionals().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unexpected argument '", args.positionals()[0], "'"));
-  }
+  RETURN_IF_ERROR(args.NoPositionals());
   QuantizeRequest r;
   ASSIGN_OR_RETURN(r.in, args.Required("in"));
   ASSIGN_OR_RETURN(r.out, args.Required("out"));

@@ -4,11 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/mapped_file.h"
 
 namespace gecd {
 namespace {
@@ -72,13 +72,10 @@ std::string StartupPhases::Summary() const {
 std::optional<microseconds> TimeSinceExec() {
   // Field 22, starttime, in clock ticks since boot; the fields after the command name (which
   // may hold spaces and parentheses) start after its last ')'.
-  std::ifstream file("/proc/self/stat");
-  std::stringstream text;
-  text << file.rdbuf();
-  const std::string stat = text.str();
-  const size_t paren = stat.rfind(')');
-  if (!file || paren == std::string::npos) return std::nullopt;
-  std::istringstream fields(stat.substr(paren + 1));
+  const absl::StatusOr<std::string> stat = ReadFileToString("/proc/self/stat");
+  const size_t paren = stat.ok() ? stat->rfind(')') : std::string::npos;
+  if (paren == std::string::npos) return std::nullopt;
+  std::istringstream fields(stat->substr(paren + 1));
   std::string field;
   for (int i = 3; i <= 22 && fields >> field; ++i) {
   }
