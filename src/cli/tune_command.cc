@@ -60,9 +60,9 @@ constexpr const char* kSampleSentences[] = {
 };
 
 // Requests in flight in the closed-loop capacity probe: few, because a closed loop re-sends a
-// refusal at once, and with more in flight than admission's predicted wait allows (in flight
-// over the rate, against server.max_queue_ms) a cold daemon refused everything (16 in flight
-// against the default config and model: no OK answer in 3 s; 4: 36 req/s).
+// refusal at once, and a probe must measure the engine, not admission (with the fixed queue
+// limit admission had before server.slo_p99_ms, 16 in flight against the default config and
+// model got no OK answer in 3 s; 4: 36 req/s).
 constexpr int kProbeConcurrency = 4;
 
 // Fewer requests than this in a trial's window say nothing of its p99: find-max goes no lower.

@@ -199,7 +199,7 @@ const std::vector<Field>& Fields() {
       String("server.listen", &Config::server, &ServerSection::listen, false),
       Int("server.workers", &Config::server, &ServerSection::workers, 0, 256),
       Int("server.max_in_flight", &Config::server, &ServerSection::max_in_flight, 1, 1 << 20),
-      Int("server.max_queue_ms", &Config::server, &ServerSection::max_queue_ms, 0, 3600 * 1000),
+      Int("server.slo_p99_ms", &Config::server, &ServerSection::slo_p99_ms, 1, 3600 * 1000),
       Int("server.max_input_chars", &Config::server, &ServerSection::max_input_chars, 1, 1 << 20),
       Int("server.max_streams_per_connection", &Config::server,
           &ServerSection::max_streams_per_connection, 1, 1 << 20),
@@ -289,6 +289,16 @@ absl::Status Invalid(std::string_view file, const YAML::Mark& mark, std::string_
   return absl::InvalidArgumentError(absl::StrCat(Where(file, mark), ": ", std::string(message)));
 }
 
+// Why `path` is not a key: unknown, or a key of an earlier version and what replaced it.
+std::string UnknownKey(std::string_view path) {
+  if (path == "server.max_queue_ms") {
+    // A fixed queue time shorter than the objective refused what could be served in time.
+    return "server.max_queue_ms was replaced by server.slo_p99_ms (the latency objective "
+           "admission holds each whole answer to); remove it";
+  }
+  return absl::StrCat("unknown key '", std::string(path), "'");
+}
+
 absl::Status Walk(const YAML::Node& node, const std::string& prefix, std::string_view file,
                   Config& config) {
   for (const auto& kv : node) {
@@ -324,7 +334,7 @@ absl::Status Walk(const YAML::Node& node, const std::string& prefix, std::string
       }
       RETURN_IF_ERROR(Walk(value, path, file, config));
     } else {
-      return Invalid(file, key.Mark(), absl::StrCat("unknown key '", path, "'"));
+      return Invalid(file, key.Mark(), UnknownKey(path));
     }
   }
   return absl::OkStatus();
@@ -394,10 +404,7 @@ absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
 
 absl::Status ApplyOverride(Config& config, std::string_view key_path, std::string_view value) {
   const Field* field = FindField(key_path);
-  if (field == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown config key '", std::string(key_path), "'"));
-  }
+  if (field == nullptr) return absl::InvalidArgumentError(UnknownKey(key_path));
   return field->set(config, std::string(value));
 }
 

@@ -47,8 +47,10 @@ struct ServerSection {
   std::string listen = "0.0.0.0:50051";  // gRPC; every worker binds it with SO_REUSEPORT
   int workers = 0;                       // front-end worker processes; 0 = number of cores
   int max_in_flight = 1024;              // admitted requests per worker; beyond: RESOURCE_EXHAUSTED
-  int max_queue_ms = 500;                // predicted wait beyond this: RESOURCE_EXHAUSTED; 0 = off
-  int max_input_chars = 2000;            // longer texts: INVALID_ARGUMENT
+  // The latency objective: a sentence predicted to take longer (or past its deadline, if sooner)
+  // is refused at once with RESOURCE_EXHAUSTED (server/admission.h).
+  int slo_p99_ms = 1000;
+  int max_input_chars = 2000;             // longer texts: INVALID_ARGUMENT
   int max_streams_per_connection = 1024;  // concurrent calls (HTTP/2 streams) per connection
   int grace_period_ms = 10000;            // SIGTERM: time to finish admitted requests
   int drain_quiet_ms = 500;               // ... and to answer UNAVAILABLE until calls stop coming

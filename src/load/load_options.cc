@@ -35,13 +35,16 @@ QPS, latency percentiles (of successful requests) and errors by status code.
   --stream               send on CorrectStream (one stream per channel) instead of Correct
   --channels N           connections, each with its own channel args (8)
   --threads N            completion-queue threads (2)
+  --priority P           the requests' priority class: interactive (the server's default) or
+                         batch (waits in the server for room, up to --deadline-ms)
   --seed N               arrival schedule seed (1)
   --json FILE            write the report (or the find-max trials) as JSON
   --csv FILE             write per-second rows: t,sent,ok,errors,p50_ms,p99_ms
   --find-max             search the highest open-loop QPS meeting the SLO: start at --qps,
                          double until a trial fails, then bisect; each trial is --warmup
                          plus --duration
-  --slo-p99 D            the find-max latency SLO (1s)
+  --slo-p99 D            the latency objective: find-max's SLO, and what an OK answer must
+                         meet to count as goodput (1s)
   --max-error-rate F     the find-max error-rate limit (0.01); RESOURCE_EXHAUSTED refusals
                          (the server shedding load) are errors too, so the max is the rate
                          served within the SLO while refusing at most F of the requests
@@ -160,12 +163,19 @@ absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& arg
       ASSIGN_OR_RETURN(run.warmup_s, ParseDuration(value));
     } else if (flag == "--slo-p99") {
       ASSIGN_OR_RETURN(options.find_max_options.slo_p99_s, ParseDuration(value));
+      run.objective =
+          std::chrono::microseconds(static_cast<int64_t>(options.find_max_options.slo_p99_s * 1e6));
     } else if (flag == "--deadline-ms") {
       ASSIGN_OR_RETURN(run.deadline_ms, ParseCount(flag, value));
     } else if (flag == "--channels") {
       ASSIGN_OR_RETURN(run.channels, ParseCount(flag, value));
     } else if (flag == "--threads") {
       ASSIGN_OR_RETURN(run.threads, ParseCount(flag, value));
+    } else if (flag == "--priority") {
+      if (value != "interactive" && value != "batch") {
+        return BadValue(flag, value, "interactive or batch");
+      }
+      run.priority = value;
     } else if (flag == "--seed") {
       if (!absl::SimpleAtoi(value, &run.seed)) return BadValue(flag, value, "an integer");
     } else if (flag == "--json") {

@@ -46,8 +46,20 @@ std::string StatusCodeName(int code) {
   return absl::StrCat("CODE_", code);
 }
 
-LoadRecorder::LoadRecorder(Clock::time_point window_start, Clock::time_point window_end)
-    : window_start_(window_start), window_end_(window_end) {
+size_t LengthBucketOf(size_t text_bytes) {
+  size_t bucket = 0;
+  while (bucket + 1 < kLengthBuckets && text_bytes >= kLengthBucketFloors[bucket + 1]) ++bucket;
+  return bucket;
+}
+
+std::string LengthBucketName(size_t bucket) {
+  if (bucket + 1 >= kLengthBuckets) return absl::StrCat(kLengthBucketFloors[bucket], "+ B");
+  return absl::StrCat(kLengthBucketFloors[bucket], "-", kLengthBucketFloors[bucket + 1] - 1, " B");
+}
+
+LoadRecorder::LoadRecorder(Clock::time_point window_start, Clock::time_point window_end,
+                           std::chrono::microseconds objective)
+    : window_start_(window_start), window_end_(window_end), objective_us_(objective.count()) {
   result_.duration_s = std::chrono::duration<double>(window_end - window_start).count();
 }
 
@@ -65,7 +77,8 @@ void LoadRecorder::RecordSent(Clock::time_point intended) {
   ++SecondOf(intended).sent;
 }
 
-void LoadRecorder::RecordDone(Clock::time_point intended, Clock::time_point done, int code) {
+void LoadRecorder::RecordDone(Clock::time_point intended, Clock::time_point done, int code,
+                              size_t text_bytes) {
   if (!InWindow(intended)) return;
   MutexLock lock(&mu_);
   last_done_ = std::max(last_done_, done);
@@ -76,6 +89,8 @@ void LoadRecorder::RecordDone(Clock::time_point intended, Clock::time_point done
     ++result_.ok;
     ++second.ok;
     result_.ok_latency.Record(micros);
+    result_.ok_latency_by_length[LengthBucketOf(text_bytes)].Record(micros);
+    if (micros <= objective_us_) ++result_.within_objective;
     second.ok_latency.Record(micros);
   } else {
     ++result_.errors[StatusCodeName(code)];

@@ -39,8 +39,9 @@ class UnaryCall final : public CqTag {
   UnaryCall(Driver* driver, Clock::time_point intended) : driver_(driver), intended_(intended) {}
 
   void Start(GrammarCorrection::Stub* stub, grpc::CompletionQueue* cq, const std::string& text,
-             int deadline_ms) {
+             int deadline_ms, const std::string& priority) {
     request_.set_text(text);
+    request_.set_priority(priority);
     context_.set_deadline(DeadlineFromNow(deadline_ms));
     reader_ = stub->AsyncCorrect(&context_, request_, cq);
     reader_->Finish(&response_, &status_, this);
@@ -105,7 +106,12 @@ class StreamSession {
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
   CorrectRequest in_write_ ABSL_GUARDED_BY(mu_);
   std::deque<CorrectRequest> queued_ ABSL_GUARDED_BY(mu_);
-  std::unordered_map<std::string, Clock::time_point> unanswered_ ABSL_GUARDED_BY(mu_);
+  // A sentence written and not yet answered: when it was meant to go, and its length.
+  struct Sent {
+    Clock::time_point intended;
+    size_t text_bytes = 0;
+  };
+  std::unordered_map<std::string, Sent> unanswered_ ABSL_GUARDED_BY(mu_);
 };
 
 // Owns the channels, completion-queue threads and the recorder of one run.
@@ -118,8 +124,9 @@ class Driver {
   RunResult Run();
 
   // A request ended: record it and, in closed loop, send its successor.
-  void Finished(Clock::time_point intended, int code);
+  void Finished(Clock::time_point intended, int code, size_t text_bytes);
   LoadRecorder& recorder() { return *recorder_; }
+  const std::string& priority() const { return config_.priority; }
   void BeginWork() { active_.fetch_add(1, std::memory_order_relaxed); }
   void EndWork() ABSL_LOCKS_EXCLUDED(drain_mu_);
 
@@ -156,7 +163,7 @@ class Driver {
 
 void UnaryCall::Proceed(bool ok) {
   Driver* driver = driver_;
-  driver->Finished(intended_, status_.error_code());
+  driver->Finished(intended_, status_.error_code(), request_.text().size());
   delete this;
   driver->EndWork();
 }
@@ -178,13 +185,15 @@ void StreamSession::Send(Clock::time_point intended, const std::string& text) {
   driver_->recorder().RecordSent(intended);
   if (done_) {
     lock.Release();
-    driver_->recorder().RecordDone(intended, Clock::now(), grpc::StatusCode::UNAVAILABLE);
+    driver_->recorder().RecordDone(intended, Clock::now(), grpc::StatusCode::UNAVAILABLE,
+                                   text.size());
     return;
   }
   CorrectRequest& request = queued_.emplace_back();
   request.set_text(text);
+  request.set_priority(driver_->priority());
   request.set_request_id(absl::StrCat(next_id_++));
-  unanswered_.emplace(request.request_id(), intended);
+  unanswered_.emplace(request.request_id(), Sent{intended, text.size()});
   if (ready_ && !writing_) WriteNextLocked();
 }
 
@@ -232,7 +241,7 @@ void StreamSession::OnRead(bool ok) {
     stream_->Finish(&status_, &finished_);
     return;
   }
-  Clock::time_point intended;
+  Sent sent;
   {
     MutexLock lock(&mu_);
     auto it = unanswered_.find(response_.request_id());
@@ -240,19 +249,19 @@ void StreamSession::OnRead(bool ok) {
       stream_->Read(&response_, &read_);
       return;  // not ours: nothing to time
     }
-    intended = it->second;
+    sent = it->second;
     unanswered_.erase(it);
   }
   const int code = response_.has_status() ? response_.status().code() : 0;
   stream_->Read(&response_, &read_);
-  driver_->Finished(intended, code);
+  driver_->Finished(sent.intended, code, sent.text_bytes);
 }
 
 void StreamSession::OnFinished(bool ok) {
   const Clock::time_point now = Clock::now();
   // Sentences the stream ended without answering fail with its status.
   const int code = status_.ok() ? kUnanswered : status_.error_code();
-  std::unordered_map<std::string, Clock::time_point> unanswered;
+  std::unordered_map<std::string, Sent> unanswered;
   {
     MutexLock lock(&mu_);
     done_ = true;
@@ -260,7 +269,9 @@ void StreamSession::OnFinished(bool ok) {
     queued_.clear();
     unanswered.swap(unanswered_);
   }
-  for (const auto& [id, intended] : unanswered) driver_->recorder().RecordDone(intended, now, code);
+  for (const auto& [id, sent] : unanswered) {
+    driver_->recorder().RecordDone(sent.intended, now, code, sent.text_bytes);
+  }
   driver_->EndWork();
 }
 
@@ -305,12 +316,12 @@ void Driver::Issue(Clock::time_point intended) {
   recorder_->RecordSent(intended);
   BeginWork();
   (new UnaryCall(this, intended))
-      ->Start(lane.stub.get(), lane.cq, NextSentence(), config_.deadline_ms);
+      ->Start(lane.stub.get(), lane.cq, NextSentence(), config_.deadline_ms, config_.priority);
 }
 
-void Driver::Finished(Clock::time_point intended, int code) {
+void Driver::Finished(Clock::time_point intended, int code, size_t text_bytes) {
   const Clock::time_point now = Clock::now();
-  recorder_->RecordDone(intended, now, code);
+  recorder_->RecordDone(intended, now, code, text_bytes);
   if (config_.concurrency > 0 && now < window_end_) Issue(now);
 }
 
@@ -328,7 +339,7 @@ RunResult Driver::Run() {
       start_ + std::chrono::duration_cast<Clock::duration>(Seconds(config_.warmup_s));
   window_end_ =
       window_start + std::chrono::duration_cast<Clock::duration>(Seconds(config_.duration_s));
-  recorder_ = std::make_unique<LoadRecorder>(window_start, window_end_);
+  recorder_ = std::make_unique<LoadRecorder>(window_start, window_end_, config_.objective);
   if (config_.on_window) config_.on_window(window_start, window_end_);
   for (auto& cq : cqs_) {
     pollers_.emplace_back([cq = cq.get()] {

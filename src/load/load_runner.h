@@ -29,7 +29,10 @@ struct RunConfig {
   // Unary: the gRPC deadline. Stream: the stream ends this long after the run, failing what is
   // still unanswered.
   int deadline_ms = 5000;
+  // An OK answer within this counts as goodput (RunResult::within_objective): --slo-p99.
+  std::chrono::microseconds objective{1'000'000};
   uint64_t seed = 1;
+  std::string priority;                // the requests' priority class ("": the server's default)
   std::vector<std::string> sentences;  // cycled; must not be empty
   // Called once the channels are connected, with the measured window's start and end, so that
   // whatever samples the server meanwhile can sample that window.

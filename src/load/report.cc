@@ -20,11 +20,19 @@ void WriteTable(const RunResult& result, std::ostream& out) {
   out << absl::StrFormat("%-16s %12u\n", "ok", result.ok);
   out << absl::StrFormat("%-16s %12u\n", "errors", result.error_count());
   out << absl::StrFormat("%-16s %12.1f req/s\n", "achieved qps", result.achieved_qps());
+  out << absl::StrFormat("%-16s %12.1f req/s (%u OK within the objective)\n", "goodput",
+                         result.goodput_qps(), result.within_objective);
   for (size_t i = 0; i < std::size(kQuantiles); ++i) {
     out << absl::StrFormat("%-16s %12.3f ms\n", absl::StrCat("latency ", kQuantileNames[i]),
                            Ms(result.ok_latency.Percentile(kQuantiles[i])));
   }
   out << absl::StrFormat("%-16s %12.3f ms\n", "latency max", Ms(result.ok_latency.max()));
+  for (size_t b = 0; b < kLengthBuckets; ++b) {
+    const LatencyHistogram& h = result.ok_latency_by_length[b];
+    if (h.count() == 0) continue;
+    out << absl::StrFormat("%-16s %12.3f ms (%u OK)\n", absl::StrCat("p99 ", LengthBucketName(b)),
+                           Ms(h.Percentile(0.99)), h.count());
+  }
   for (const auto& [code, count] : result.errors) {
     out << absl::StrFormat("%-16s %12u\n", absl::StrCat("  ", code), count);
   }
@@ -45,6 +53,13 @@ nlohmann::json ToJson(const RunResult& result) {
   for (size_t i = 0; i < std::size(kQuantiles); ++i) {
     latency[kQuantileNames[i]] = Ms(result.ok_latency.Percentile(kQuantiles[i]));
   }
+  nlohmann::json by_length = nlohmann::json::object();
+  for (size_t b = 0; b < kLengthBuckets; ++b) {
+    const LatencyHistogram& h = result.ok_latency_by_length[b];
+    if (h.count() == 0) continue;
+    by_length[LengthBucketName(b)] = {
+        {"ok", h.count()}, {"p50", Ms(h.Percentile(0.5))}, {"p99", Ms(h.Percentile(0.99))}};
+  }
   nlohmann::json refused = {{"count", result.refused},
                             {"rate", result.refused_rate()},
                             {"latency_ms",
@@ -58,6 +73,9 @@ nlohmann::json ToJson(const RunResult& result) {
           {"errors", result.error_count()},
           {"errors_by_code", result.errors},
           {"achieved_qps", result.achieved_qps()},
+          {"goodput_qps", result.goodput_qps()},
+          {"within_objective", result.within_objective},
+          {"latency_ms_by_length", by_length},
           {"latency_ms", latency},
           {"refused", refused}};
 }

@@ -2,6 +2,7 @@
 #define GECD_SERVER_ADMISSION_H_
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -9,87 +10,139 @@
 #include "absl/base/thread_annotations.h"
 #include "common/mutex.h"
 
-// Deadline-aware admission for one worker: a sentence is refused at once (RESOURCE_EXHAUSTED)
-// when the worker could not answer it in time, instead of queueing it until its deadline.
+// Latency-objective admission for one worker: a sentence is refused at once (RESOURCE_EXHAUSTED)
+// when the worker predicts it could not be answered within the latency objective
+// (server.slo_p99_ms) or the call's deadline, whichever is sooner, instead of queueing it until
+// it is late.
 namespace gecd::server {
 
-// Owns the worker's count of admitted-but-unfinished sentences and the rate at which it finishes
-// them, and decides on each arrival. The predicted wait of a new sentence is in_flight / rate:
-// the time until the sentences ahead of it have finished.
+// Owns the worker's admitted-but-unfinished sentences and what it has learned from the finished
+// ones, and decides on each arrival before the text is read (no validation, tokenization or
+// spelling), so a refusal costs little more than the gRPC call that carried it.
 //
-// The rate is Little's law over the sentences that finished, rate = L / W: W how long one took
-// from admission to release, L how many the worker held on average meanwhile, each smoothed over
-// the completions of the last second or so of busy time. The engine batches, so the sentences
-// in flight finish together, not one after another: a rate counted from completions per second
-// lags every rise in load by a whole response time, and is lowest after a cold start (one
-// completion over the first sentence's latency, while all the others ran alongside it), so
-// refusing on it kept the load low, and the completions measured at that load confirmed it.
-// L / W is right from the first completion. (Under an overload from the start, the first
-// completions also count the queue that grew behind them, so for a second or two up to about
-// twice max_queue may be admitted.) Without completions (an engine that stopped answering)
-// nothing moves, so about max_queue of sentences at the last rate are admitted and no more. A
-// sentence with nothing ahead is always admitted, so W keeps being measured however slow one
-// sentence is. Idle time counts for nothing. The engine is shared by all workers, so each worker
-// measures its own share of the engine's throughput, and its own queue against it. Until a first
-// completion only max_in_flight applies. Thread-safe.
+// The engine batches: every sentence in flight runs in every step, each step emits one token per
+// sentence, and a step takes longer the more sentences it runs. So a sentence's time in the
+// server is about (its output tokens + 1) steps, each as long as the in-flight count makes it:
+//
+//   predicted = theta * (output + 1) * (in_flight + 1)
+//
+// theta, the time per step per sentence in flight, is learned from the finished sentences as a
+// ratio of sums, sum(time) / sum((output + 1) * mean in flight during its stay), smoothed over
+// the completions of about `smoothing` of busy time; the output length of a new sentence, which
+// is not known before the model has run, is predicted from its text's length by the learned
+// ratio of output tokens to text bytes (for a correction, about the input's own length). A long
+// sentence thus costs what it will really hold the engine for, and is refused sooner under load
+// than a short one. Sentences that queue in the engine (beyond engine.max_batch_size or the KV
+// cache) wait longer as the in-flight count grows, and the same ratio absorbs it.
+//
+// The prediction is of a typical sentence; the objective is a 99th percentile. So the controller
+// also learns how far the actual times run over their predictions (the mean and spread of the
+// ratio actual / predicted) and refuses when predicted * (mean + 2.33 spread) passes the budget:
+// a prediction that often runs long admits fewer. The budget is the call's own deadline if that
+// is sooner than the objective, else the objective: a client looser than the objective does not
+// let the queue grow past it.
+//
+// What refusals cannot do: nothing learned depends on refusals or on the arrival rate, only on
+// the sentences that finished, so a flood of refused calls cannot talk the estimate down (before
+// this design the estimate followed completions per second, which fell as refusals took the
+// CPU, so refusals fed themselves). A refused call is told when to come back (`retry_after`, the
+// grpc-retry-pushback-ms trailer): about the time the sentences ahead of it need to leave enough
+// room, spread by ±50% so that a crowd told at once does not return at once.
+//
+// A sentence with nothing ahead is always admitted, so the estimate keeps being measured however
+// slow one sentence is; idle time counts for nothing. Until a first completion nothing
+// predicts, so at most kStartWindow are admitted: a flood at start-up, all admitted, would run
+// in one batch whose steps last for seconds, and miss the objective for everyone. With no
+// completions (an engine that stopped answering) nothing learned moves, so admission stops once the
+// in-flight count alone predicts the budget is spent. Each worker measures its own sentences
+// against its own share of the engine. Thread-safe.
 class AdmissionController {
  public:
   // Monotonic time in microseconds; tests pass a fake.
   using Clock = std::function<int64_t()>;
   static constexpr std::chrono::microseconds kNoDeadline = std::chrono::microseconds::max();
+  // Sentences admitted at most before the first answer (or max_in_flight, if smaller).
+  static constexpr int kStartWindow = 32;
 
   struct Options {
-    int max_in_flight = 1024;                  // server.max_in_flight
-    std::chrono::milliseconds max_queue{500};  // server.max_queue_ms; 0 = only the deadline
-    // The smoothing time constant (busy time) of L and W.
+    int max_in_flight = 1024;             // server.max_in_flight
+    std::chrono::milliseconds slo{1000};  // server.slo_p99_ms
+    // The smoothing time constant (busy time) of what is learned.
     std::chrono::milliseconds smoothing{1000};
   };
 
-  enum class Refusal { kNone, kMaxInFlight, kMaxQueue, kDeadline };
+  enum class Refusal { kNone, kMaxInFlight, kSlo, kDeadline };
+  // kInteractive: admitted while predicted within the objective (or its deadline, if sooner).
+  // kBatch: admitted only while predicted within kBatchShare of the objective, so that batch
+  // work fills what interactive work leaves and interactive arrivals still find room; its own
+  // deadline is the caller's to keep (it waits for room, server/batch_queue.h).
+  enum class Priority { kInteractive, kBatch };
+  static constexpr double kBatchShare = 0.75;
   // What Release needs of an admitted sentence.
   struct Ticket {
     int64_t admitted_us = 0;  // the clock's time at admission
     double held_us = 0;       // the worker's sentence-microseconds in flight until then
+    size_t text_bytes = 0;    // the request's text
+    double predicted_us = 0;  // the predicted time in the server; 0 when there was none
   };
   struct Decision {
     Refusal refusal = Refusal::kNone;
     std::string message;  // why, for the client; empty when admitted
-    Ticket ticket;        // when admitted
+    // When refused for time: how long the client should wait before it tries again.
+    std::chrono::milliseconds retry_after{0};
+    Ticket ticket;  // when admitted
     bool admitted() const { return refusal == Refusal::kNone; }
   };
 
   AdmissionController(Options options, Clock clock);
 
-  // Admits one sentence whose deadline is `budget` from now (kNoDeadline: none), counting it in
-  // flight, or says why not. Every admitted sentence must be Released once, with its ticket.
-  Decision Admit(std::chrono::microseconds budget) ABSL_LOCKS_EXCLUDED(mu_);
-  // An admitted sentence left the engine (answered or failed): one completion.
-  void Release(const Ticket& ticket) ABSL_LOCKS_EXCLUDED(mu_);
+  // Admits one sentence of `text_bytes` bytes whose deadline is `budget` from now (kNoDeadline:
+  // none) and whose output is capped at `max_output_tokens` (0: no cap), counting it in flight,
+  // or says why not. Every admitted sentence must be Released once, with its ticket.
+  Decision Admit(std::chrono::microseconds budget, size_t text_bytes, int max_output_tokens = 0,
+                 Priority priority = Priority::kInteractive) ABSL_LOCKS_EXCLUDED(mu_);
+  // An admitted sentence left. `output_tokens` is what the engine generated for an answered
+  // sentence, which teaches the estimates; negative for one that failed or was cancelled, which
+  // only leaves. Returns an answered sentence's time in the server over its prediction, 0 when
+  // there was none.
+  double Release(const Ticket& ticket, int output_tokens) ABSL_LOCKS_EXCLUDED(mu_);
 
   int in_flight() const ABSL_LOCKS_EXCLUDED(mu_);
-  // The rate the predictions assume (L / W, per second); 0 until the first completion.
-  double service_rate() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The predicted time in the server of a sentence of `text_bytes` admitted now, with the
+  // margin for the spread of predictions applied; 0 until the first completion.
+  std::chrono::microseconds PredictedTime(size_t text_bytes) const ABSL_LOCKS_EXCLUDED(mu_);
+  // What is learned, for metrics and tests: seconds per step per sentence in flight, predicted
+  // output tokens per text byte, and the margin applied to predictions (>= 1).
+  double step_seconds_per_sentence() const ABSL_LOCKS_EXCLUDED(mu_);
+  double output_tokens_per_byte() const ABSL_LOCKS_EXCLUDED(mu_);
+  double margin() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  // A mean of one value per completion whose weights decay exponentially with busy time; no
-  // prior, so the first value is the mean.
-  struct DecayingMean {
+  // A sum whose weights decay exponentially with busy time.
+  struct DecayingSum {
     double sum = 0;
     double weight = 0;
     void Decay(double factor) {
       sum *= factor;
       weight *= factor;
     }
-    void Add(double value) {
+    void Add(double value, double w = 1) {
       sum += value;
-      weight += 1;
+      weight += w;
     }
+    double Ratio() const { return weight > 0 ? sum / weight : 0; }
   };
 
   // Counts the busy time since the last event, and the sentences held over it.
   void Advance(int64_t now_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // L / W; 0 until the first completion.
-  double Rate() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The predicted time in µs of a sentence of `text_bytes` (output capped at `max_output_tokens`
+  // when positive) admitted now, without the margin; 0 until the first completion.
+  double PredictUs(size_t text_bytes, int max_output_tokens) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Its output tokens.
+  double PredictOutput(size_t text_bytes, int max_output_tokens) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  double Margin() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   const Clock clock_;
@@ -99,9 +152,13 @@ class AdmissionController {
   // the integral of in_flight_ over time (sentence-µs)
   double held_us_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t busy_since_release_us_ ABSL_GUARDED_BY(mu_) = 0;
-  // L: sentences held during each finished one's stay
-  DecayingMean in_flight_mean_ ABSL_GUARDED_BY(mu_);
-  DecayingMean sojourn_mean_ ABSL_GUARDED_BY(mu_);  // W: each finished one's stay, seconds
+  // time in the server (µs) over (output + 1) * mean in flight: theta
+  DecayingSum step_us_ ABSL_GUARDED_BY(mu_);
+  DecayingSum output_per_byte_ ABSL_GUARDED_BY(mu_);  // output tokens over text bytes
+  // actual / predicted, and its square
+  DecayingSum error_ ABSL_GUARDED_BY(mu_);
+  DecayingSum error_squared_ ABSL_GUARDED_BY(mu_);
+  uint64_t jitter_state_ ABSL_GUARDED_BY(mu_) = 0x9e3779b97f4a7c15ull;
 };
 
 }  // namespace gecd::server

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "gecd/v1/grammar.grpc.pb.h"
 #include "grpcpp/impl/codegen/server_callback_handlers.h"
 #include "grpcpp/impl/rpc_service_method.h"
@@ -23,6 +25,10 @@ using gecd::v1::CorrectResponse;
 // The public service's method paths (gRPC keeps the pointers: static storage).
 constexpr char kCorrectMethod[] = "/gecd.v1.GrammarCorrection/Correct";
 constexpr char kCorrectStreamMethod[] = "/gecd.v1.GrammarCorrection/CorrectStream";
+// The trailer that tells a refused client when to retry (gRPC's retry design, A6).
+constexpr char kRetryPushbackKey[] = "grpc-retry-pushback-ms";
+// The call metadata that sets the priority class of a call's sentences.
+constexpr char kPriorityKey[] = "x-gecd-priority";
 static_assert(std::string_view(gecd::v1::GrammarCorrection::service_full_name()) ==
               "gecd.v1.GrammarCorrection");
 
@@ -57,8 +63,8 @@ std::chrono::microseconds Budget(std::chrono::system_clock::time_point deadline)
 
 ProcessMetrics::ShedReason ShedReasonOf(AdmissionController::Refusal refusal) {
   switch (refusal) {
-    case AdmissionController::Refusal::kMaxQueue:
-      return ProcessMetrics::kShedMaxQueue;
+    case AdmissionController::Refusal::kSlo:
+      return ProcessMetrics::kShedSlo;
     case AdmissionController::Refusal::kDeadline:
       return ProcessMetrics::kShedDeadline;
     default:
@@ -73,22 +79,30 @@ class GrammarService::UnaryCall final : public grpc::ServerUnaryReactor {
  public:
   UnaryCall(GrammarService& service, grpc::CallbackServerContext* context,
             const CorrectRequest* request, CorrectResponse* response)
-      : service_(service), id_(service.NextId()) {
-    service.Process(id_, *request, context->deadline(),
-                    [this, response](const grpc::Status& status, CorrectResponse reply) {
+      : service_(service), id_(service.NextId()), deadline_(context->deadline()) {
+    service.Process(id_, *request, context->deadline(), PriorityOf(*context, *request),
+                    [this, context, response](const grpc::Status& status, CorrectResponse reply,
+                                              std::chrono::milliseconds retry_after) {
                       if (status.ok()) *response = std::move(reply);
+                      // gRPC's retry design: a client with a retry policy waits this long
+                      // before its next attempt instead of its own backoff.
+                      if (retry_after.count() > 0) {
+                        context->AddTrailingMetadata(kRetryPushbackKey,
+                                                     absl::StrCat(retry_after.count()));
+                      }
                       Finish(status);
                     });
   }
 
   // The client went away or the deadline passed: free the engine's work. The engine still
   // answers (CANCELLED), and that answer finishes the call.
-  void OnCancel() override { service_.engine_.Cancel(id_); }
+  void OnCancel() override { service_.CancelSentence(id_, deadline_); }
   void OnDone() override { delete this; }
 
  private:
   GrammarService& service_;
   const uint64_t id_;
+  const Deadline deadline_;
 };
 
 // One CorrectStream call: reads sentences while fewer than options.stream_window are
@@ -123,10 +137,15 @@ class GrammarService::StreamCall final
       MutexLock lock(&mu_);
       in_engine_.push_back(id);
     }
-    service_.Process(id, request_, context_->deadline(),
-                     [this, id](const grpc::Status& status, CorrectResponse reply) {
-                       Answer(id, status, std::move(reply));
-                     });
+    service_.Process(
+        id, request_, context_->deadline(), PriorityOf(*context_, request_),
+        [this, id](const grpc::Status& status, CorrectResponse reply,
+                   std::chrono::milliseconds retry_after) {
+          if (retry_after.count() > 0) {
+            reply.mutable_status()->set_retry_after_ms(static_cast<uint32_t>(retry_after.count()));
+          }
+          Answer(id, status, std::move(reply));
+        });
     // Only now is request_ free: an answer that arrived while Process was reading it must not
     // start the next read into the same buffer (the sentence would take the next one's id).
     mu_.Lock();
@@ -184,7 +203,7 @@ class GrammarService::StreamCall final
     pending_.clear();
     const std::vector<uint64_t> ids = in_engine_;
     mu_.Unlock();
-    for (uint64_t id : ids) service_.engine_.Cancel(id);
+    for (uint64_t id : ids) service_.CancelSentence(id, context_->deadline());
     mu_.Lock();
   }
 
@@ -258,9 +277,11 @@ GrammarService::GrammarService(const config::Config& config, const model::Tokeni
       options_(options),
       prompts_(std::move(prompts)),
       spelling_budget_(config.spelling.budget_ms),
-      admission_({.max_in_flight = config.server.max_in_flight,
-                  .max_queue = std::chrono::milliseconds(config.server.max_queue_ms)},
-                 options.admission_clock ? options.admission_clock : MonotonicMicros) {
+      slo_(config.server.slo_p99_ms),
+      model_max_output_tokens_(static_cast<uint32_t>(config.model.max_output_tokens)),
+      admission_({.max_in_flight = config.server.max_in_flight, .slo = slo_},
+                 options.admission_clock ? options.admission_clock : MonotonicMicros),
+      batch_queue_(static_cast<size_t>(config.server.max_in_flight)) {
   // As the generated gecd::v1::GrammarCorrection::CallbackService does, with our request type.
   AddMethod(new grpc::internal::RpcServiceMethod(kCorrectMethod,
                                                  grpc::internal::RpcMethod::NORMAL_RPC, nullptr));
@@ -308,6 +329,8 @@ int GrammarService::open_streams() const {
 
 void GrammarService::StartDraining() {
   draining_.store(true, std::memory_order_relaxed);
+  // Batch sentences still waiting have not started: the client sends them elsewhere.
+  batch_queue_.Close(absl::UnavailableError("server is shutting down"));
   // A stream marked finished here cannot reach OnDone (which needs streams_mu_) before its
   // Finish below: gRPC ends a call only after Finish.
   std::vector<StreamCall*> finish;
@@ -320,20 +343,58 @@ void GrammarService::StartDraining() {
   for (StreamCall* stream : finish) stream->FinishDrained();
 }
 
-void GrammarService::Release(const AdmissionController::Ticket& ticket) {
-  admission_.Release(ticket);
+void GrammarService::Release(const AdmissionController::Ticket& ticket, int output_tokens) {
+  const double ratio = admission_.Release(ticket, output_tokens);
+  if (ratio > 0) metrics_.ObservePredictionRatio(ratio);
   metrics_.RequestReleased();
+  batch_queue_.Poke();  // room for a batch sentence, perhaps
+}
+
+absl::StatusOr<AdmissionController::Priority> GrammarService::PriorityOf(
+    const grpc::CallbackServerContext& context, const CorrectRequest& request) {
+  absl::string_view value(request.priority().data(), request.priority().size());
+  absl::string_view source = "the request's priority field";
+  if (value.empty()) {
+    const auto& metadata = context.client_metadata();
+    const auto it = metadata.find(kPriorityKey);
+    if (it == metadata.end()) return AdmissionController::Priority::kInteractive;
+    value = absl::string_view(it->second.data(), it->second.size());
+    source = "the x-gecd-priority metadata";
+  }
+  if (value == "interactive") return AdmissionController::Priority::kInteractive;
+  if (value == "batch") return AdmissionController::Priority::kBatch;
+  return absl::InvalidArgumentError(absl::StrCat("priority '", absl::CHexEscape(value), "' (",
+                                                 source, ") is not one of: interactive, batch"));
+}
+
+void GrammarService::CancelSentence(uint64_t id, Deadline deadline) {
+  const bool expired = std::chrono::system_clock::now() >= deadline;
+  // One still waiting for room is answered here; one started, by the engine.
+  if (batch_queue_.Cancel(id, expired ? absl::DeadlineExceededError("deadline exceeded")
+                                      : absl::CancelledError("cancelled"))) {
+    return;
+  }
+  engine_.Cancel(id);
 }
 
 void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadline deadline,
+                             absl::StatusOr<AdmissionController::Priority> priority,
                              SentenceDone done) {
   const int64_t arrival_us = MonotonicMicros();
+  // The objective an OK answer must meet to count as goodput: the SLO, or the deadline if sooner.
+  const auto objective_us =
+      std::min<int64_t>(std::chrono::duration_cast<std::chrono::microseconds>(slo_).count(),
+                        Budget(deadline).count());
   // Every outcome, refused or answered, is counted once and logged with both ids.
-  auto reply = [this, id, arrival_us, done = std::move(done), client_id = request.request_id()](
-                   const grpc::Status& status, CorrectResponse response) {
-    const double seconds = static_cast<double>(MonotonicMicros() - arrival_us) * 1e-6;
+  Reply reply = [this, id, arrival_us, objective_us, done = std::move(done),
+                 client_id = request.request_id()](const grpc::Status& status,
+                                                   CorrectResponse response,
+                                                   std::chrono::milliseconds retry_after) {
+    const int64_t elapsed_us = MonotonicMicros() - arrival_us;
+    const double seconds = static_cast<double>(elapsed_us) * 1e-6;
     metrics_.RequestFinished(status.error_code(), seconds);
     if (status.ok()) {
+      if (elapsed_us <= objective_us) metrics_.RequestWithinObjective();
       spdlog::debug("request {} ({}): ok, {} prompt + {} output tokens, {:.1f} ms", id, client_id,
                     response.prompt_tokens(), response.output_tokens(), seconds * 1e3);
     } else {
@@ -341,29 +402,78 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
                     status.error_message());
     }
     response.set_request_id(client_id);
-    done(status, std::move(response));
+    done(status, std::move(response), retry_after);
   };
 
   if (draining_.load(std::memory_order_relaxed)) {
-    reply(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"), {});
+    reply(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"), {}, {});
     return;
   }
-  absl::StatusOr<pipeline::CheckedText> checked =
-      prompts_.Check(request.text(), request.max_output_tokens());
+  if (!priority.ok()) {
+    reply(ToGrpc(priority.status()), {}, {});
+    return;
+  }
+  const uint32_t max_output_tokens = request.max_output_tokens();
+  // What the engine will generate at most: the request's cap within the model's.
+  const int output_cap = static_cast<int>(
+      max_output_tokens == 0 ? model_max_output_tokens_
+                             : std::min<uint32_t>(max_output_tokens, model_max_output_tokens_));
+  if (*priority == AdmissionController::Priority::kBatch) {
+    AdmissionController::Decision admitted = admission_.Admit(
+        AdmissionController::kNoDeadline, request.text().size(), output_cap, *priority);
+    if (admitted.admitted()) {
+      Start(id, request.text(), max_output_tokens, deadline, arrival_us, admitted.ticket, reply);
+      return;
+    }
+    // No room now: it waits, up to its deadline, for what interactive work leaves.
+    batch_queue_.Push(
+        {.id = id,
+         .try_start =
+             [this, id, text = std::string(request.text()), max_output_tokens, output_cap, deadline,
+              arrival_us, reply] {
+               AdmissionController::Decision admitted =
+                   admission_.Admit(AdmissionController::kNoDeadline, text.size(), output_cap,
+                                    AdmissionController::Priority::kBatch);
+               if (!admitted.admitted()) return false;
+               Start(id, text, max_output_tokens, deadline, arrival_us, admitted.ticket, reply);
+               return true;
+             },
+         .fail =
+             [this, reply](absl::Status status) {
+               if (status.code() == absl::StatusCode::kResourceExhausted) {
+                 metrics_.RequestShed(ProcessMetrics::kShedMaxInFlight);
+               }
+               reply(ToGrpc(status), {}, {});
+             }});
+    return;
+  }
+  // Admission first, on the text's length alone, so that a refusal costs no validation,
+  // tokenization or spelling: under overload refusals are most of the calls.
+  AdmissionController::Decision admitted =
+      admission_.Admit(Budget(deadline), request.text().size(), output_cap, *priority);
+  if (!admitted.admitted()) {
+    metrics_.RequestShed(ShedReasonOf(admitted.refusal));
+    reply(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::move(admitted.message)), {},
+          admitted.retry_after);
+    return;
+  }
+  Start(id, request.text(), max_output_tokens, deadline, arrival_us, admitted.ticket, reply);
+}
+
+void GrammarService::Start(uint64_t id, std::string_view text, uint32_t max_output_tokens,
+                           Deadline deadline, int64_t arrival_us,
+                           const AdmissionController::Ticket& ticket, const Reply& reply) {
+  absl::StatusOr<pipeline::CheckedText> checked = prompts_.Check(text, max_output_tokens);
   if (!checked.ok()) {
-    reply(ToGrpc(checked.status()), {});
+    admission_.Release(ticket, -1);
+    reply(ToGrpc(checked.status()), {}, {});
     return;
   }
   if (checked->unchanged) {
+    admission_.Release(ticket, -1);
     CorrectResponse response;
-    response.set_corrected_text(request.text());
-    reply(grpc::Status::OK, std::move(response));
-    return;
-  }
-  AdmissionController::Decision admitted = admission_.Admit(Budget(deadline));
-  if (!admitted.admitted()) {
-    metrics_.RequestShed(ShedReasonOf(admitted.refusal));
-    reply(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::move(admitted.message)), {});
+    response.set_corrected_text(std::string(text));
+    reply(grpc::Status::OK, std::move(response), {});
     return;
   }
   metrics_.RequestAdmitted();
@@ -383,8 +493,8 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
         lookups, skipped);
   }
   if (!prompt.ok()) {
-    Release(admitted.ticket);
-    reply(ToGrpc(prompt.status()), {});
+    Release(ticket, -1);
+    reply(ToGrpc(prompt.status()), {}, {});
     return;
   }
   const auto prompt_tokens = static_cast<uint32_t>(prompt->tokens.size());
@@ -397,9 +507,10 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
                                .arrival_us = arrival_us};
   // The engine thread does the reply's CPU work (detokenize, diff), off gRPC's threads.
   absl::Status submitted = engine_.Submit(
-      std::move(engine_request), [this, reply, deadline, prompt_tokens, ticket = admitted.ticket,
-                                  text = request.text()](EngineReply engine_reply) {
-        Release(ticket);
+      std::move(engine_request), [this, reply, deadline, prompt_tokens, ticket,
+                                  text = std::string(text)](EngineReply engine_reply) {
+        Release(ticket,
+                engine_reply.status.ok() ? static_cast<int>(engine_reply.tokens.size()) : -1);
         if (engine_reply.first_token_us > 0) {
           metrics_.ObserveTimeToFirstToken(static_cast<double>(engine_reply.first_token_us) * 1e-6);
         }
@@ -409,7 +520,7 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
               std::chrono::system_clock::now() >= deadline) {
             status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded");
           }
-          reply(status, {});
+          reply(status, {}, {});
           return;
         }
         CorrectResponse response;
@@ -420,11 +531,11 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
         response.set_output_tokens(static_cast<uint32_t>(engine_reply.tokens.size()));
         response.set_queue_time_us(static_cast<uint64_t>(engine_reply.queue_us));
         response.set_engine_time_us(static_cast<uint64_t>(engine_reply.engine_us));
-        reply(grpc::Status::OK, std::move(response));
+        reply(grpc::Status::OK, std::move(response), {});
       });
   if (!submitted.ok()) {
-    Release(admitted.ticket);
-    reply(ToGrpc(submitted), {});
+    Release(ticket, -1);
+    reply(ToGrpc(submitted), {}, {});
   }
 }
 

@@ -18,14 +18,17 @@
 #include "model/tokenizer.h"
 #include "pipeline/prompt_builder.h"
 #include "server/admission.h"
+#include "server/batch_queue.h"
 #include "server/engine_link.h"
 #include "server/metrics.h"
 
-// gecd.v1.GrammarCorrection on gRPC's callback API. Each sentence goes through the cheap checks
-// (pipeline::PromptBuilder::Check), then admission (AdmissionController: server.max_in_flight,
-// and the predicted wait against the call's deadline and server.max_queue_ms), and only then
-// the work that costs (the spelling stage, within spelling.budget_ms), so a flood of bad or
-// expensive input is refused before it can slow anyone down. Admitted sentences go to the
+// gecd.v1.GrammarCorrection on gRPC's callback API. Each sentence goes first through admission
+// (AdmissionController: server.max_in_flight, and its predicted time in the server against the
+// latency objective server.slo_p99_ms or the call's deadline, if sooner), on its length alone;
+// a refusal carries the grpc-retry-pushback-ms trailer. Then the checks
+// (pipeline::PromptBuilder::Check), and only then the work that costs (the spelling stage,
+// within spelling.budget_ms), so a flood of overload or bad input is refused before it can
+// slow anyone down. Admitted sentences go to the
 // engine and are answered with the detokenized correction and its edits; a text of only
 // whitespace is answered unchanged at once. Nothing queues in the worker: a sentence it could
 // not answer in time is refused with RESOURCE_EXHAUSTED at once.
@@ -75,18 +78,35 @@ class GrammarService final : public grpc::Service {
   using Deadline = std::chrono::system_clock::time_point;
   // The outcome of one sentence: OK with `response` filled, or the failure. `request_id` is set
   // either way.
-  using SentenceDone = std::function<void(const grpc::Status&, gecd::v1::CorrectResponse)>;
+  // `retry_after` is positive on a refusal that says when to come back.
+  using SentenceDone = std::function<void(const grpc::Status&, gecd::v1::CorrectResponse,
+                                          std::chrono::milliseconds retry_after)>;
+  // SentenceDone, counted in the metrics and logged.
+  using Reply = SentenceDone;
+
+  // The priority class of one sentence: its request's field, else the call's x-gecd-priority
+  // metadata, else interactive; INVALID_ARGUMENT naming an unknown value and where it came from.
+  static absl::StatusOr<AdmissionController::Priority> PriorityOf(
+      const grpc::CallbackServerContext& context, const gecd::internal::CorrectRequest& request);
+  // The call behind sentence `id` ended early (client gone or `deadline` passed): a sentence
+  // waiting in the batch queue is answered, one in the engine is cancelled there.
+  void CancelSentence(uint64_t id, Deadline deadline);
 
   // Registers a new stream; returns whether the worker already drains. RemoveStream: OnDone.
   bool AddStream(StreamCall* stream) ABSL_LOCKS_EXCLUDED(streams_mu_);
   void RemoveStream(StreamCall* stream) ABSL_LOCKS_EXCLUDED(streams_mu_);
   uint64_t NextId() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
-  // Validates, admits and submits one sentence under engine id `id`. `done` runs exactly once:
-  // inline when the sentence is refused, else on the engine link's thread.
+  // Admits (or refuses, or queues, for the batch class), validates and submits one sentence
+  // under engine id `id`. `done` runs exactly once: inline when the sentence is refused or
+  // invalid, else on the engine link's or the batch queue's thread.
   void Process(uint64_t id, const gecd::internal::CorrectRequest& request, Deadline deadline,
-               SentenceDone done);
+               absl::StatusOr<AdmissionController::Priority> priority, SentenceDone done);
+  // An admitted sentence (`ticket`): the checks, the spelling stage, and the engine.
+  void Start(uint64_t id, std::string_view text, uint32_t max_output_tokens, Deadline deadline,
+             int64_t arrival_us, const AdmissionController::Ticket& ticket, const Reply& reply);
   // One admitted sentence left.
-  void Release(const AdmissionController::Ticket& ticket);
+  // One admitted sentence left; `output_tokens` as AdmissionController::Release takes it.
+  void Release(const AdmissionController::Ticket& ticket, int output_tokens);
 
   const model::Tokenizer& tokenizer_;
   EngineLink& engine_;
@@ -94,7 +114,11 @@ class GrammarService final : public grpc::Service {
   const Options options_;
   const pipeline::PromptBuilder prompts_;
   const std::chrono::milliseconds spelling_budget_;  // spelling.budget_ms
+  const std::chrono::milliseconds slo_;              // server.slo_p99_ms
+  const uint32_t model_max_output_tokens_;           // model.max_output_tokens
   AdmissionController admission_;
+  // Declared after everything its thread's sentences use, so that it stops first.
+  BatchQueue batch_queue_;
   std::atomic<uint64_t> next_id_{1};
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> last_call_us_{0};

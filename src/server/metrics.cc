@@ -37,11 +37,17 @@ constexpr HistogramSpec kTimeToFirstToken = {"gecd_time_to_first_token_seconds",
 constexpr HistogramSpec kSpellingDuration = {"gecd_spelling_seconds",
                                              "Time the spelling stage took for one request.",
                                              prometheus::kLatencyBounds, 1e6};
+// Actual over predicted time in the server; recorded in thousandths.
+constexpr double kRatioBounds[] = {0.25, 0.5, 0.75, 0.9, 1, 1.1, 1.25, 1.5, 2, 3, 4};
+constexpr HistogramSpec kPredictionRatio = {
+    "gecd_admission_prediction_ratio",
+    "Each admitted sentence's time in the server over the time admission predicted for it.",
+    kRatioBounds, 1e3};
 constexpr HistogramSpec kBatchSize = {"gecd_batch_size", "Sequences per engine step.", kBatchBounds,
                                       1};
 
-constexpr std::string_view kShedReasonNames[ProcessMetrics::kNumShedReasons] = {
-    "max_in_flight", "max_queue", "deadline"};
+constexpr std::string_view kShedReasonNames[ProcessMetrics::kNumShedReasons] = {"max_in_flight",
+                                                                                "slo", "deadline"};
 
 void Observe(HistogramBlock& h, const HistogramSpec& spec, double value) {
   h.Observe(spec.bounds, spec.units, value);
@@ -86,6 +92,10 @@ void ProcessMetrics::ObserveSpelling(double seconds, int lookups, int skipped) {
   spelling_skipped_.fetch_add(static_cast<uint64_t>(skipped), std::memory_order_relaxed);
 }
 
+void ProcessMetrics::ObservePredictionRatio(double ratio) {
+  Observe(prediction_ratio_, kPredictionRatio, ratio);
+}
+
 void ProcessMetrics::ObserveBatch(int sequences) { Observe(batch_size_, kBatchSize, sequences); }
 
 void ProcessMetrics::SetKvCacheUsage(double ratio) {
@@ -128,6 +138,7 @@ MetricsSnapshot MetricsRegion::Sum() const {
     for (int r = 0; r < ProcessMetrics::kNumShedReasons; ++r) {
       s.shed[r] += m.shed_[r].load(std::memory_order_relaxed);
     }
+    s.goodput += m.goodput_.load(std::memory_order_relaxed);
     s.open_streams += m.open_streams_.load(std::memory_order_relaxed);
     s.prompt_tokens += m.prompt_tokens_.load(std::memory_order_relaxed);
     s.generated_tokens += m.generated_tokens_.load(std::memory_order_relaxed);
@@ -139,6 +150,7 @@ MetricsSnapshot MetricsRegion::Sum() const {
     AddTo(s.time_to_first_token, m.time_to_first_token_);
     AddTo(s.batch_size, m.batch_size_);
     AddTo(s.spelling_duration, m.spelling_duration_);
+    AddTo(s.prediction_ratio, m.prediction_ratio_);
     s.spelling_lookups += m.spelling_lookups_.load(std::memory_order_relaxed);
     s.spelling_skipped += m.spelling_skipped_.load(std::memory_order_relaxed);
   }
@@ -163,6 +175,11 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
     absl::StrAppend(&out, "gecd_requests_shed_total{reason=\"", std::string(kShedReasonNames[r]),
                     "\"} ", s.shed[r], "\n");
   }
+  AppendScalar(out, "gecd_goodput_requests_total",
+               "Requests answered OK within the latency objective (server.slo_p99_ms) and their "
+               "deadline.",
+               "counter", absl::StrCat(s.goodput));
+  AppendHistogram(out, kPredictionRatio, s.prediction_ratio);
   AppendScalar(out, "gecd_open_streams", "CorrectStream calls open.", "gauge",
                absl::StrCat(s.open_streams));
   AppendHistogram(out, kRequestDuration, s.request_duration);

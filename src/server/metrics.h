@@ -35,14 +35,19 @@ class ProcessMetrics {
   // gRPC status codes 0..16; anything else is counted as UNKNOWN (2).
   static constexpr int kNumCodes = 17;
 
-  // Why admission refused a sentence (gecd_requests_shed_total{reason}).
-  enum ShedReason { kShedMaxInFlight, kShedMaxQueue, kShedDeadline, kNumShedReasons };
+  // Why admission refused a sentence (gecd_requests_shed_total{reason}): server.max_in_flight,
+  // the latency objective (server.slo_p99_ms), or the call's deadline when sooner.
+  enum ShedReason { kShedMaxInFlight, kShedSlo, kShedDeadline, kNumShedReasons };
 
   // Workers: a request passed admission / left (answered or failed).
   void RequestAdmitted() { concurrency_.fetch_add(1, std::memory_order_relaxed); }
   void RequestReleased() { concurrency_.fetch_sub(1, std::memory_order_relaxed); }
   // Workers: every RPC answered, admitted or not, with its gRPC code and duration.
   void RequestFinished(int grpc_code, double seconds);
+  // Workers: an answer (OK) within the latency objective and the call's deadline: goodput.
+  void RequestWithinObjective() { goodput_.fetch_add(1, std::memory_order_relaxed); }
+  // Workers: an admitted sentence answered in `ratio` times the time admission predicted.
+  void ObservePredictionRatio(double ratio);
   // Workers: a sentence refused at admission (also counted by RequestFinished).
   void RequestShed(ShedReason reason) { shed_[reason].fetch_add(1, std::memory_order_relaxed); }
   // Workers: a CorrectStream call began / ended (its reactor was deleted).
@@ -73,6 +78,7 @@ class ProcessMetrics {
   alignas(64) std::array<std::atomic<uint64_t>, kNumCodes> requests_;
   std::atomic<int64_t> concurrency_;
   std::array<std::atomic<uint64_t>, kNumShedReasons> shed_;
+  std::atomic<uint64_t> goodput_;
   std::atomic<int64_t> open_streams_;
   std::atomic<uint64_t> prompt_tokens_;
   std::atomic<uint64_t> generated_tokens_;
@@ -83,6 +89,7 @@ class ProcessMetrics {
   HistogramBlock time_to_first_token_;
   HistogramBlock batch_size_;
   HistogramBlock spelling_duration_;
+  HistogramBlock prediction_ratio_;
   std::atomic<uint64_t> spelling_lookups_;
   std::atomic<uint64_t> spelling_skipped_;
 };
@@ -92,6 +99,7 @@ struct MetricsSnapshot {
   std::array<uint64_t, ProcessMetrics::kNumCodes> requests{};
   int64_t concurrency = 0;
   std::array<uint64_t, ProcessMetrics::kNumShedReasons> shed{};
+  uint64_t goodput = 0;
   int64_t open_streams = 0;
   uint64_t prompt_tokens = 0;
   uint64_t generated_tokens = 0;
@@ -106,6 +114,7 @@ struct MetricsSnapshot {
   Histogram time_to_first_token;
   Histogram batch_size;
   Histogram spelling_duration;
+  Histogram prediction_ratio;
   uint64_t spelling_lookups = 0;
   uint64_t spelling_skipped = 0;
 };

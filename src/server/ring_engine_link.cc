@@ -31,6 +31,10 @@ RingEngineLink::RingEngineLink(const ipc::SharedSegment& segment, int index,
       reader_doorbell_(channel_.responses().consumer_doorbell()),
       generation_(channel_.header()->generation.load(std::memory_order_acquire)),
       options_(options) {
+  {
+    MutexLock lock(&mu_);
+    no_engine_since_ = Clock::now();
+  }
   TryAttach();
 }
 
@@ -61,7 +65,9 @@ bool RingEngineLink::Ready() const {
 }
 
 absl::Status RingEngineLink::Submit(EngineRequest request, Done done) {
-  if (!Ready()) return absl::UnavailableError("the engine is not ready");
+  if (!attached_.load(std::memory_order_acquire)) {
+    return absl::UnavailableError("the engine is not ready");
+  }
   ipc::SubmitRecord record;
   record.id = request.id;
   record.arrival_us = request.arrival_us;
@@ -71,16 +77,19 @@ absl::Status RingEngineLink::Submit(EngineRequest request, Done done) {
   record.copy_end = request.copy_end;
   record.tokens = std::move(request.prompt);
   MutexLock lock(&mu_);
-  // Read under the lock that FailStale holds, so a request is either refused here or seen by
-  // FailStale's scan.
+  // Read under the lock that ResubmitStale holds, so a request is either refused here or seen
+  // by ResubmitStale's scan.
   record.epoch = header_->engine_ready_epoch.load(std::memory_order_acquire);
-  if (record.epoch == 0) return absl::UnavailableError("the engine is restarting");
-  if (record.epoch != checked_ready_epoch_) FailStaleLocked(record.epoch);
+  if (record.epoch != checked_ready_epoch_) ResubmitStaleLocked(record.epoch);
+  // Before a first engine there is nothing to hold for: the daemon is still starting.
+  if (record.epoch == 0 && !engine_seen_) return absl::UnavailableError("the engine is not ready");
   if (in_flight_.contains(record.id)) {
     return absl::InvalidArgumentError(absl::StrCat("request id ", record.id, " is in flight"));
   }
-  RETURN_IF_ERROR(AppendLocked(record));
-  in_flight_.emplace(record.id, InFlight{std::move(done), record.epoch});
+  // With no engine ready (a restart) it is held for the next one.
+  if (record.epoch != 0) RETURN_IF_ERROR(AppendLocked(record));
+  const uint64_t id = record.id;
+  in_flight_.emplace(id, InFlight{.done = std::move(done), .record = std::move(record)});
   return absl::OkStatus();
 }
 
@@ -88,8 +97,16 @@ void RingEngineLink::Cancel(uint64_t id) {
   MutexLock lock(&mu_);
   auto it = in_flight_.find(id);
   if (it == in_flight_.end()) return;
-  if (AppendLocked(ipc::CancelRecord{.id = id, .epoch = it->second.epoch}).ok()) return;
-  // No room to tell the engine: answer now; its eventual reply finds no entry and is dropped.
+  // One waiting for the next engine has no engine to tell.
+  const uint64_t epoch = it->second.record.epoch;
+  const bool held =
+      epoch != 0 && epoch == header_->engine_ready_epoch.load(std::memory_order_acquire);
+  if (held && AppendLocked(ipc::CancelRecord{.id = id, .epoch = it->second.record.epoch}).ok()) {
+    it->second.cancelled = true;
+    return;
+  }
+  // No room to tell the engine, or no engine: answer now; an eventual reply finds no entry and
+  // is dropped.
   EngineReply reply;
   reply.status = absl::CancelledError("cancelled");
   AnswerLocked(std::move(it->second.done), std::move(reply));
@@ -152,7 +169,7 @@ void RingEngineLink::ReaderLoop() {
         wait);
     if (attached) DrainResponses();
     FlushIfDue();
-    FailStale();
+    ResubmitStale();
     if (local_pending_.exchange(false, std::memory_order_acq_rel)) {
       std::vector<Completion> completions;
       {
@@ -193,7 +210,7 @@ void RingEngineLink::DrainResponses() {
     for (ipc::DoneRecord& r : records) {
       auto it = in_flight_.find(r.id);
       // Not ours any more: already failed after an engine restart, or cancelled locally.
-      if (it == in_flight_.end() || it->second.epoch != r.epoch) continue;
+      if (it == in_flight_.end() || it->second.record.epoch != r.epoch) continue;
       EngineReply reply;
       const auto code = static_cast<absl::StatusCode>(r.status_code);
       if (code == absl::StatusCode::kCancelled) {
@@ -223,23 +240,66 @@ void RingEngineLink::FlushIfDue() {
   flush_wanted_.store(open_, std::memory_order_release);
 }
 
-void RingEngineLink::FailStale() {
+void RingEngineLink::ResubmitStale() {
   MutexLock lock(&mu_);
   const uint64_t ready = header_->engine_ready_epoch.load(std::memory_order_acquire);
-  if (ready != checked_ready_epoch_) FailStaleLocked(ready);
+  if (ready != checked_ready_epoch_) {
+    ResubmitStaleLocked(ready);
+  } else if (ready == 0 && !in_flight_.empty() &&
+             Clock::now() - no_engine_since_ > options_.engine_wait) {
+    for (auto& [id, entry] : in_flight_) {
+      EngineReply reply;
+      reply.status = absl::UnavailableError(
+          absl::StrCat("no engine became ready within ", options_.engine_wait.count(), " ms"));
+      AnswerLocked(std::move(entry.done), std::move(reply));
+    }
+    in_flight_.clear();
+  }
 }
 
-void RingEngineLink::FailStaleLocked(uint64_t ready_epoch) {
+void RingEngineLink::ResubmitStaleLocked(uint64_t ready_epoch) {
+  if (ready_epoch == 0 && checked_ready_epoch_ != 0) no_engine_since_ = Clock::now();
   checked_ready_epoch_ = ready_epoch;
+  if (ready_epoch == 0) return;  // none ready: the requests wait for the next engine
+  engine_seen_ = true;
+  int resubmitted = 0, failed = 0;
   for (auto it = in_flight_.begin(); it != in_flight_.end();) {
-    if (it->second.epoch == ready_epoch) {
+    InFlight& entry = it->second;
+    if (entry.record.epoch == ready_epoch) {
       ++it;
       continue;
     }
+    const bool sent_before = entry.record.epoch != 0;
+    absl::Status status;
+    if (entry.cancelled) {
+      status = absl::CancelledError("cancelled");
+    } else if (sent_before && entry.resubmits > 0) {
+      status = absl::UnavailableError(
+          "the engine restarted twice with the request in flight; not sent a third time");
+    } else {
+      entry.record.epoch = ready_epoch;
+      if (sent_before) ++entry.resubmits;
+      status = AppendLocked(entry.record);
+      if (!status.ok()) {
+        status = absl::UnavailableError(absl::StrCat(
+            "the engine restarted with the request in flight, and re-sending it failed: ",
+            status.message()));
+      }
+    }
+    if (status.ok()) {
+      ++resubmitted;
+      ++it;
+      continue;
+    }
+    ++failed;
     EngineReply reply;
-    reply.status = absl::UnavailableError("the engine restarted with the request in flight");
-    AnswerLocked(std::move(it->second.done), std::move(reply));
+    reply.status = std::move(status);
+    AnswerLocked(std::move(entry.done), std::move(reply));
     in_flight_.erase(it++);
+  }
+  if (resubmitted + failed > 0) {
+    spdlog::warn("engine epoch {}: re-submitted {} requests in flight, failed {}", ready_epoch,
+                 resubmitted, failed);
   }
 }
 

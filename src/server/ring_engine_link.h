@@ -28,13 +28,22 @@ struct RingEngineLinkOptions {
   // to an open message instead of publishing one per request; the reader thread publishes it
   // at the latest this long after it was opened.
   std::chrono::microseconds flush_delay{50};
+  // How long requests wait for an engine while none is ready (a restart takes a few hundred
+  // ms) before they fail with UNAVAILABLE; the callers' own deadlines cancel them sooner.
+  std::chrono::milliseconds engine_wait{10'000};
 };
 
 // The production EngineLink: worker `index`'s channel of the shared segment. Owns the reader
 // thread, which takes DONE records off the response ring and runs `done`, publishes open
-// messages, and fails every in-flight request with UNAVAILABLE once the engine that took it
-// is gone (engine_ready_epoch no longer equals the epoch it was submitted under).
-// Submit/Cancel may be called from any thread.
+// messages, and re-submits every in-flight request to the next engine once the engine that took
+// it is gone (engine_ready_epoch no longer equals the epoch it was submitted under): a
+// correction is idempotent, so an engine crash costs the request the restart's latency, not its
+// answer. Requests submitted while no engine is ready after one was (a restart) are held for
+// the next one likewise; before a first engine, Submit fails UNAVAILABLE. Held
+// requests wait until an engine is ready, the caller cancels them (their deadline), or
+// options.engine_wait passes without an engine (UNAVAILABLE); a request whose second engine dies
+// too is failed with UNAVAILABLE, so that a request that crashes engines cannot crash them
+// forever. Submit/Cancel may be called from any thread.
 class RingEngineLink final : public EngineLink {
  public:
   // `segment` must outlive the link. When the channel awaits the engine's reset after a worker
@@ -52,7 +61,10 @@ class RingEngineLink final : public EngineLink {
  private:
   struct InFlight {
     Done done;
-    uint64_t epoch = 0;
+    // As last sent; its epoch is the engine that holds it, 0 while never sent (held).
+    ipc::SubmitRecord record;
+    int resubmits = 0;       // sent again after the engine that held it died
+    bool cancelled = false;  // the engine was asked to stop it: never re-submitted
   };
   using Completion = std::pair<Done, EngineReply>;
 
@@ -63,9 +75,10 @@ class RingEngineLink final : public EngineLink {
   void ReaderLoop() ABSL_LOCKS_EXCLUDED(mu_);
   void DrainResponses() ABSL_LOCKS_EXCLUDED(mu_);
   void FlushIfDue() ABSL_LOCKS_EXCLUDED(mu_);
-  // Fails the requests of engines other than the one ready now.
-  void FailStale() ABSL_LOCKS_EXCLUDED(mu_);
-  void FailStaleLocked(uint64_t ready_epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Re-submits the requests of engines other than the one ready now, and sends the held ones;
+  // while none is ready they wait, and fail once options.engine_wait has passed without one.
+  void ResubmitStale() ABSL_LOCKS_EXCLUDED(mu_);
+  void ResubmitStaleLocked(uint64_t ready_epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues `done` for the reader thread (never inline: the caller may hold its own locks).
   void AnswerLocked(Done done, EngineReply reply) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailAll(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
@@ -87,8 +100,13 @@ class RingEngineLink final : public EngineLink {
   bool open_ ABSL_GUARDED_BY(mu_) = false;
   std::chrono::steady_clock::time_point open_since_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, InFlight> in_flight_ ABSL_GUARDED_BY(mu_);
-  // the ready epoch FailStale last acted on
+  // the ready epoch ResubmitStale last acted on
   uint64_t checked_ready_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // whether an engine has been ready since the link was created: only then are requests held
+  // while none is
+  bool engine_seen_ ABSL_GUARDED_BY(mu_) = false;
+  // since when no engine has been ready (the link's creation until the first)
+  std::chrono::steady_clock::time_point no_engine_since_ ABSL_GUARDED_BY(mu_);
   // answered by the link itself, not by the engine
   std::vector<Completion> local_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> local_pending_{false};

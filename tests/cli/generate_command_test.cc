@@ -95,7 +95,7 @@ TEST_F(GenerateCommandTest, ARefusedTextFailsAloneAndBlankTextComesBackAsItIs) {
 TEST_F(GenerateCommandTest, BadArgumentsAreUsageErrors) {
   RunResult r = RunGecd("generate --model " + model_ + " --set engine.thread=2 'Hi'");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.output, HasSubstr("unknown config key 'engine.thread'"));
+  EXPECT_THAT(r.output, HasSubstr("unknown key 'engine.thread'"));
   r = RunGecd("generate --model " + model_ + " --set engine.threads 'Hi'");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.output, HasSubstr("KEY=VALUE"));

@@ -36,7 +36,7 @@ std::string WriteEchoConfig(const std::string& dir, const std::string& extra = "
                                     << "model:\n  dir: " << relative << "\n"
                                     << "engine:\n  backend: echo   # no model run\n"
                                     << "  max_batch_size: 64\n"
-                                    << extra << "server:\n  workers: 1\n  max_queue_ms: 0\n";
+                                    << extra << "server:\n  workers: 1\n  slo_p99_ms: 3600000\n";
   return dir + "/echo.yaml";
 }
 
@@ -142,7 +142,7 @@ TEST(TuneCommandTest, TunesAnEchoDaemonWithinItsBudget) {
   EXPECT_EQ(tuned->engine.max_step_tokens, settings["engine.max_step_tokens"].get<int>());
   EXPECT_EQ(tuned->server.workers, settings["server.workers"].get<int>());
   EXPECT_EQ(tuned->engine.backend, "echo");
-  EXPECT_EQ(tuned->server.max_queue_ms, 0);
+  EXPECT_EQ(tuned->server.slo_p99_ms, 3600000);
   EXPECT_EQ(std::filesystem::canonical(tuned->model.dir),
             std::filesystem::canonical(gecd::testing::SmallModelDir()));
   const std::string text = gecd::testing::ReadWholeFile(out);

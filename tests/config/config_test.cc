@@ -219,24 +219,36 @@ TEST(Config, EchoStepDelayIsForTheEchoBackendOnly) {
 TEST(Config, AdmissionDrainAndStreamKeys) {
   auto defaults = ParseConfig("", "conf.yaml");
   ASSERT_TRUE(defaults.ok()) << defaults.status();
-  EXPECT_EQ(defaults->server.max_queue_ms, 500);
+  EXPECT_EQ(defaults->server.slo_p99_ms, 1000);
   EXPECT_EQ(defaults->server.drain_quiet_ms, 500);
   EXPECT_EQ(defaults->server.max_streams_per_connection, 1024);
   auto c = ParseConfig(
-      "server:\n  max_queue_ms: 0\n  drain_quiet_ms: 50\n  max_streams_per_connection: 8\n",
+      "server:\n  slo_p99_ms: 250\n  drain_quiet_ms: 50\n  max_streams_per_connection: 8\n",
       "conf.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->server.max_queue_ms, 0);  // off: only the call's deadline
+  EXPECT_EQ(c->server.slo_p99_ms, 250);
   EXPECT_EQ(c->server.drain_quiet_ms, 50);
   EXPECT_EQ(c->server.max_streams_per_connection, 8);
   auto zero = ParseConfig("server:\n  max_streams_per_connection: 0\n", "conf.yaml");
   ASSERT_FALSE(zero.ok());
   EXPECT_THAT(zero.status().message(), HasSubstr("server.max_streams_per_connection"));
-  for (const char* key : {"max_queue_ms", "drain_quiet_ms"}) {
-    auto bad = ParseConfig(absl::StrCat("server:\n  ", key, ": -1\n"), "conf.yaml");
-    ASSERT_FALSE(bad.ok()) << key;
-    EXPECT_THAT(bad.status().message(), HasSubstr(absl::StrCat("conf.yaml:2: server.", key)));
+  for (const char* bad_value : {"slo_p99_ms: 0", "slo_p99_ms: -1", "drain_quiet_ms: -1"}) {
+    auto bad = ParseConfig(absl::StrCat("server:\n  ", bad_value, "\n"), "conf.yaml");
+    ASSERT_FALSE(bad.ok()) << bad_value;
+    EXPECT_THAT(bad.status().message(), HasSubstr("conf.yaml:2: server."));
   }
+}
+
+// A config written for an earlier version is told what replaced the key, in the file and in
+// --set alike, instead of an unknown key or a silently different admission.
+TEST(Config, TheReplacedMaxQueueKeyNamesItsReplacement) {
+  auto old = ParseConfig("server:\n  max_queue_ms: 500\n", "conf.yaml");
+  ASSERT_FALSE(old.ok());
+  EXPECT_THAT(old.status().message(),
+              HasSubstr("conf.yaml:2: server.max_queue_ms was replaced by server.slo_p99_ms"));
+  Config o;
+  absl::Status set = ApplyOverride(o, "server.max_queue_ms", "0");
+  EXPECT_THAT(set.message(), HasSubstr("replaced by server.slo_p99_ms"));
 }
 
 TEST(Config, ShippedDefaultConfigParses) {

@@ -30,6 +30,7 @@
 #include "gecd/v1/grammar.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "testing/daemon_process.h"
+#include "testing/test_paths.h"
 
 namespace gecd::server {
 namespace {
@@ -162,12 +163,16 @@ gecd::v1::CorrectRequest Request(const std::string& text, uint32_t max_output_to
 }
 
 // Closed-loop load: `slots` requests in flight, each replaced when it ends, slot i on channel
-// i % channels, until Stop().
+// i % channels, until Stop(). Each request sent is the next of `requests`, cycled.
 class ClosedLoop {
  public:
   ClosedLoop(Client& client, int slots, gecd::v1::CorrectRequest request,
              milliseconds deadline = kCallTimeout)
-      : client_(client), request_(std::move(request)), deadline_(deadline) {
+      : ClosedLoop(client, slots, std::vector<gecd::v1::CorrectRequest>{std::move(request)},
+                   deadline) {}
+  ClosedLoop(Client& client, int slots, std::vector<gecd::v1::CorrectRequest> requests,
+             milliseconds deadline = kCallTimeout)
+      : client_(client), requests_(std::move(requests)), deadline_(deadline) {
     for (int i = 0; i < slots; ++i) Launch(i % client_.channels());
   }
   ~ClosedLoop() { Stop(); }
@@ -196,7 +201,8 @@ class ClosedLoop {
       std::lock_guard<std::mutex> lock(mu_);
       ++outstanding_;
     }
-    client_.Start(channel, request_, deadline_, [this, channel](const Outcome& o) {
+    const size_t next = next_.fetch_add(1) % requests_.size();
+    client_.Start(channel, requests_[next], deadline_, [this, channel](const Outcome& o) {
       if (o.code == grpc::StatusCode::OK) ok_.fetch_add(1);
       const bool again = running_.load();
       if (again) Launch(channel);
@@ -207,7 +213,8 @@ class ClosedLoop {
   }
 
   Client& client_;
-  const gecd::v1::CorrectRequest request_;
+  const std::vector<gecd::v1::CorrectRequest> requests_;
+  std::atomic<size_t> next_{0};
   const milliseconds deadline_;
   std::atomic<bool> running_{true};
   std::atomic<int> ok_{0};
@@ -431,7 +438,10 @@ TEST(DaemonTest, KilledWorkerIsRestartedWhileTheOtherKeepsServing) {
   EXPECT_EQ(daemon.Metric("gecd_process_restarts_total{process=\"worker\"}"), 1.0);
 }
 
-TEST(DaemonTest, KilledEngineFailsInFlightRequestsWithin2sAndServiceResumes) {
+// Issue 24: a kill -9 of the engine under load failed the calls in flight with UNAVAILABLE (11
+// of 255 at 20 req/s). A correction is idempotent, so the workers re-send what the dead engine
+// held to the restarted one, and hold what arrives meanwhile: a crash costs latency, no answer.
+TEST(DaemonTest, KilledEngineLosesNoCallsAndServiceResumes) {
   DaemonProcess daemon({"engine.backend=cpu", absl::StrCat("model.dir=", SlowModelDir()),
                         "model.max_output_tokens=300"});
   ASSERT_TRUE(daemon.WaitReady()) << daemon.log();
@@ -444,20 +454,19 @@ TEST(DaemonTest, KilledEngineFailsInFlightRequestsWithin2sAndServiceResumes) {
   ASSERT_EQ(kill(engine, SIGKILL), 0);
   ASSERT_TRUE(load->Stop()) << "requests still hanging after the engine died\n" << daemon.log();
 
-  int in_flight = 0, unavailable = 0;
+  int in_flight = 0, sent_meanwhile = 0;
+  std::vector<double> latencies;
   for (const Outcome& o : load->outcomes()) {
-    if (o.end < killed_at) continue;     // answered before the kill
-    if (o.start >= killed_at) continue;  // the loop's replacements, sent to a dead engine
-    ++in_flight;
-    const double after_kill = std::chrono::duration<double>(o.end - killed_at).count();
-    EXPECT_LE(after_kill, 2.0) << "ended " << after_kill << " s after the kill: " << o.message;
-    // A reply the engine wrote just before it died may still arrive as OK.
-    EXPECT_TRUE(o.code == grpc::StatusCode::UNAVAILABLE || o.code == grpc::StatusCode::OK)
-        << static_cast<int>(o.code) << " " << o.message;
-    if (o.code == grpc::StatusCode::UNAVAILABLE) ++unavailable;
+    if (o.end < killed_at) continue;  // answered before the kill
+    EXPECT_EQ(o.code, grpc::StatusCode::OK) << static_cast<int>(o.code) << " " << o.message;
+    (o.start < killed_at ? in_flight : sent_meanwhile) += 1;
+    latencies.push_back(o.seconds());
   }
-  EXPECT_GT(unavailable, 0) << in_flight << " in flight at the kill";
-  std::printf("engine kill: %d requests in flight, %d ended UNAVAILABLE\n", in_flight, unavailable);
+  EXPECT_GT(in_flight, 0);
+  std::printf(
+      "engine kill: %d calls in flight and %d sent after it, all answered; their p99 "
+      "%.3f s\n",
+      in_flight, sent_meanwhile, Percentile(latencies, 0.99));
 
   ASSERT_TRUE(WaitFor([&] {
     const auto now = ChildrenByTitle(daemon.pid());
@@ -620,7 +629,7 @@ TEST(DaemonTest, InvalidUtf8IsInvalidArgument) {
 TEST(DaemonTest, OverloadIsShedWithResourceExhaustedWhileAdmittedRequestsKeepABoundedP99) {
   DaemonProcess daemon({"engine.backend=cpu", absl::StrCat("model.dir=", SlowModelDir()),
                         "model.max_output_tokens=32", "server.workers=1", "server.max_in_flight=8",
-                        "server.max_queue_ms=500"});
+                        "server.slo_p99_ms=1000"});
   ASSERT_TRUE(daemon.WaitReady()) << daemon.log();
   Client client(daemon.grpc_target(), 4);
   // 64 clients, each retrying at once: far above what 8 admitted requests at a time can serve.
@@ -646,6 +655,104 @@ TEST(DaemonTest, OverloadIsShedWithResourceExhaustedWhileAdmittedRequestsKeepABo
   EXPECT_LT(p99, 5.0) << Describe(counts);
   std::printf("overload: %s; admitted p50 %.3f s, p99 %.3f s\n", Describe(counts).c_str(),
               Percentile(admitted, 0.5), p99);
+}
+
+// Throughput ratios measured under a sanitizer say nothing about the real build.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define GECD_DAEMON_TEST_SANITIZED
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || \
+    defined(GECD_DAEMON_TEST_SANITIZED)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
+// The default daemon of configs/gecd.yaml, as far as tests can have it: the default model with
+// its prompt template and copy bias, every core for the engine, the default latency objective
+// (DaemonProcess otherwise sets an hour). Not the spelling stage: the dictionary is a system
+// package.
+std::vector<std::string> DefaultDaemonSets() {
+  return {"engine.backend=cpu",
+          absl::StrCat("model.dir=", testing::SourceDir(), "/models/gecd-gec-small"),
+          "model.prompt_template=<s>{text}<sep>",
+          "model.copy_bias=2",
+          "engine.threads=0",
+          "server.slo_p99_ms=1000"};
+}
+
+// Issue 24: on the default daemon and model, a closed loop of 64 clients that re-send a refusal
+// at once was 99.9% refused (a fixed 500 ms queue limit under the 1 s objective refused above
+// ~22 in flight; the refusals' CPU then slowed the engine, which lowered the rate estimate, which
+// refused more). 64 in flight is within what the pod serves inside 1 s, so the loop of 64 must
+// be answered at about the rate a loop of 8 is, with the admitted p99 inside the objective.
+TEST(DaemonTest, AClosedLoopOf64IsServedAtCapacityNotRefused) {
+  if (kSanitized) GTEST_SKIP() << "a throughput ratio says nothing under a sanitizer";
+  DaemonProcess daemon(DefaultDaemonSets());
+  ASSERT_TRUE(daemon.WaitReady()) << daemon.log();
+  Client client(daemon.grpc_target(), 4);
+  // The real mix of short and long sentences when ../shared has JFLEG, else one sentence.
+  std::vector<gecd::v1::CorrectRequest> requests;
+  if (const auto jfleg = testing::SharedDataPath("jfleg/dev.src")) {
+    for (absl::string_view line : absl::StrSplit(testing::ReadWholeFile(*jfleg), '\n')) {
+      if (!absl::StripAsciiWhitespace(line).empty()) requests.push_back(Request(std::string(line)));
+    }
+  }
+  if (requests.empty()) requests.push_back(Request(kSentence));
+  // Capacity without refusals: a loop of 8, after its first answers warmed it up.
+  auto answered_per_second = [&](int clients, milliseconds window, std::vector<Outcome>* kept) {
+    ClosedLoop load(client, clients, requests);
+    EXPECT_TRUE(load.WaitForMoreOk(clients)) << daemon.log();
+    const int before = load.ok_count();
+    const auto start = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(window);
+    const double rate =
+        (load.ok_count() - before) /
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_TRUE(load.Stop()) << daemon.log();
+    if (kept != nullptr) *kept = load.outcomes();
+    return rate;
+  };
+  const double rate_8 = answered_per_second(8, milliseconds(3000), nullptr);
+  std::vector<Outcome> outcomes;
+  const double rate_64 = answered_per_second(64, milliseconds(5000), &outcomes);
+  const auto counts = CountByCode(outcomes);
+  std::vector<double> admitted;
+  for (const Outcome& o : outcomes) {
+    EXPECT_TRUE(o.code == grpc::StatusCode::OK || o.code == grpc::StatusCode::RESOURCE_EXHAUSTED)
+        << static_cast<int>(o.code) << " " << o.message;
+    if (o.code == grpc::StatusCode::OK) admitted.push_back(o.seconds());
+  }
+  ASSERT_FALSE(admitted.empty()) << Describe(counts);
+  const double p99 = Percentile(admitted, 0.99);
+  std::printf(
+      "closed loop (%zu sentences): 8 clients %.1f/s; 64 clients %.1f/s (%s), admitted "
+      "p99 %.3f s\n",
+      requests.size(), rate_8, rate_64, Describe(counts).c_str(), p99);
+  EXPECT_GE(rate_64, 0.8 * rate_8) << Describe(counts);
+  // This client re-sends each refusal at once from the same two cores, ~9,000 a second, and
+  // the time they take from the engine and the reply path is not all in the prediction yet:
+  // measured 1.76 s on JFLEG's mix (bench/RESULTS.md). Above 2 s it has regressed.
+  EXPECT_LT(p99, 2.0) << Describe(counts);
+}
+
+// A burst far above capacity in the batch class, with deadlines long enough to drain it, is
+// answered in full: batch sentences wait for room instead of being refused.
+TEST(DaemonTest, ABatchBurstWithLongDeadlinesIsAnsweredInFull) {
+  DaemonProcess daemon(DefaultDaemonSets());
+  ASSERT_TRUE(daemon.WaitReady()) << daemon.log();
+  Client client(daemon.grpc_target(), 4);
+  gecd::v1::CorrectRequest request = Request(kSentence);
+  request.set_priority("batch");
+  const auto start = std::chrono::steady_clock::now();
+  const auto counts = CountByCode(Burst(client, 300, request, milliseconds(60'000)));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("batch burst: 300 calls in %.1f s: %s\n", seconds, Describe(counts).c_str());
+  EXPECT_EQ(counts.count(grpc::StatusCode::OK) ? counts.at(grpc::StatusCode::OK) : 0, 300)
+      << Describe(counts);
 }
 
 // VmRSS of `pid` in KiB; 0 if unreadable.

@@ -69,6 +69,18 @@ TEST(ParseLoadOptionsTest, FindMaxStartsAtQps) {
   EXPECT_TRUE(options->find_max);
   EXPECT_DOUBLE_EQ(options->find_max_options.slo_p99_s, 0.5);
   EXPECT_DOUBLE_EQ(options->find_max_options.start_qps, 800);
+  // The SLO is also the objective that goodput counts against.
+  EXPECT_EQ(options->run.objective, std::chrono::milliseconds(500));
+}
+
+TEST(ParseLoadOptionsTest, PriorityIsInteractiveOrBatch) {
+  absl::StatusOr<LoadOptions> options = Parse({"--input", "s", "--priority", "batch"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->run.priority, "batch");
+  EXPECT_EQ(Parse({"--input", "s"})->run.priority, "");
+  absl::StatusOr<LoadOptions> bad = Parse({"--input", "s", "--priority", "urgent"});
+  ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr("--priority"));
 }
 
 TEST(ParseLoadOptionsTest, RejectsConflictsAndBadValues) {

@@ -16,13 +16,13 @@ using std::chrono::milliseconds;
 // error in second 1, and a warmup request that must not count.
 RunResult SampleRun() {
   const Clock::time_point start = Clock::time_point() + std::chrono::hours(1);
-  LoadRecorder recorder(start + milliseconds(1000), start + milliseconds(3000));
+  LoadRecorder recorder(start + milliseconds(1000), start + milliseconds(3000), milliseconds(20));
   recorder.RecordSent(start + milliseconds(500));
-  recorder.RecordDone(start + milliseconds(500), start + milliseconds(1100), 0);
+  recorder.RecordDone(start + milliseconds(500), start + milliseconds(1100), 0, 40);
   for (int at : {1000, 1100, 1900}) recorder.RecordSent(start + milliseconds(at));
-  recorder.RecordDone(start + milliseconds(1000), start + milliseconds(1010), 0);
-  recorder.RecordDone(start + milliseconds(1100), start + milliseconds(1130), 0);
-  recorder.RecordDone(start + milliseconds(1900), start + milliseconds(2050), 8);
+  recorder.RecordDone(start + milliseconds(1000), start + milliseconds(1010), 0, 40);
+  recorder.RecordDone(start + milliseconds(1100), start + milliseconds(1130), 0, 300);
+  recorder.RecordDone(start + milliseconds(1900), start + milliseconds(2050), 8, 40);
   return recorder.Finish();
 }
 
@@ -38,6 +38,12 @@ TEST(LoadRecorderTest, CountsTheWindowOnlyAndBinsByCompletionSecond) {
   EXPECT_EQ(result.refused_latency.max(), 150000);
   EXPECT_DOUBLE_EQ(result.achieved_qps(), 1.0);
   EXPECT_EQ(result.ok_latency.max(), 30000);
+  // The objective is 20 ms: the 10 ms answer is goodput, the 30 ms one is not.
+  EXPECT_EQ(result.within_objective, 1u);
+  EXPECT_DOUBLE_EQ(result.goodput_qps(), 0.5);
+  EXPECT_EQ(result.ok_latency_by_length[LengthBucketOf(40)].count(), 1u);
+  EXPECT_EQ(result.ok_latency_by_length[LengthBucketOf(40)].max(), 10000);
+  EXPECT_EQ(result.ok_latency_by_length[LengthBucketOf(300)].max(), 30000);
   ASSERT_EQ(result.timeline.size(), 2u);
   EXPECT_EQ(result.timeline[0].sent, 3u);
   EXPECT_EQ(result.timeline[0].ok, 2u);
@@ -46,15 +52,26 @@ TEST(LoadRecorderTest, CountsTheWindowOnlyAndBinsByCompletionSecond) {
 
 TEST(LoadRecorderTest, AchievedRateCountsTheDrainAfterTheWindow) {
   const Clock::time_point start = Clock::time_point() + std::chrono::hours(1);
-  LoadRecorder recorder(start, start + milliseconds(1000));
+  LoadRecorder recorder(start, start + milliseconds(1000), milliseconds(1000));
   for (int at : {0, 500, 900}) {
     recorder.RecordSent(start + milliseconds(at));
-    recorder.RecordDone(start + milliseconds(at), start + milliseconds(at + 1100), 0);
+    recorder.RecordDone(start + milliseconds(at), start + milliseconds(at + 1100), 0, 40);
   }
   const RunResult result = recorder.Finish();
   EXPECT_DOUBLE_EQ(result.duration_s, 1.0);
   EXPECT_DOUBLE_EQ(result.elapsed_s, 2.0);
   EXPECT_DOUBLE_EQ(result.achieved_qps(), 1.5);
+}
+
+TEST(LoadRecorderTest, LengthBucketsAreNamedByTheirBytes) {
+  EXPECT_EQ(LengthBucketOf(0), 0u);
+  EXPECT_EQ(LengthBucketOf(63), 0u);
+  EXPECT_EQ(LengthBucketOf(64), 1u);
+  EXPECT_EQ(LengthBucketOf(255), 2u);
+  EXPECT_EQ(LengthBucketOf(100000), 3u);
+  EXPECT_EQ(LengthBucketName(0), "0-63 B");
+  EXPECT_EQ(LengthBucketName(2), "128-255 B");
+  EXPECT_EQ(LengthBucketName(3), "256+ B");
 }
 
 TEST(StatusCodeNameTest, NamesGrpcCodes) {
@@ -95,6 +112,11 @@ TEST(ReportTest, JsonCarriesTotalsPercentilesAndCodes) {
   EXPECT_EQ(json["errors"], 1);
   EXPECT_EQ(json["errors_by_code"]["RESOURCE_EXHAUSTED"], 1);
   EXPECT_DOUBLE_EQ(json["achieved_qps"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(json["goodput_qps"].get<double>(), 0.5);
+  EXPECT_EQ(json["within_objective"], 1);
+  EXPECT_EQ(json["latency_ms_by_length"]["0-63 B"]["ok"], 1);
+  EXPECT_NEAR(json["latency_ms_by_length"]["256+ B"]["p99"].get<double>(), 30.0, 30.0 / 128);
+  EXPECT_FALSE(json["latency_ms_by_length"].contains("64-127 B"));
   EXPECT_NEAR(json["latency_ms"]["p50"].get<double>(), 10.0, 10.0 / 128);
   EXPECT_NEAR(json["latency_ms"]["p99"].get<double>(), 30.0, 30.0 / 128);
   EXPECT_NEAR(json["latency_ms"]["p99.9"].get<double>(), 30.0, 30.0 / 128);
@@ -116,6 +138,8 @@ TEST(ReportTest, TableShowsQpsPercentilesAndErrorCodes) {
   EXPECT_NE(text.find("RESOURCE_EXHAUSTED"), std::string::npos) << text;
   EXPECT_NE(text.find("1 (33.3% of completed)"), std::string::npos) << text;
   EXPECT_NE(text.find("refused p99"), std::string::npos) << text;
+  EXPECT_NE(text.find("goodput"), std::string::npos) << text;
+  EXPECT_NE(text.find("p99 256+ B"), std::string::npos) << text;
 }
 
 }  // namespace

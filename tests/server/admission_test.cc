@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <functional>
-#include <map>
+#include <cstdio>
 #include <queue>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -14,6 +14,7 @@
 namespace gecd::server {
 namespace {
 
+using std::chrono::microseconds;
 using std::chrono::milliseconds;
 using ::testing::HasSubstr;
 using Refusal = AdmissionController::Refusal;
@@ -23,255 +24,330 @@ constexpr auto kNone = AdmissionController::kNoDeadline;
 
 class AdmissionTest : public ::testing::Test {
  protected:
-  AdmissionController Make(int max_in_flight, int max_queue_ms) {
-    return AdmissionController(
-        {.max_in_flight = max_in_flight, .max_queue = milliseconds(max_queue_ms)},
-        [this] { return now_us_; });
+  AdmissionController Make(int max_in_flight, int slo_ms) {
+    return AdmissionController({.max_in_flight = max_in_flight, .slo = milliseconds(slo_ms)},
+                               [this] { return now_us_; });
   }
   void Advance(milliseconds d) { now_us_ += d.count() * 1000; }
 
-  // `completions` sentences one after another over `busy`: completions / busy per second.
-  void Measure(AdmissionController& admission, int completions, milliseconds busy) {
-    for (int i = 0; i < completions; ++i) {
-      const AdmissionController::Decision admitted = admission.Admit(kNone);
-      ASSERT_TRUE(admitted.admitted());
-      Advance(busy / completions);
-      admission.Release(admitted.ticket);
+  // One sentence of `bytes` alone, answered with `output` tokens after `busy`.
+  void Serve(AdmissionController& admission, size_t bytes, int output, milliseconds busy) {
+    const AdmissionController::Decision admitted = admission.Admit(kNone, bytes);
+    ASSERT_TRUE(admitted.admitted());
+    Advance(busy);
+    admission.Release(admitted.ticket, output);
+  }
+  // Admits `n` sentences of `bytes` now, which stay in flight.
+  std::vector<Ticket> Hold(AdmissionController& admission, int n, size_t bytes) {
+    std::vector<Ticket> tickets;
+    for (int i = 0; i < n; ++i) {
+      const AdmissionController::Decision admitted = admission.Admit(kNone, bytes);
+      EXPECT_TRUE(admitted.admitted()) << i;
+      tickets.push_back(admitted.ticket);
     }
+    return tickets;
   }
 
   int64_t now_us_ = 1'000'000;
 };
 
-TEST_F(AdmissionTest, ColdStartAdmitsUpToMaxInFlight) {
-  AdmissionController admission = Make(8, 800);
-  for (int i = 0; i < 8; ++i) EXPECT_TRUE(admission.Admit(milliseconds(1)).admitted()) << i;
-  const AdmissionController::Decision refused = admission.Admit(kNone);
+TEST_F(AdmissionTest, BeyondMaxInFlightIsRefused) {
+  AdmissionController admission = Make(3, 1000);
+  Hold(admission, 3, 40);
+  const AdmissionController::Decision refused = admission.Admit(kNone, 40);
   EXPECT_EQ(refused.refusal, Refusal::kMaxInFlight);
-  EXPECT_THAT(refused.message, HasSubstr("server.max_in_flight 8"));
-  EXPECT_EQ(admission.in_flight(), 8);
-  admission.Release(Ticket{.admitted_us = now_us_, .held_us = 0});
-  EXPECT_TRUE(admission.Admit(kNone).admitted());
+  EXPECT_THAT(refused.message, HasSubstr("server.max_in_flight 3"));
+  EXPECT_GT(refused.retry_after.count(), 0);
+  EXPECT_EQ(admission.in_flight(), 3);
 }
 
-TEST_F(AdmissionTest, RefusesWhenThePredictedWaitExceedsMaxQueue) {
-  AdmissionController admission = Make(1024, 800);
-  Measure(admission, 10, milliseconds(1000));  // 10 per second
-  EXPECT_DOUBLE_EQ(admission.service_rate(), 10.0);
-  // A sentence behind k others waits k / 10 s: up to 8 ahead fit in 800 ms, 9 do not.
-  for (int i = 0; i < 9; ++i) EXPECT_TRUE(admission.Admit(kNone).admitted()) << i;
-  const AdmissionController::Decision refused = admission.Admit(kNone);
-  EXPECT_EQ(refused.refusal, Refusal::kMaxQueue);
-  EXPECT_THAT(refused.message, HasSubstr("predicted wait 900 ms (9 queued at 10.0/s)"));
-  EXPECT_THAT(refused.message, HasSubstr("server.max_queue_ms 800"));
-  EXPECT_EQ(admission.in_flight(), 9);  // the refusal holds no slot
+// Before a first answer nothing predicts, so a flood at start-up is held to a window (or
+// max_in_flight, if smaller) until the first answer teaches the estimates.
+TEST_F(AdmissionTest, AColdStartIsHeldToTheStartWindow) {
+  AdmissionController admission = Make(1024, 1000);
+  std::vector<Ticket> held = Hold(admission, AdmissionController::kStartWindow, 40);
+  const AdmissionController::Decision refused = admission.Admit(kNone, 40);
+  EXPECT_EQ(refused.refusal, Refusal::kSlo);
+  EXPECT_THAT(refused.message, HasSubstr("first answer"));
+  EXPECT_GT(refused.retry_after.count(), 0);
+  Advance(milliseconds(100));
+  admission.Release(held[0], 19);  // 5 ms per step per sentence... at 32 in flight
+  EXPECT_TRUE(admission.Admit(kNone, 40).admitted());
 }
 
-TEST_F(AdmissionTest, RefusesWhenThePredictedWaitExceedsTheDeadline) {
+// A sentence of 40 bytes answered with 19 tokens in 100 ms alone: 5 ms per step per sentence in
+// flight, half a token per byte. The same sentence behind k others is predicted (k + 1) * 100
+// ms; the objective holds the in-flight count where that reaches it.
+TEST_F(AdmissionTest, RefusesWhenThePredictedTimeExceedsTheObjective) {
   AdmissionController admission = Make(1024, 800);
-  Measure(admission, 10, milliseconds(1000));
-  ASSERT_TRUE(admission.Admit(milliseconds(250)).admitted());  // waits 0
-  ASSERT_TRUE(admission.Admit(milliseconds(250)).admitted());  // 100 ms
-  ASSERT_TRUE(admission.Admit(milliseconds(250)).admitted());  // 200 ms
-  const AdmissionController::Decision refused = admission.Admit(milliseconds(250));
+  Serve(admission, 40, 19, milliseconds(100));
+  EXPECT_NEAR(admission.step_seconds_per_sentence(), 0.005, 1e-12);
+  EXPECT_NEAR(admission.output_tokens_per_byte(), 0.475, 1e-12);
+  Hold(admission, 8, 40);  // the 8th was predicted 800 ms: admitted
+  EXPECT_EQ(admission.PredictedTime(40), microseconds(900'000));
+  const AdmissionController::Decision refused = admission.Admit(kNone, 40);
+  EXPECT_EQ(refused.refusal, Refusal::kSlo);
+  EXPECT_THAT(refused.message,
+              HasSubstr("predicted 900 ms (8 sentences in flight, ~19 output tokens)"));
+  EXPECT_THAT(refused.message, HasSubstr("latency objective of 800 ms (server.slo_p99_ms)"));
+  // One of the eight must leave, a ninth of 900 ms from now on average, give or take half.
+  EXPECT_GE(refused.retry_after, milliseconds(50));
+  EXPECT_LE(refused.retry_after, milliseconds(150));
+}
+
+TEST_F(AdmissionTest, RefusesWhenThePredictedTimeExceedsASoonerDeadline) {
+  AdmissionController admission = Make(1024, 1000);
+  Serve(admission, 40, 19, milliseconds(100));
+  Hold(admission, 2, 40);  // a third: 300 ms
+  EXPECT_TRUE(admission.Admit(microseconds(300'000), 40).admitted());
+  const AdmissionController::Decision refused = admission.Admit(microseconds(350'000), 40);
   EXPECT_EQ(refused.refusal, Refusal::kDeadline);
-  EXPECT_THAT(refused.message, HasSubstr("predicted wait 300 ms"));
-  EXPECT_THAT(refused.message, HasSubstr("250 ms left to the request's deadline"));
-  // A call with a longer deadline still gets in.
-  EXPECT_TRUE(admission.Admit(milliseconds(5000)).admitted());
+  EXPECT_THAT(refused.message, HasSubstr("the 350 ms left to the request's deadline"));
+  // A deadline looser than the objective gives no more room than the objective.
+  Hold(admission, 7, 40);  // ten in flight: the eleventh would take 1.1 s
+  EXPECT_EQ(admission.Admit(microseconds(5'000'000), 40).refusal, Refusal::kSlo);
+}
+
+// A long sentence holds the engine for more steps: behind the same queue it is refused where a
+// short one is admitted.
+TEST_F(AdmissionTest, ALongerSentenceIsPredictedLongerAndRefusedSooner) {
+  AdmissionController admission = Make(1024, 1000);
+  Serve(admission, 40, 19, milliseconds(100));
+  Hold(admission, 4, 40);
+  EXPECT_EQ(admission.PredictedTime(40), microseconds(500'000));
+  EXPECT_EQ(admission.PredictedTime(200), microseconds(2'400'000));  // 96 steps * 5 ms * 5
+  EXPECT_EQ(admission.Admit(kNone, 200).refusal, Refusal::kSlo);
+  EXPECT_TRUE(admission.Admit(kNone, 40).admitted());
+  // Unless its output is capped (max_output_tokens 9: ten steps of 5 ms with six in flight).
+  EXPECT_TRUE(admission.Admit(kNone, 200, /*max_output_tokens=*/9).admitted());
 }
 
 TEST_F(AdmissionTest, NothingAheadIsAlwaysAdmitted) {
-  AdmissionController admission = Make(1024, 800);
-  Measure(admission, 1, milliseconds(5000));  // one sentence took 5 s: 0.2 per second
-  EXPECT_TRUE(admission.Admit(milliseconds(100)).admitted());
-  // Behind it, any wait is too long for the budget.
-  EXPECT_EQ(admission.Admit(kNone).refusal, Refusal::kMaxQueue);
+  AdmissionController admission = Make(1024, 100);
+  Serve(admission, 40, 19, milliseconds(5000));  // far over the objective alone
+  EXPECT_TRUE(admission.Admit(kNone, 40).admitted());
+  EXPECT_FALSE(admission.Admit(kNone, 40).admitted());
 }
 
-TEST_F(AdmissionTest, MaxQueueZeroLeavesOnlyTheDeadline) {
-  AdmissionController admission = Make(1024, 0);
-  Measure(admission, 10, milliseconds(1000));
-  for (int i = 0; i < 50; ++i) EXPECT_TRUE(admission.Admit(kNone).admitted()) << i;
-  EXPECT_EQ(admission.Admit(milliseconds(1000)).refusal, Refusal::kDeadline);
-}
-
-TEST_F(AdmissionTest, RateFollowsTheEngineAndIgnoresIdleTime) {
-  AdmissionController admission = Make(1024, 800);
-  Measure(admission, 10, milliseconds(1000));
-  // Idle time is not service time: a long pause leaves the estimate as it was.
+// What is learned follows the engine within a few time constants of busy time, and idle time
+// and refusals teach nothing.
+TEST_F(AdmissionTest, EstimatesFollowTheEngineAndIgnoreIdleTimeAndRefusals) {
+  AdmissionController admission = Make(1024, 1000);
+  for (int i = 0; i < 10; ++i) Serve(admission, 40, 19, milliseconds(100));
+  EXPECT_NEAR(admission.step_seconds_per_sentence(), 0.005, 1e-9);
   Advance(milliseconds(60'000));
-  Measure(admission, 1, milliseconds(100));
-  EXPECT_NEAR(admission.service_rate(), 10.0, 1e-9);
-  // A faster engine raises it within a few time constants (1 s).
-  for (int i = 0; i < 40; ++i) Measure(admission, 10, milliseconds(100));  // 100 per second
-  EXPECT_GT(admission.service_rate(), 95.0);
-  // A slower one lowers it as fast.
-  for (int i = 0; i < 4; ++i) Measure(admission, 10, milliseconds(1000));  // 10 per second
-  EXPECT_LT(admission.service_rate(), 12.0);
+  std::vector<Ticket> held = Hold(admission, 9, 40);
+  for (int i = 0; i < 100'000; ++i) {  // a flood of refusals
+    ASSERT_FALSE(admission.Admit(kNone, 40).admitted());
+    now_us_ += 10;
+  }
+  for (const Ticket& t : held) admission.Release(t, -1);  // cancelled: teaches nothing either
+  EXPECT_NEAR(admission.step_seconds_per_sentence(), 0.005, 1e-9);
+  // A faster engine (1 ms per step) takes over.
+  for (int i = 0; i < 100; ++i) Serve(admission, 40, 19, milliseconds(20));
+  EXPECT_NEAR(admission.step_seconds_per_sentence(), 0.001, 0.0002);
+  // Output lengths too: these answers are as long as their text in bytes.
+  for (int i = 0; i < 100; ++i) Serve(admission, 40, 40, milliseconds(41));
+  EXPECT_NEAR(admission.output_tokens_per_byte(), 1.0, 0.05);
 }
 
-// A batching engine on the fake clock: up to `batch` sentences run at once, each for its own
-// service time (cycling through `service`), and the rest wait their turn in order.
-class FakeEngine {
- public:
-  FakeEngine(int batch, std::vector<milliseconds> service)
-      : service_(std::move(service)), slots_(static_cast<size_t>(batch), 0) {}
+// When actual times scatter around their predictions, the objective is held for the slow ones:
+// the margin is the ratio's mean plus 2.33 spreads.
+TEST_F(AdmissionTest, TheMarginCoversTheSpreadOfPredictions) {
+  AdmissionController admission = Make(1024, 1000);
+  Serve(admission, 40, 19, milliseconds(100));
+  EXPECT_EQ(admission.margin(), 1.0);
+  // Pairs in flight, answered in 150 or 250 ms (predicted 200): ratio 0.75 or 1.25.
+  for (int i = 0; i < 50; ++i) {
+    std::vector<Ticket> pair = Hold(admission, 2, 40);
+    Advance(milliseconds(i % 2 == 0 ? 75 : 125));
+    admission.Release(pair[0], 19);
+    Advance(milliseconds(i % 2 == 0 ? 75 : 125));
+    admission.Release(pair[1], 19);
+  }
+  EXPECT_GT(admission.margin(), 1.3);
+  EXPECT_LT(admission.margin(), 2.0);
+}
 
-  // Starts an admitted sentence at `now_us`.
-  void Submit(int64_t now_us, const Ticket& ticket) {
-    std::pop_heap(slots_.begin(), slots_.end(), std::greater<>());
-    const int64_t start_us = std::max(now_us, slots_.back());
-    slots_.back() = start_us + service_[next_++ % service_.size()].count() * 1000;
-    done_.emplace(slots_.back(), ticket);
-    std::push_heap(slots_.begin(), slots_.end(), std::greater<>());
+// An engine that stops answering: nothing learned moves, so the in-flight count alone stops
+// admission where it predicts the objective spent, far short of max_in_flight.
+TEST_F(AdmissionTest, AStalledEngineStopsBeingSentMore) {
+  AdmissionController admission = Make(1024, 1000);
+  Serve(admission, 40, 19, milliseconds(100));
+  int admitted = 0;
+  for (int i = 0; i < 1000; ++i) {  // one every 10 ms for 10 s, none answered
+    if (admission.Admit(kNone, 40).admitted()) ++admitted;
+    Advance(milliseconds(10));
   }
-  // The earliest completion; false when nothing is in flight.
-  bool Next(int64_t& done_us, Ticket& ticket) const {
-    if (done_.empty()) return false;
-    done_us = done_.begin()->first;
-    ticket = done_.begin()->second;
-    return true;
+  EXPECT_EQ(admitted, 10);
+}
+
+// A batching engine on the fake clock: every step runs every sentence in flight and takes
+// base + per_sentence * n; a sentence leaves after its output tokens + 1 steps. Sentences that
+// arrive during a step join the next.
+class BatchingEngine {
+ public:
+  BatchingEngine(microseconds base, microseconds per_sentence)
+      : base_(base), per_sentence_(per_sentence) {}
+
+  struct Running {
+    Ticket ticket;
+    int output = 0;
+    int steps_left = 0;
+    int64_t sent_us = 0;
+    int client = 0;
+  };
+  void Add(Running r) {
+    r.steps_left = r.output + 1;
+    joining_.push_back(r);
   }
-  void Pop() { done_.erase(done_.begin()); }
+  bool busy() const { return step_end_us_ >= 0; }
+  int64_t step_end_us() const { return step_end_us_; }
+  // Starts a step at `now_us` if idle and there is work.
+  void MaybeStart(int64_t now_us) {
+    if (busy()) return;
+    running_.insert(running_.end(), joining_.begin(), joining_.end());
+    joining_.clear();
+    if (running_.empty()) return;
+    step_end_us_ = now_us + base_.count() + per_sentence_.count() * std::ssize(running_);
+  }
+  // Ends the step in progress: returns the sentences it finished.
+  std::vector<Running> EndStep() {
+    std::vector<Running> done;
+    std::vector<Running> still;
+    for (Running& r : running_) (--r.steps_left == 0 ? done : still).push_back(r);
+    running_ = std::move(still);
+    const int64_t end = step_end_us_;
+    step_end_us_ = -1;
+    MaybeStart(end);
+    return done;
+  }
 
  private:
-  const std::vector<milliseconds> service_;
-  size_t next_ = 0;
-  std::vector<int64_t> slots_;           // min-heap of when each batch slot is free
-  std::multimap<int64_t, Ticket> done_;  // by completion time
+  const microseconds base_, per_sentence_;
+  std::vector<Running> running_, joining_;
+  int64_t step_end_us_ = -1;
 };
 
 struct LoadResult {
-  int admitted = 0;
+  int answered = 0;
   int refused = 0;
-  int completed = 0;
-  int max_in_flight = 0;          // over the whole run
-  int settled_max_in_flight = 0;  // after the first five seconds
-  double rate = 0;                // service_rate() at the last admission
+  int within_objective = 0;
+  double p99_ms = 0;
+  double goodput_per_s = 0;
 };
 
-// A closed loop of `clients` sentences against `engine` for `duration`: each one answered or
-// refused is sent again at once (a refused one a millisecond later, so that time moves).
-LoadResult ClosedLoop(AdmissionController& admission, FakeEngine& engine, int64_t& now_us,
-                      int clients, milliseconds duration) {
+// A sentence mix like JFLEG's: mostly short, a tail of long ones; bytes scatter around four
+// per output token, so a prediction from the length is only approximately right.
+struct MixSentence {
+  int output;
+  size_t bytes;
+};
+MixSentence Mix(uint64_t i) {
+  static constexpr int kOutputs[] = {8, 12, 14, 16, 18, 20, 22, 24, 28, 32, 40, 55, 70};
+  const uint64_t h = (i + 1) * 0x9e3779b97f4a7c15ull;
+  const int output = kOutputs[(h >> 33) % std::size(kOutputs)];
+  const double scatter = 0.8 + 0.4 * static_cast<double>((h >> 13) % 1000) / 1000;
+  return {output, static_cast<size_t>(output * 4 * scatter)};
+}
+
+// `clients` closed-loop clients for `duration` (the first quarter not counted): each answer is
+// followed by the next sentence at once, each refusal by the same sentence 2 ms later (at once:
+// a refusal's round trip on a loaded box).
+LoadResult ClosedLoop(AdmissionController& admission, BatchingEngine& engine, int64_t& now_us,
+                      int clients, milliseconds duration, milliseconds objective) {
   LoadResult result;
-  const int64_t end_us = now_us + duration.count() * 1000;
-  std::priority_queue<int64_t, std::vector<int64_t>, std::greater<>> sends;
-  for (int i = 0; i < clients; ++i) sends.push(now_us);
+  const int64_t start_us = now_us;
+  const int64_t count_from_us = start_us + duration.count() * 250;
+  const int64_t end_us = start_us + duration.count() * 1000;
+  struct Send {
+    int64_t at_us;
+    int client;
+    uint64_t sentence;
+    int64_t first_sent_us;
+    bool operator>(const Send& o) const { return at_us > o.at_us; }
+  };
+  std::priority_queue<Send, std::vector<Send>, std::greater<>> sends;
+  uint64_t next_sentence = 0;
+  for (int c = 0; c < clients; ++c) sends.push({now_us, c, next_sentence++, now_us});
+  std::vector<double> latencies_ms;
   while (true) {
-    int64_t done_us = 0;
-    Ticket ticket;
-    const bool pending = engine.Next(done_us, ticket);
-    if (pending && (sends.empty() || done_us <= sends.top())) {
-      now_us = done_us;
-      engine.Pop();
-      admission.Release(ticket);
-      ++result.completed;
-      if (now_us < end_us) sends.push(now_us);
+    const bool step_first =
+        engine.busy() && (sends.empty() || engine.step_end_us() <= sends.top().at_us);
+    if (step_first) {
+      now_us = engine.step_end_us();
+      for (const BatchingEngine::Running& r : engine.EndStep()) {
+        admission.Release(r.ticket, r.output);
+        const double ms = static_cast<double>(now_us - r.sent_us) * 1e-3;
+        if (r.sent_us >= count_from_us) {
+          ++result.answered;
+          latencies_ms.push_back(ms);
+          if (ms <= static_cast<double>(objective.count())) ++result.within_objective;
+        }
+        if (now_us < end_us) sends.push({now_us, r.client, next_sentence++, now_us});
+      }
       continue;
     }
     if (sends.empty()) break;
-    now_us = sends.top();
+    const Send send = sends.top();
     sends.pop();
-    const AdmissionController::Decision decision = admission.Admit(kNone);
+    now_us = send.at_us;
+    const MixSentence sentence = Mix(send.sentence);
+    const AdmissionController::Decision decision = admission.Admit(kNone, sentence.bytes);
     if (decision.admitted()) {
-      ++result.admitted;
-      result.rate = admission.service_rate();
-      engine.Submit(now_us, decision.ticket);
+      engine.Add({.ticket = decision.ticket,
+                  .output = sentence.output,
+                  .sent_us = now_us,
+                  .client = send.client});
+      engine.MaybeStart(now_us);
     } else {
-      ++result.refused;
-      if (now_us + 1000 < end_us) sends.push(now_us + 1000);
+      if (now_us >= count_from_us) ++result.refused;
+      if (now_us + 2000 < end_us) sends.push({now_us + 2000, send.client, send.sentence, now_us});
     }
   }
+  std::sort(latencies_ms.begin(), latencies_ms.end());
+  if (!latencies_ms.empty()) {
+    result.p99_ms = latencies_ms[static_cast<size_t>(0.99 * (latencies_ms.size() - 1))];
+  }
+  result.goodput_per_s =
+      result.within_objective / (static_cast<double>(end_us - count_from_us) * 1e-6);
   return result;
 }
 
-// Open-loop arrivals every `interval` for `duration`, then the engine drains.
-LoadResult OpenLoop(AdmissionController& admission, FakeEngine& engine, int64_t& now_us,
-                    std::chrono::microseconds interval, milliseconds duration) {
-  LoadResult result;
-  const int64_t start_us = now_us;
-  const int64_t end_us = now_us + duration.count() * 1000;
-  int64_t arrival_us = now_us;
-  while (true) {
-    int64_t done_us = 0;
-    Ticket ticket;
-    const bool pending = engine.Next(done_us, ticket);
-    if (pending && (arrival_us >= end_us || done_us <= arrival_us)) {
-      now_us = done_us;
-      engine.Pop();
-      admission.Release(ticket);
-      ++result.completed;
-      continue;
-    }
-    if (arrival_us >= end_us) break;
-    now_us = arrival_us;
-    arrival_us += interval.count();
-    const AdmissionController::Decision decision = admission.Admit(kNone);
-    if (decision.admitted()) {
-      ++result.admitted;
-      result.rate = admission.service_rate();
-      engine.Submit(now_us, decision.ticket);
-      result.max_in_flight = std::max(result.max_in_flight, admission.in_flight());
-      if (now_us - start_us >= 5'000'000) {
-        result.settled_max_in_flight =
-            std::max(result.settled_max_in_flight, admission.in_flight());
-      }
-    } else {
-      ++result.refused;
-    }
+// The reported collapse, on a model of the engine: steps of 4 ms + 0.5 ms per sentence in
+// flight, JFLEG-like lengths, closed loops that re-send refusals at once. The best a fixed
+// concurrency does within the objective is the reference; admission must keep every loop from
+// 8 to 1,024 clients near it, with the admitted p99 inside the objective.
+TEST_F(AdmissionTest, ClosedLoopsOfAnySizeKeepGoodputAndTheObjective) {
+  const milliseconds objective(1000);
+  // The reference for a loop of N: without admission (an objective of an hour), the best that
+  // a fixed concurrency of at most N does with its p99 within the objective.
+  std::vector<std::pair<int, double>> fixed;  // concurrency, goodput
+  for (int clients : {2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48}) {
+    AdmissionController unlimited = Make(1 << 20, 3'600'000);
+    BatchingEngine engine(microseconds(4000), microseconds(500));
+    const LoadResult r =
+        ClosedLoop(unlimited, engine, now_us_, clients, milliseconds(12'000), objective);
+    if (r.p99_ms <= 1000) fixed.emplace_back(clients, r.goodput_per_s);
   }
-  return result;
-}
-
-// The reported trap: a closed loop of 8 sentences on a fresh worker whose engine runs them all
-// at once in 350-450 ms (20 per second, 350 ms of predicted wait). Counting completions over
-// busy time, the first sample was one sentence over the first one's latency (2.9/s), and every
-// sentence sent with more than one ahead was refused (4,250 refusals here, in the first second;
-// on the real box their own CPU slowed the engine, and the loop stayed refused).
-TEST_F(AdmissionTest, AClosedLoopWithinMaxQueueIsNotRefusedAfterAColdStart) {
-  AdmissionController admission = Make(1024, 500);
-  FakeEngine engine(128, {milliseconds(350), milliseconds(375), milliseconds(400),
-                          milliseconds(425), milliseconds(450)});
-  const LoadResult result = ClosedLoop(admission, engine, now_us_, 8, milliseconds(10'000));
-  EXPECT_EQ(result.refused, 0);
-  EXPECT_NEAR(result.completed, 200, 10);  // 20 per second
-  EXPECT_NEAR(result.rate, 20.0, 2.0);
-}
-
-// Beyond what the engine runs at once sentences queue; the prediction grows with that queue and
-// admission holds the wait near server.max_queue_ms however much more is offered.
-TEST_F(AdmissionTest, AnOverloadIsRefusedOnceTheWaitReachesMaxQueue) {
-  AdmissionController admission = Make(1024, 500);
-  FakeEngine engine(4, {milliseconds(200)});  // 20 per second, 200 ms each when not queued
-  // 60 per second, three times what it serves: 20 per second at 500 ms of wait are 10 in flight.
-  const LoadResult result =
-      OpenLoop(admission, engine, now_us_, std::chrono::microseconds(16'667), milliseconds(10'000));
-  EXPECT_LE(result.settled_max_in_flight, 12);
-  EXPECT_GE(result.settled_max_in_flight, 9);
-  // Right after the start the first completions saw the queue grow behind them, so the rate
-  // began high: for a moment about twice as many, and never more.
-  EXPECT_LE(result.max_in_flight, 22);
-  EXPECT_NEAR(result.admitted, 200, 20);
-  EXPECT_NEAR(result.rate, 20.0, 2.0);
-}
-
-// An engine that stops answering: with no completion the rate stays as it was, so admission stops
-// at max_queue_ms' worth of sentences (10 at 20 per second), far short of max_in_flight.
-TEST_F(AdmissionTest, AStalledEngineStopsBeingSentMore) {
-  AdmissionController admission = Make(1024, 500);
-  FakeEngine engine(128, {milliseconds(400)});
-  ClosedLoop(admission, engine, now_us_, 8, milliseconds(5'000));
-  ASSERT_EQ(admission.in_flight(), 0);
-  int admitted = 0;
-  for (int i = 0; i < 1000; ++i) {  // one every 10 ms for 10 s, none answered
-    if (admission.Admit(kNone).admitted()) ++admitted;
-    Advance(milliseconds(10));
+  ASSERT_FALSE(fixed.empty());
+  for (int clients : {8, 16, 64, 256, 1024}) {
+    double reference = 0;
+    for (const auto& [concurrency, goodput] : fixed) {
+      if (concurrency <= clients) reference = std::max(reference, goodput);
+    }
+    AdmissionController admission = Make(1024, 1000);
+    BatchingEngine engine(microseconds(4000), microseconds(500));
+    const LoadResult r =
+        ClosedLoop(admission, engine, now_us_, clients, milliseconds(12'000), objective);
+    EXPECT_LE(r.p99_ms, 1000) << clients << " clients";
+    EXPECT_GE(r.goodput_per_s, 0.95 * reference)
+        << clients << " clients: " << r.goodput_per_s << "/s within the objective, reference "
+        << reference << "/s; " << r.refused << " refused, p99 " << r.p99_ms << " ms";
+    std::printf(
+        "%d clients: goodput %.1f/s (reference %.1f), p99 %.0f ms, %d answered, %d refused\n",
+        clients, r.goodput_per_s, reference, r.p99_ms, r.answered, r.refused);
   }
-  EXPECT_LE(admitted, 11);  // 10, and one with nothing ahead
-  EXPECT_GE(admitted, 9);
-  EXPECT_EQ(admission.Admit(kNone).refusal, Refusal::kMaxQueue);
 }
 
 }  // namespace

@@ -547,45 +547,159 @@ TEST_F(GrammarServiceTest, BeyondMaxInFlightIsRefusedWhileAdmittedComplete) {
   EXPECT_TRUE(Correct("again", &response).ok());
 }
 
-TEST_F(GrammarServiceTest, OverloadIsRefusedAtOnceWhenThePredictedWaitExceedsTheBudget) {
+TEST_F(GrammarServiceTest, OverloadIsRefusedAtOnceWhenThePredictedTimeExceedsTheBudget) {
   config_.server.max_in_flight = 1000;
-  config_.server.max_queue_ms = 800;
+  config_.server.slo_p99_ms = 800;
   std::atomic<int64_t> now_us{1'000'000};
   StartServer({.admission_clock = [&] { return now_us.load(); }});
-  // One sentence served in 100 ms of busy time: 10 per second.
+  // One sentence served in 100 ms alone: the same sentence with k others in flight is predicted
+  // to take (k + 1) * 100 ms, since each step runs them all.
   engine_->set_hold(true);
-  auto first = StartCorrect("first");
+  auto first = StartCorrect("ok");
   ASSERT_TRUE(engine_->WaitForHeld(1));
   now_us += 100'000;
   engine_->ReleaseNewestFirst();
   ASSERT_TRUE(first->status.get_future().get().ok());
 
-  // A sentence behind k others waits k / 10 s: behind three, one with a 250 ms deadline would
-  // wait 300 ms, and is refused at once.
+  // Behind three, 400 ms: one with a 250 ms deadline is refused at once.
   std::vector<std::unique_ptr<PendingCall>> admitted;
   for (int i = 0; i < 3; ++i) admitted.push_back(StartCorrect("ok"));
   ASSERT_TRUE(engine_->WaitForHeld(3));
   CorrectResponse response;
-  grpc::Status refused = Correct("late", &response, std::chrono::milliseconds(250));
+  grpc::Status refused = Correct("ok", &response, std::chrono::milliseconds(250));
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(refused.error_message(), HasSubstr("deadline"));
-  // Without a tight deadline server.max_queue_ms holds: nine in all (800 ms behind eight), not ten.
-  for (int i = 0; i < 6; ++i) admitted.push_back(StartCorrect("ok"));
-  ASSERT_TRUE(engine_->WaitForHeld(9));
-  refused = Correct("one more", &response);
+  // Without a tight deadline the objective holds: eight in all (800 ms), not nine; a client
+  // whose own deadline is looser than the objective gets no more.
+  for (int i = 0; i < 5; ++i) admitted.push_back(StartCorrect("ok"));
+  ASSERT_TRUE(engine_->WaitForHeld(8));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  CorrectRequest request;
+  request.set_text("ok");
+  refused = stub_->Correct(&context, request, &response);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_THAT(refused.error_message(), HasSubstr("predicted wait 900 ms"));
-  EXPECT_THAT(refused.error_message(), HasSubstr("server.max_queue_ms 800"));
-  EXPECT_EQ(server_->service().in_flight(), 9);
+  EXPECT_THAT(refused.error_message(), HasSubstr("predicted 900 ms (8 sentences in flight"));
+  EXPECT_THAT(refused.error_message(), HasSubstr("server.slo_p99_ms"));
+  // The refusal says when to come back: about one sentence's share of the excess, ±50%.
+  const auto& trailers = context.GetServerTrailingMetadata();
+  const auto pushback = trailers.find("grpc-retry-pushback-ms");
+  ASSERT_NE(pushback, trailers.end());
+  const int pushback_ms = std::stoi(std::string(pushback->second.data(), pushback->second.size()));
+  EXPECT_GE(pushback_ms, 50);
+  EXPECT_LE(pushback_ms, 150);
+  EXPECT_EQ(server_->service().in_flight(), 8);
   const MetricsSnapshot snapshot = metrics_.region.Sum();
   EXPECT_EQ(snapshot.shed[ProcessMetrics::kShedDeadline], 1u);
-  EXPECT_EQ(snapshot.shed[ProcessMetrics::kShedMaxQueue], 1u);
+  EXPECT_EQ(snapshot.shed[ProcessMetrics::kShedSlo], 1u);
   EXPECT_EQ(metrics_.Requests(grpc::StatusCode::RESOURCE_EXHAUSTED), 2u);
 
   now_us += 800'000;
   engine_->ReleaseNewestFirst();
   for (auto& call : admitted) EXPECT_TRUE(call->status.get_future().get().ok());
   EXPECT_EQ(server_->service().in_flight(), 0);
+}
+
+// Under overload most calls are refusals, so a refusal must cost no validation or tokenization:
+// admission decides on the text's length before anything reads it.
+TEST_F(GrammarServiceTest, ARefusalIsDecidedBeforeTheTextIsRead) {
+  config_.server.max_in_flight = 1;
+  StartServer();
+  engine_->set_hold(true);
+  auto held = StartCorrect("ok");
+  ASSERT_TRUE(engine_->WaitForHeld(1));
+  CorrectResponse response;
+  // Invalid UTF-8 would be INVALID_ARGUMENT once read; at the in-flight limit it is not read.
+  gecd::internal::CorrectRequest bad;
+  bad.set_text("caf\xc3 ok");
+  std::string response_bytes;
+  const grpc::Status refused =
+      GenericUnary("/gecd.v1.GrammarCorrection/Correct", bad.SerializeAsString(), &response_bytes);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  engine_->ReleaseNewestFirst();
+  EXPECT_TRUE(held->status.get_future().get().ok());
+  // Admitted, it is read and refused for what it is; the admission is given back.
+  const grpc::Status invalid =
+      GenericUnary("/gecd.v1.GrammarCorrection/Correct", bad.SerializeAsString(), &response_bytes);
+  EXPECT_EQ(invalid.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(server_->service().in_flight(), 0);
+  engine_->set_hold(false);
+  EXPECT_TRUE(Correct("again", &response).ok());
+}
+
+// The batch class waits for the room interactive work leaves (kBatchShare of the objective)
+// instead of being refused, and is answered once room appears; interactive sentences are still
+// admitted up to the whole objective meanwhile.
+TEST_F(GrammarServiceTest, BatchSentencesWaitForRoomThatInteractiveLeaves) {
+  config_.server.max_in_flight = 1000;
+  config_.server.slo_p99_ms = 800;
+  std::atomic<int64_t> now_us{1'000'000};
+  StartServer({.admission_clock = [&] { return now_us.load(); }});
+  engine_->set_hold(true);
+  auto first = StartCorrect("ok");  // alone in 100 ms: k ahead predict (k + 1) * 100 ms
+  ASSERT_TRUE(engine_->WaitForHeld(1));
+  now_us += 100'000;
+  engine_->ReleaseNewestFirst();
+  ASSERT_TRUE(first->status.get_future().get().ok());
+
+  std::vector<std::unique_ptr<PendingCall>> interactive;
+  for (int i = 0; i < 6; ++i) interactive.push_back(StartCorrect("ok"));
+  ASSERT_TRUE(engine_->WaitForHeld(6));
+  // A seventh batch sentence would take 700 ms, past the 600 ms batch may fill: it waits.
+  PendingCall batch;
+  batch.request.set_text("ok");
+  batch.context.AddMetadata("x-gecd-priority", "batch");
+  batch.context.set_deadline(std::chrono::system_clock::now() + kWait);
+  stub_->async()->Correct(&batch.context, &batch.request, &batch.response,
+                          [&](grpc::Status s) { batch.status.set_value(s); });
+  std::future<grpc::Status> batch_status = batch.status.get_future();
+  EXPECT_EQ(batch_status.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  // An interactive one still fits the objective (700 <= 800).
+  interactive.push_back(StartCorrect("ok"));
+  ASSERT_TRUE(engine_->WaitForHeld(7));
+  EXPECT_EQ(server_->service().in_flight(), 7);
+
+  // Room appears as the engine answers: the batch sentence starts and is answered.
+  engine_->set_hold(false);
+  now_us += 700'000;
+  engine_->ReleaseNewestFirst();
+  for (auto& call : interactive) EXPECT_TRUE(call->status.get_future().get().ok());
+  ASSERT_EQ(batch_status.wait_for(kWait), std::future_status::ready);
+  EXPECT_TRUE(batch_status.get().ok());
+  EXPECT_EQ(batch.response.corrected_text(), Expected("ok"));
+}
+
+TEST_F(GrammarServiceTest, AnUnknownPriorityIsInvalidArgumentNamingIt) {
+  StartServer();
+  CorrectResponse response;
+  {
+    grpc::ClientContext context;
+    CorrectRequest request;
+    request.set_text("ok");
+    request.set_priority("urgent");
+    const grpc::Status status = stub_->Correct(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("priority 'urgent' (the request's priority field) is not one of: "
+                          "interactive, batch"));
+  }
+  {
+    grpc::ClientContext context;
+    context.AddMetadata("x-gecd-priority", "low");
+    CorrectRequest request;
+    request.set_text("ok");
+    const grpc::Status status = stub_->Correct(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(), HasSubstr("'low' (the x-gecd-priority metadata)"));
+  }
+  {
+    grpc::ClientContext context;
+    context.AddMetadata("x-gecd-priority", "batch");
+    CorrectRequest request;
+    request.set_text("ok");
+    request.set_priority("interactive");  // the field wins
+    EXPECT_TRUE(stub_->Correct(&context, request, &response).ok());
+  }
 }
 
 TEST_F(GrammarServiceTest, InvalidUtf8ReachesTheValidator) {

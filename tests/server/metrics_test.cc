@@ -173,9 +173,14 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   worker->RequestFinished(14, 0.7);  // UNAVAILABLE
   worker->RequestFinished(0, 60);    // above every bound: only +Inf
   worker->RequestAdmitted();
-  worker->RequestShed(ProcessMetrics::kShedMaxQueue);
-  worker->RequestShed(ProcessMetrics::kShedMaxQueue);
+  worker->RequestShed(ProcessMetrics::kShedSlo);
+  worker->RequestShed(ProcessMetrics::kShedSlo);
   worker->RequestShed(ProcessMetrics::kShedDeadline);
+  worker->RequestWithinObjective();
+  worker->RequestWithinObjective();
+  worker->ObservePredictionRatio(0.8);
+  worker->ObservePredictionRatio(1.0);
+  worker->ObservePredictionRatio(9);
   worker->StreamOpened();
   engine->ObserveBatch(1);
   engine->ObserveBatch(2);
@@ -189,8 +194,10 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   EXPECT_EQ(e.types.at("gecd_request_duration_seconds"), "histogram");
   EXPECT_EQ(e.types.at("gecd_time_to_first_token_seconds"), "histogram");
   EXPECT_EQ(e.types.at("gecd_batch_size"), "histogram");
-  for (const char* name : {"gecd_prompt_tokens_total", "gecd_generated_tokens_total",
-                           "gecd_cancelled_sequences_total", "gecd_process_restarts_total"}) {
+  EXPECT_EQ(e.types.at("gecd_admission_prediction_ratio"), "histogram");
+  for (const char* name :
+       {"gecd_prompt_tokens_total", "gecd_generated_tokens_total", "gecd_cancelled_sequences_total",
+        "gecd_process_restarts_total", "gecd_goodput_requests_total"}) {
     EXPECT_EQ(e.types.at(name), "counter") << name;
   }
   EXPECT_EQ(e.types.at("gecd_kv_cache_usage_ratio"), "gauge");
@@ -205,8 +212,14 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   EXPECT_EQ(e.samples.at("gecd_cancelled_sequences_total"), 1);
   // Every reason is exported from the start, so rate() works before the first refusal.
   EXPECT_EQ(e.samples.at("gecd_requests_shed_total{reason=\"max_in_flight\"}"), 0);
-  EXPECT_EQ(e.samples.at("gecd_requests_shed_total{reason=\"max_queue\"}"), 2);
+  EXPECT_EQ(e.samples.at("gecd_requests_shed_total{reason=\"slo\"}"), 2);
   EXPECT_EQ(e.samples.at("gecd_requests_shed_total{reason=\"deadline\"}"), 1);
+  EXPECT_EQ(e.samples.at("gecd_goodput_requests_total"), 2);
+  EXPECT_EQ(e.samples.at("gecd_admission_prediction_ratio_bucket{le=\"0.75\"}"), 0);
+  EXPECT_EQ(e.samples.at("gecd_admission_prediction_ratio_bucket{le=\"0.9\"}"), 1);
+  EXPECT_EQ(e.samples.at("gecd_admission_prediction_ratio_bucket{le=\"1\"}"), 2);
+  EXPECT_EQ(e.samples.at("gecd_admission_prediction_ratio_bucket{le=\"4\"}"), 2);
+  EXPECT_EQ(e.samples.at("gecd_admission_prediction_ratio_count"), 3);
   EXPECT_EQ(e.samples.at("gecd_open_streams"), 1);
   EXPECT_EQ(e.samples.at("gecd_kv_cache_usage_ratio"), 0.125);
   EXPECT_EQ(e.samples.at("gecd_process_restarts_total{process=\"engine\"}"), 1);

@@ -2,10 +2,12 @@
 
 #include <chrono>
 #include <future>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ipc/messages.h"
 #include "ipc/shared_segment.h"
@@ -221,13 +223,88 @@ TEST_F(RingEngineLinkTest, PromptsLargerThanASlotAreRejected) {
   EXPECT_EQ(link_->Submit(request, [](EngineReply) {}).code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(RingEngineLinkTest, EngineGoneFailsInFlightAndRefusesNew) {
-  std::future<EngineReply> future = Submit(1, {10});
+// Issue 24: a kill -9 of the engine under load failed the calls in flight with UNAVAILABLE. A
+// correction is idempotent, so they now go to the next engine and are answered.
+TEST_F(RingEngineLinkTest, InFlightRequestsAreResubmittedToTheNextEngine) {
+  std::future<EngineReply> answered = Submit(1, {10, 11});
+  std::future<EngineReply> cancelled = Submit(2, {20});
+  // The idle engine may get them in one message or two.
+  if (NextRequestMessage().size() == 1) {
+    ASSERT_EQ(NextRequestMessage().size(), 1u);
+  }
   segment_.header()->engine_ready_epoch.store(0);  // the supervisor saw the engine die
-  ASSERT_EQ(future.wait_for(kTimeout), std::future_status::ready);
-  EXPECT_EQ(future.get().status.code(), absl::StatusCode::kUnavailable);
   EXPECT_FALSE(link_->Ready());
+  // Those in flight wait for the next engine, and so do new ones.
+  std::future<EngineReply> held = Submit(3, {30});
+  EXPECT_EQ(answered.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  // One the caller gives up on meanwhile (its deadline) is answered at once: no engine to ask.
+  link_->Cancel(2);
+  ASSERT_EQ(cancelled.wait_for(kTimeout), std::future_status::ready);
+  EXPECT_EQ(cancelled.get().status.code(), absl::StatusCode::kCancelled);
+
+  segment_.header()->engine_epoch.store(2);
+  segment_.header()->engine_ready_epoch.store(2);
+  std::vector<ipc::Record> sent = NextRequestMessage();
+  // The engine may take the first before the link adds the second to the message.
+  if (sent.size() == 1) sent.push_back(NextRequestMessage().at(0));
+  ASSERT_EQ(sent.size(), 2u);
+  std::map<uint64_t, std::vector<int32_t>> prompts;
+  for (const ipc::Record& record : sent) {
+    const auto& submit = std::get<ipc::SubmitRecord>(record);
+    EXPECT_EQ(submit.epoch, 2u);
+    prompts[submit.id] = submit.tokens;
+  }
+  EXPECT_EQ(prompts, (std::map<uint64_t, std::vector<int32_t>>{{1, {10, 11}}, {3, {30}}}));
+  RespondDone({Done(1, {42}, /*epoch=*/2), Done(3, {43}, /*epoch=*/2)});
+  ASSERT_EQ(answered.wait_for(kTimeout), std::future_status::ready);
+  const EngineReply reply = answered.get();
+  EXPECT_TRUE(reply.status.ok()) << reply.status;
+  EXPECT_EQ(reply.tokens, std::vector<int32_t>{42});
+  ASSERT_EQ(held.wait_for(kTimeout), std::future_status::ready);
+  EXPECT_EQ(held.get().tokens, std::vector<int32_t>{43});
+}
+
+// Held requests do not wait for an engine forever.
+TEST_F(RingEngineLinkTest, WithoutAnEngineHeldRequestsFailAfterTheEngineWait) {
+  link_.reset();
+  RingEngineLinkOptions options;
+  options.engine_wait = std::chrono::milliseconds(200);
+  options.wait.timeout = std::chrono::milliseconds(10);
+  link_ = *RingEngineLink::Create(segment_, 0, options);
+  std::future<EngineReply> future = Submit(1, {10});
+  ASSERT_EQ(NextRequestMessage().size(), 1u);
+  const auto start = std::chrono::steady_clock::now();
+  segment_.header()->engine_ready_epoch.store(0);  // the engine died; none comes back
+  ASSERT_EQ(future.wait_for(kTimeout), std::future_status::ready);
+  const EngineReply reply = future.get();
+  EXPECT_EQ(reply.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(reply.status.message()), ::testing::HasSubstr("no engine became ready"));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(150));
+}
+
+// A request whose re-sent copy dies with the next engine too may be what crashes them: it is
+// not sent a third time.
+TEST_F(RingEngineLinkTest, ARequestInFlightThroughTwoRestartsFails) {
+  std::future<EngineReply> future = Submit(1, {10});
+  ASSERT_EQ(NextRequestMessage().size(), 1u);
+  segment_.header()->engine_epoch.store(2);
+  segment_.header()->engine_ready_epoch.store(2);
+  ASSERT_EQ(NextRequestMessage().size(), 1u);  // re-sent to engine 2
+  segment_.header()->engine_epoch.store(3);
+  segment_.header()->engine_ready_epoch.store(3);
+  ASSERT_EQ(future.wait_for(kTimeout), std::future_status::ready);
+  const EngineReply reply = future.get();
+  EXPECT_EQ(reply.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(reply.status.message()), ::testing::HasSubstr("restarted twice"));
+}
+
+// Before a first engine the daemon is starting: nothing to hold a request for.
+TEST_F(RingEngineLinkTest, BeforeAFirstEngineSubmitIsUnavailable) {
+  link_.reset();
+  segment_.header()->engine_ready_epoch.store(0);
+  link_ = *RingEngineLink::Create(segment_, 0, {});
   EngineRequest request;
+  request.id = 1;
   request.prompt = {1};
   EXPECT_EQ(link_->Submit(request, [](EngineReply) {}).code(), absl::StatusCode::kUnavailable);
 }

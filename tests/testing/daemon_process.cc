@@ -144,9 +144,10 @@ DaemonProcess::DaemonProcess(Command command, const std::vector<std::string>& se
             absl::StrCat("server.listen=127.0.0.1:", grpc_port_), "--set",
             absl::StrCat("server.metrics_listen=127.0.0.1:", metrics_port_), "--set",
             absl::StrCat("server.grace_period_ms=", kGracePeriod.count()),
-            // Shedding by predicted wait depends on how fast this (shared) machine is at the
-            // moment; tests that want it set it. The calls' deadlines still apply.
-            "--set", "server.max_queue_ms=0", "--set", "engine.backend=echo", "--set",
+            // Shedding by predicted time depends on how fast this (shared) machine is at the
+            // moment: an objective of an hour leaves only the calls' own deadlines; tests that
+            // want the default set it.
+            "--set", "server.slo_p99_ms=3600000", "--set", "engine.backend=echo", "--set",
             "engine.threads=1", "--set", absl::StrCat("model.dir=", SmallModelDir())};
   }
   for (const std::string& s : sets) {

@@ -150,8 +150,9 @@ class PrometheusAutoscalingTest(unittest.TestCase):
         for pod in PODS:
             daemon = gecd_daemon.Daemon(cls.gecd, "", [
                 "--set", "server.workers=2", "--set", f"engine.echo_step_ms={ECHO_STEP_MS}",
-                # No shedding on a predicted wait: a busy box's stalls would refuse a few calls.
-                "--set", "server.max_queue_ms=0",
+                # No shedding on a predicted time (an hour's objective): a busy box's stalls would
+                # refuse a few calls.
+                "--set", "server.slo_p99_ms=3600000",
                 "--set", "server.grace_period_ms=2000", "--set", "server.drain_quiet_ms=100"],
                 name=pod)
             cls.daemons.append(daemon)

@@ -4,7 +4,7 @@ A pod serves up to its capacity (the highest req/s `gecd tune` found within the 
 fleet's load is spread evenly over its ready pods, and what they cannot serve waits in a backlog
 (fleet-wide, as a least-request balancer keeps the pods' queues level). A request's latency is
 the pod's latency at the rate it serves (the profile's curve) plus the wait for the backlog ahead
-of it; as gecd does (server.max_queue_ms), a pod refuses what would wait too long. The
+of it; as gecd did with its fixed server.max_queue_ms, a pod refuses what would wait too long. The
 autoscaling signal is gecd_request_concurrency per pod: by Little's law the served rate times its
 latency, plus the pod's share of the backlog.
 
@@ -151,7 +151,7 @@ class Tick:
 class Fleet:
     """The pods (each by the time it is ready) and the backlog.
 
-    max_queue_s is gecd's server.max_queue_ms: a pod refuses a request at once when the
+    max_queue_s is gecd's former server.max_queue_ms: a pod refuses a request at once when the
     predicted wait exceeds it, so the backlog is at most that many seconds of the ready pods'
     capacity and the rest is shed. 0: nothing is shed, the backlog has no bound."""
 

@@ -192,7 +192,8 @@ def parse_args(argv):
     parser.add_argument("--max-replicas", type=int, default=200)
     parser.add_argument("--tolerance", type=float, default=hpa.DEFAULT_TOLERANCE)
     parser.add_argument("--max-queue", default="500ms",
-                        help="gecd's server.max_queue_ms: a pod refuses what would wait longer "
+                        help="a pod refuses what would wait longer (gecd's fixed server.max_queue_ms, "
+                             "since replaced by server.slo_p99_ms) "
                              "(0: no refusals, an unbounded backlog; default %(default)s)")
     parser.add_argument("--metric-window", default="15s",
                         help="the metric is the per-pod concurrency averaged over this "

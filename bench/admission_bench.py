@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""Admission under overload (issue 24), one run, on the default daemon (configs/gecd.yaml).
+
+For each workload (bench/short_sentences.txt; JFLEG dev sources when ../shared has them):
+  1. find-max: the highest open-loop rate with p99 < 1 s (gecd-load --find-max);
+  2. closed loops of 8, 16, 64, 256 and 1,024 clients that re-send at once: goodput (OK within
+     1 s per second), its share of find-max, refusals, admitted p99;
+  3. open loop at 1x, 2x and 3x find-max with 1 s and 5 s deadlines: goodput, admitted p99 per
+     length bucket, refusal p99.
+Then a burst of 1,000 batch-priority calls with 30 s deadlines, and a kill -9 of the engine
+under 50% of find-max. Prints Markdown tables for bench/RESULTS.md; the gecd-load reports stay
+in --out. Every load run is bounded in time and sends only to 127.0.0.1.
+
+  python3 bench/admission_bench.py [--build build] [--quick]
+"""
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    def __init__(self, gecd, out, name, sets):
+        self.grpc = free_port()
+        self.metrics = free_port()
+        self.log = open(os.path.join(out, f"{name}.daemon.log"), "w")
+        args = [gecd, "serve", "--config", os.path.join(ROOT, "configs", "gecd.yaml"),
+                "--set", f"server.listen=127.0.0.1:{self.grpc}",
+                "--set", f"server.metrics_listen=127.0.0.1:{self.metrics}",
+                "--set", "logging.level=warn"]
+        for s in sets:
+            args += ["--set", s]
+        self.proc = subprocess.Popen(args, stderr=self.log, stdout=self.log)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                sys.exit(f"daemon {name} exited {self.proc.returncode}; see {self.log.name}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics}/readyz", timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        sys.exit(f"daemon {name} not ready in 60 s; see {self.log.name}")
+
+    def child(self, title):
+        out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(self.proc.pid)],
+                             capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            pid, _, args = line.strip().partition(" ")
+            if args.strip() == title:
+                return int(pid)
+        return None
+
+    def cpu_seconds(self):
+        """CPU seconds used so far by the engine and by all workers together."""
+        out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(self.proc.pid)],
+                             capture_output=True, text=True).stdout
+        engine = workers = 0.0
+        for line in out.splitlines():
+            pid, _, args = line.strip().partition(" ")
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rpartition(")")[2].split()
+            except OSError:
+                continue
+            seconds = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            if args.strip() == "gecd: engine":
+                engine += seconds
+            elif args.strip().startswith("gecd: worker"):
+                workers += seconds
+        return engine, workers
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def load(build, out, name, daemon, args):
+    path = os.path.join(out, f"{name}.json")
+    cmd = [os.path.join(build, "gecd-load"), "--target", f"127.0.0.1:{daemon.grpc}",
+           "--slo-p99", "1s", "--json", path] + args
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   timeout=600)
+    with open(path) as f:
+        return json.load(f)
+
+
+def find_max(build, out, name, daemon, sentences, quick):
+    report = load(build, out, name, daemon,
+                  ["--input", sentences, "--find-max", "--qps", "40", "--warmup", "1s",
+                   "--duration", "3s" if quick else "5s", "--max-trials", "6" if quick else "9"])
+    return report["max_qps"]
+
+
+def p99_by_length(report):
+    return ", ".join(f"{bucket} {v['p99']:.0f}"
+                     for bucket, v in report.get("latency_ms_by_length", {}).items())
+
+
+def closed_loops(build, out, daemon, workload, sentences, capacity, sizes, duration):
+    rows = []
+    for n in sizes:
+        engine_before, workers_before = daemon.cpu_seconds()
+        start = time.time()
+        r = load(build, out, f"{workload}-closed-{n}", daemon,
+                 ["--input", sentences, "--concurrency", str(n), "--warmup", "2s",
+                  "--duration", duration, "--deadline-ms", "5000", "--channels", "8"])
+        wall = time.time() - start
+        engine_after, workers_after = daemon.cpu_seconds()
+        completed = r["ok"] + r["errors"]
+        # Over the whole run (warm-up included): the engine's share of a core, and what the
+        # workers spent per call answered or refused.
+        calls = completed * (wall / r["elapsed_s"]) if r["elapsed_s"] else completed
+        rows.append(f"| {workload} | closed {n} | {r['goodput_qps']:.1f} | "
+                    f"{100 * r['goodput_qps'] / capacity:.0f}% | "
+                    f"{100 * r['refused']['count'] / max(completed, 1):.1f}% | "
+                    f"{r['latency_ms']['p99']:.0f} | {p99_by_length(r)} | "
+                    f"{r['refused']['latency_ms']['p99']:.1f} | "
+                    f"{100 * (engine_after - engine_before) / wall:.0f}% | "
+                    f"{1e6 * (workers_after - workers_before) / max(calls, 1):.0f} |")
+    return rows
+
+
+def open_loops(build, out, daemon, workload, sentences, capacity, duration):
+    rows = []
+    for deadline_ms in (1000, 5000):
+        for times in (1, 2, 3):
+            r = load(build, out, f"{workload}-open-{times}x-{deadline_ms}", daemon,
+                     ["--input", sentences, "--qps", f"{capacity * times:.1f}", "--warmup", "2s",
+                      "--duration", duration, "--deadline-ms", str(deadline_ms)])
+            sent = max(r["sent"], 1)
+            rows.append(f"| {workload} | open {times}x, {deadline_ms // 1000} s deadline | "
+                        f"{r['goodput_qps']:.1f} | {100 * r['goodput_qps'] / capacity:.0f}% | "
+                        f"{100 * r['refused']['count'] / sent:.1f}% | "
+                        f"{r['latency_ms']['p99']:.0f} | {p99_by_length(r)} | "
+                        f"{r['refused']['latency_ms']['p99']:.1f} | | |")
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--jfleg", default=os.path.join(ROOT, "..", "shared", "data", "jfleg",
+                                                        "dev.src"))
+    parser.add_argument("--quick", action="store_true", help="shorter runs, fewer sizes")
+    args = parser.parse_args()
+    out = args.out or tempfile.mkdtemp(prefix="gecd-admission.")
+    os.makedirs(out, exist_ok=True)
+    gecd = os.path.join(args.build, "gecd")
+    workloads = [("short", os.path.join(ROOT, "bench", "short_sentences.txt"))]
+    if os.path.exists(args.jfleg):
+        workloads.append(("jfleg", args.jfleg))
+    sizes = [8, 64, 1024] if args.quick else [8, 16, 64, 256, 1024]
+    duration = "5s" if args.quick else "8s"
+
+    print(f"date: {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}; "
+          f"{os.cpu_count()} cores; reports in {out}")
+    daemon = Daemon(gecd, out, "default", [])
+    rows, capacities = [], {}
+    try:
+        for workload, sentences in workloads:
+            capacities[workload] = find_max(args.build, out, f"{workload}-findmax", daemon,
+                                            sentences, args.quick)
+            print(f"{workload}: find-max {capacities[workload]:.1f} req/s at p99 < 1 s",
+                  flush=True)
+            rows += closed_loops(args.build, out, daemon, workload, sentences,
+                                 capacities[workload], sizes, duration)
+            rows += open_loops(args.build, out, daemon, workload, sentences,
+                               capacities[workload], duration)
+        print("\n| workload | load | goodput req/s | of find-max | refused | admitted p99 ms "
+              "| p99 ms by length | refusal p99 ms | engine CPU | worker CPU µs/call |")
+        print("|---|---|---:|---:|---:|---:|---|---:|---:|---:|")
+        print("\n".join(rows))
+
+        # 1,000 batch calls at once (sent within a second), 30 s deadlines: all answered?
+        r = load(args.build, out, "batch-burst", daemon,
+                 ["--input", workloads[0][1], "--qps", "1000", "--warmup", "0s",
+                  "--duration", "1s", "--deadline-ms", "30000", "--priority", "batch"])
+        print(f"\nbatch burst: {r['sent']} sent, {r['ok']} OK, errors {r['errors_by_code']}, "
+              f"p99 {r['latency_ms']['p99']:.0f} ms, max {r['latency_ms']['max']:.0f} ms")
+
+        # kill -9 of the engine under half of find-max, 3 s into a 10 s open loop.
+        half = capacities[workloads[0][0]] / 2
+        engine = daemon.child("gecd: engine")
+        killer = subprocess.Popen(["sh", "-c", f"sleep 4; kill -9 {engine}"])
+        r = load(args.build, out, "engine-kill", daemon,
+                 ["--input", workloads[0][1], "--qps", f"{half:.1f}", "--warmup", "1s",
+                  "--duration", "10s", "--deadline-ms", "5000"])
+        killer.wait()
+        print(f"engine kill -9 at {half:.1f} req/s: {r['sent']} sent, {r['ok']} OK, errors "
+              f"{r['errors_by_code']}, p99 {r['latency_ms']['p99']:.0f} ms, max "
+              f"{r['latency_ms']['max']:.0f} ms")
+    finally:
+        daemon.stop()
+
+
+if __name__ == "__main__":
+    main()
