@@ -1,4 +1,4 @@
-#include "common/command_line.h"
+#include "common/flag_scan.h"
 
 #include "absl/strings/str_cat.h"
 

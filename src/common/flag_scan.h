@@ -1,5 +1,5 @@
-#ifndef GECD_COMMON_COMMAND_LINE_H_
-#define GECD_COMMON_COMMAND_LINE_H_
+#ifndef GECD_COMMON_FLAG_SCAN_H_
+#define GECD_COMMON_FLAG_SCAN_H_
 
 #include <optional>
 #include <string>
@@ -26,4 +26,4 @@ absl::StatusOr<std::string> FlagValue(const CommandLineFlag& flag,
 
 }  // namespace gecd
 
-#endif  // GECD_COMMON_COMMAND_LINE_H_
+#endif  // GECD_COMMON_FLAG_SCAN_H_

@@ -1,4 +1,4 @@
-#include "engine/cuda_backend.h"
+#include "cuda_backend/cuda_backend.h"
 
 #include <algorithm>
 #include <cmath>

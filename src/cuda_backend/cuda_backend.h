@@ -1,5 +1,5 @@
-#ifndef GECD_ENGINE_CUDA_BACKEND_H_
-#define GECD_ENGINE_CUDA_BACKEND_H_
+#ifndef GECD_CUDA_BACKEND_CUDA_BACKEND_H_
+#define GECD_CUDA_BACKEND_CUDA_BACKEND_H_
 
 #include <cstdint>
 #include <memory>
@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "cuda_backend/cuda_step_inputs.h"
+#include "cuda_backend/cuda_weights.h"
 #include "engine/backend.h"
-#include "engine/cuda_step_inputs.h"
-#include "engine/cuda_weights.h"
 #include "kernels/cuda_util.h"
 #include "kernels/gemm.h"
 #include "kernels/sampling.h"
@@ -195,4 +195,4 @@ class CudaBackend final : public Backend {
 
 }  // namespace gecd::engine
 
-#endif  // GECD_ENGINE_CUDA_BACKEND_H_
+#endif  // GECD_CUDA_BACKEND_CUDA_BACKEND_H_

@@ -1,5 +1,5 @@
-#ifndef GECD_ENGINE_CUDA_STEP_INPUTS_H_
-#define GECD_ENGINE_CUDA_STEP_INPUTS_H_
+#ifndef GECD_CUDA_BACKEND_CUDA_STEP_INPUTS_H_
+#define GECD_CUDA_BACKEND_CUDA_STEP_INPUTS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -48,4 +48,4 @@ struct StepInputLayout {
 
 }  // namespace gecd::engine
 
-#endif  // GECD_ENGINE_CUDA_STEP_INPUTS_H_
+#endif  // GECD_CUDA_BACKEND_CUDA_STEP_INPUTS_H_

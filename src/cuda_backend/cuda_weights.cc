@@ -1,4 +1,4 @@
-#include "engine/cuda_weights.h"
+#include "cuda_backend/cuda_weights.h"
 
 #include <string>
 #include <utility>

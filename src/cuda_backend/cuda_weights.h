@@ -1,5 +1,5 @@
-#ifndef GECD_ENGINE_CUDA_WEIGHTS_H_
-#define GECD_ENGINE_CUDA_WEIGHTS_H_
+#ifndef GECD_CUDA_BACKEND_CUDA_WEIGHTS_H_
+#define GECD_CUDA_BACKEND_CUDA_WEIGHTS_H_
 
 #include <vector>
 
@@ -10,7 +10,7 @@
 // The cuda backend's model weights on the device, and their loading: reading the checkpoint,
 // fusing q/k/v and gate/up, FP8 quantization at load (common/numerics QuantizeRowsE4m3Codes,
 // the CPU backend's rule) or dequantization of an FP8 checkpoint to bf16, and the upload.
-// Stepping (engine/cuda_backend.h) only reads them.
+// Stepping (cuda_backend/cuda_backend.h) only reads them.
 namespace gecd::engine {
 
 // How the checkpoint's Linears are to be stored. FP8 GEMMs need in % 16 == 0 and
@@ -60,4 +60,4 @@ struct CudaWeights {
 
 }  // namespace gecd::engine
 
-#endif  // GECD_ENGINE_CUDA_WEIGHTS_H_
+#endif  // GECD_CUDA_BACKEND_CUDA_WEIGHTS_H_

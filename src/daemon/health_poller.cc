@@ -1,4 +1,4 @@
-#include "server/health_poller.h"
+#include "daemon/health_poller.h"
 
 #include <utility>
 

@@ -1,5 +1,5 @@
-#ifndef GECD_SERVER_HEALTH_POLLER_H_
-#define GECD_SERVER_HEALTH_POLLER_H_
+#ifndef GECD_DAEMON_HEALTH_POLLER_H_
+#define GECD_DAEMON_HEALTH_POLLER_H_
 
 #include <chrono>
 #include <functional>
@@ -45,4 +45,4 @@ class HealthPoller {
 
 }  // namespace gecd::server
 
-#endif  // GECD_SERVER_HEALTH_POLLER_H_
+#endif  // GECD_DAEMON_HEALTH_POLLER_H_

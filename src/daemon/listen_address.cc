@@ -1,4 +1,4 @@
-#include "server/listen_address.h"
+#include "daemon/listen_address.h"
 
 #include <netdb.h>
 #include <sys/socket.h>

@@ -1,5 +1,5 @@
-#ifndef GECD_SERVER_LISTEN_ADDRESS_H_
-#define GECD_SERVER_LISTEN_ADDRESS_H_
+#ifndef GECD_DAEMON_LISTEN_ADDRESS_H_
+#define GECD_DAEMON_LISTEN_ADDRESS_H_
 
 #include <netdb.h>
 
@@ -37,4 +37,4 @@ absl::Status CheckListenAddressFree(std::string_view listen, std::string_view ke
 
 }  // namespace gecd::server
 
-#endif  // GECD_SERVER_LISTEN_ADDRESS_H_
+#endif  // GECD_DAEMON_LISTEN_ADDRESS_H_

@@ -1,4 +1,4 @@
-#include "server/open_file_limit.h"
+#include "daemon/open_file_limit.h"
 
 #include <cerrno>
 #include <cstring>

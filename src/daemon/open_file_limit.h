@@ -1,5 +1,5 @@
-#ifndef GECD_SERVER_OPEN_FILE_LIMIT_H_
-#define GECD_SERVER_OPEN_FILE_LIMIT_H_
+#ifndef GECD_DAEMON_OPEN_FILE_LIMIT_H_
+#define GECD_DAEMON_OPEN_FILE_LIMIT_H_
 
 #include <sys/resource.h>
 
@@ -21,4 +21,4 @@ absl::StatusOr<OpenFileLimit> RaiseOpenFileLimit();
 
 }  // namespace gecd::server
 
-#endif  // GECD_SERVER_OPEN_FILE_LIMIT_H_
+#endif  // GECD_DAEMON_OPEN_FILE_LIMIT_H_

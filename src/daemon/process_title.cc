@@ -1,4 +1,4 @@
-#include "server/process_title.h"
+#include "daemon/process_title.h"
 
 #include <sys/prctl.h>
 

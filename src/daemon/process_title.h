@@ -1,5 +1,5 @@
-#ifndef GECD_SERVER_PROCESS_TITLE_H_
-#define GECD_SERVER_PROCESS_TITLE_H_
+#ifndef GECD_DAEMON_PROCESS_TITLE_H_
+#define GECD_DAEMON_PROCESS_TITLE_H_
 
 #include <string_view>
 
@@ -16,4 +16,4 @@ void SetProcessTitle(std::string_view title);
 
 }  // namespace gecd::server
 
-#endif  // GECD_SERVER_PROCESS_TITLE_H_
+#endif  // GECD_DAEMON_PROCESS_TITLE_H_

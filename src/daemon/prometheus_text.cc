@@ -1,4 +1,4 @@
-#include "server/prometheus_text.h"
+#include "daemon/prometheus_text.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

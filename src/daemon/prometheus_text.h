@@ -1,5 +1,5 @@
-#ifndef GECD_SERVER_PROMETHEUS_TEXT_H_
-#define GECD_SERVER_PROMETHEUS_TEXT_H_
+#ifndef GECD_DAEMON_PROMETHEUS_TEXT_H_
+#define GECD_DAEMON_PROMETHEUS_TEXT_H_
 
 #include <cstdint>
 #include <span>
@@ -36,4 +36,4 @@ void AppendHistogram(std::string& out, std::string_view name, std::string_view h
 
 }  // namespace gecd::server::prometheus
 
-#endif  // GECD_SERVER_PROMETHEUS_TEXT_H_
+#endif  // GECD_DAEMON_PROMETHEUS_TEXT_H_

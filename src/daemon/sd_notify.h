@@ -1,5 +1,5 @@
-#ifndef GECD_SERVER_SD_NOTIFY_H_
-#define GECD_SERVER_SD_NOTIFY_H_
+#ifndef GECD_DAEMON_SD_NOTIFY_H_
+#define GECD_DAEMON_SD_NOTIFY_H_
 
 #include <string_view>
 
@@ -15,4 +15,4 @@ absl::Status NotifySystemd(std::string_view state);
 
 }  // namespace gecd::server
 
-#endif  // GECD_SERVER_SD_NOTIFY_H_
+#endif  // GECD_DAEMON_SD_NOTIFY_H_

@@ -1,4 +1,4 @@
-#include "server/status_http.h"
+#include "daemon/status_http.h"
 
 #include <microhttpd.h>
 #include <netdb.h>
@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "server/listen_address.h"
+#include "daemon/listen_address.h"
 #include "spdlog/spdlog.h"
 
 namespace gecd::server {

@@ -1,5 +1,5 @@
-#ifndef GECD_SERVER_STATUS_HTTP_H_
-#define GECD_SERVER_STATUS_HTTP_H_
+#ifndef GECD_DAEMON_STATUS_HTTP_H_
+#define GECD_DAEMON_STATUS_HTTP_H_
 
 #include <chrono>
 #include <cstddef>
@@ -56,4 +56,4 @@ class StatusHttpServer {
 
 }  // namespace gecd::server
 
-#endif  // GECD_SERVER_STATUS_HTTP_H_
+#endif  // GECD_DAEMON_STATUS_HTTP_H_

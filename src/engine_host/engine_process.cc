@@ -1,4 +1,4 @@
-#include "server/engine_process.h"
+#include "engine_host/engine_process.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -14,10 +14,10 @@
 #include "common/assert.h"
 #include "common/startup_phases.h"
 #include "common/status_macros.h"
+#include "engine_host/generator.h"
 #include "ipc/messages.h"
-#include "server/generator.h"
-#include "server/roles.h"
 #include "spdlog/spdlog.h"
+#include "supervisor/roles.h"
 
 namespace gecd::server {
 namespace {

@@ -1,5 +1,5 @@
-#ifndef GECD_SERVER_ENGINE_PROCESS_H_
-#define GECD_SERVER_ENGINE_PROCESS_H_
+#ifndef GECD_ENGINE_HOST_ENGINE_PROCESS_H_
+#define GECD_ENGINE_HOST_ENGINE_PROCESS_H_
 
 #include <atomic>
 #include <memory>
@@ -10,18 +10,18 @@
 #include "absl/status/statusor.h"
 #include "config/config.h"
 #include "engine/engine.h"
+#include "engine/output_collector.h"
 #include "ipc/messages.h"
 #include "ipc/ring.h"
 #include "ipc/shared_segment.h"
-#include "pipeline/output_collector.h"
-#include "server/metrics.h"
+#include "metrics/metrics.h"
 
 // The engine process's work (server::RunEngineProcess runs it on the segment the supervisor
 // named): one thread that takes SUBMIT/CANCEL records off every worker's request ring, runs
 // continuous-batching steps, and writes DONE records to the response rings, sleeping on the
 // segment's doorbell when there is nothing to do. Model steps run on a second, compute thread,
 // pipelined: step N is committed and the rings served while step N+1 computes. The metrics go to
-// the engine's block of the segment's metrics region (server/metrics.h).
+// the engine's block of the segment's metrics region (metrics/metrics.h).
 namespace gecd::server {
 
 // What the loop drives: the Engine over a model backend, or the echo stand-in (defined in
@@ -88,11 +88,11 @@ class EngineLoop {
   std::unique_ptr<Generator> generator_;
   std::vector<Endpoint> endpoints_;
   absl::flat_hash_map<engine::SequenceId, Sequence> sequences_;
-  pipeline::OutputCollector outputs_;  // the generated tokens of sequences_
+  engine::OutputCollector outputs_;  // the generated tokens of sequences_
   engine::SequenceId next_id_ = 1;
   bool published_has_work_ = false;  // the supervisor clears the flag when an engine dies
 };
 
 }  // namespace gecd::server
 
-#endif  // GECD_SERVER_ENGINE_PROCESS_H_
+#endif  // GECD_ENGINE_HOST_ENGINE_PROCESS_H_

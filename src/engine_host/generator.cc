@@ -1,4 +1,4 @@
-#include "server/generator.h"
+#include "engine_host/generator.h"
 
 #include <chrono>
 #include <deque>
@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/startup_phases.h"
 #include "common/status_macros.h"
-#include "config/engine_options.h"
 #include "engine/pipelined_engine.h"
+#include "engine_options/engine_options.h"
 #include "model/checkpoint.h"
 #include "spdlog/spdlog.h"
 

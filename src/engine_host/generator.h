@@ -1,5 +1,5 @@
-#ifndef GECD_SERVER_GENERATOR_H_
-#define GECD_SERVER_GENERATOR_H_
+#ifndef GECD_ENGINE_HOST_GENERATOR_H_
+#define GECD_ENGINE_HOST_GENERATOR_H_
 
 #include <cstdint>
 #include <memory>
@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "config/config.h"
 #include "engine/engine.h"
-#include "server/metrics.h"
+#include "metrics/metrics.h"
 
 // What the engine process runs sequences on (engine.backend): the model, pipelined
 // (engine::PipelinedEngine over the cpu or cuda backend), or `echo`, which answers every prompt
@@ -42,4 +42,4 @@ absl::StatusOr<std::unique_ptr<Generator>> MakeGenerator(const config::Config& c
 
 }  // namespace gecd::server
 
-#endif  // GECD_SERVER_GENERATOR_H_
+#endif  // GECD_ENGINE_HOST_GENERATOR_H_

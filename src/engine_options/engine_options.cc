@@ -1,4 +1,4 @@
-#include "config/engine_options.h"
+#include "engine_options/engine_options.h"
 
 #include <utility>
 #include <vector>
@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #ifdef GECD_HAVE_CUDA
-#include "engine/cuda_backend.h"
+#include "cuda_backend/cuda_backend.h"
 #endif
 
 namespace gecd::config {

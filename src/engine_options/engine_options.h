@@ -1,5 +1,5 @@
-#ifndef GECD_CONFIG_ENGINE_OPTIONS_H_
-#define GECD_CONFIG_ENGINE_OPTIONS_H_
+#ifndef GECD_ENGINE_OPTIONS_ENGINE_OPTIONS_H_
+#define GECD_ENGINE_OPTIONS_ENGINE_OPTIONS_H_
 
 #include <memory>
 #include <string>
@@ -10,7 +10,7 @@
 #include "engine/cpu_backend.h"
 #include "engine/engine.h"
 #include "model/checkpoint.h"
-#include "model/spell_corrector.h"
+#include "spelling/spell_corrector.h"
 
 // The settings every command that runs the model (serve, generate, eval) derives the same way.
 namespace gecd::config {
@@ -34,4 +34,4 @@ absl::StatusOr<std::unique_ptr<model::SpellCorrector>> SpellCorrectorFrom(
 
 }  // namespace gecd::config
 
-#endif  // GECD_CONFIG_ENGINE_OPTIONS_H_
+#endif  // GECD_ENGINE_OPTIONS_ENGINE_OPTIONS_H_

@@ -1,4 +1,4 @@
-#include "eval/report.h"
+#include "eval/eval_report.h"
 
 #include <cmath>
 #include <cstdint>

@@ -1,5 +1,5 @@
-#ifndef GECD_EVAL_REPORT_H_
-#define GECD_EVAL_REPORT_H_
+#ifndef GECD_EVAL_EVAL_REPORT_H_
+#define GECD_EVAL_EVAL_REPORT_H_
 
 #include <limits>
 #include <string>
@@ -53,4 +53,4 @@ absl::StatusOr<Report> ScoreSystems(const EvalSets& sets, const std::vector<Syst
 
 }  // namespace gecd::eval
 
-#endif  // GECD_EVAL_REPORT_H_
+#endif  // GECD_EVAL_EVAL_REPORT_H_

@@ -1,4 +1,4 @@
-#include "eval/grpc_corrector.h"
+#include "eval_grpc/grpc_corrector.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,5 +1,5 @@
-#ifndef GECD_EVAL_GRPC_CORRECTOR_H_
-#define GECD_EVAL_GRPC_CORRECTOR_H_
+#ifndef GECD_EVAL_GRPC_GRPC_CORRECTOR_H_
+#define GECD_EVAL_GRPC_GRPC_CORRECTOR_H_
 
 #include <memory>
 #include <string>
@@ -37,4 +37,4 @@ class GrpcCorrector final : public Corrector {
 
 }  // namespace gecd::eval
 
-#endif  // GECD_EVAL_GRPC_CORRECTOR_H_
+#endif  // GECD_EVAL_GRPC_GRPC_CORRECTOR_H_

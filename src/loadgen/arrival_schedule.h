@@ -1,10 +1,10 @@
-#ifndef GECD_LOAD_ARRIVAL_SCHEDULE_H_
-#define GECD_LOAD_ARRIVAL_SCHEDULE_H_
+#ifndef GECD_LOADGEN_ARRIVAL_SCHEDULE_H_
+#define GECD_LOADGEN_ARRIVAL_SCHEDULE_H_
 
 #include <cstdint>
 #include <random>
 
-#include "load/rate_profile.h"
+#include "loadgen/rate_profile.h"
 
 namespace gecd::load {
 
@@ -31,4 +31,4 @@ class ArrivalSchedule {
 
 }  // namespace gecd::load
 
-#endif  // GECD_LOAD_ARRIVAL_SCHEDULE_H_
+#endif  // GECD_LOADGEN_ARRIVAL_SCHEDULE_H_

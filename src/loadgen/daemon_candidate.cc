@@ -1,4 +1,4 @@
-#include "load/daemon_candidate.h"
+#include "loadgen/daemon_candidate.h"
 
 #include <chrono>
 #include <optional>
@@ -9,7 +9,7 @@
 #include "absl/time/time.h"
 #include "common/mutex.h"
 #include "common/status_macros.h"
-#include "load/report.h"
+#include "loadgen/run_report.h"
 
 namespace gecd::load {
 

@@ -1,11 +1,11 @@
-#ifndef GECD_LOAD_DAEMON_CANDIDATE_H_
-#define GECD_LOAD_DAEMON_CANDIDATE_H_
+#ifndef GECD_LOADGEN_DAEMON_CANDIDATE_H_
+#define GECD_LOADGEN_DAEMON_CANDIDATE_H_
 
 #include <memory>
 
-#include "load/load_runner.h"
-#include "load/serve_process.h"
-#include "load/tuner.h"
+#include "loadgen/load_runner.h"
+#include "loadgen/serve_process.h"
+#include "loadgen/tuner.h"
 
 namespace gecd::load {
 
@@ -28,4 +28,4 @@ class DaemonCandidate : public CandidateServer {
 
 }  // namespace gecd::load
 
-#endif  // GECD_LOAD_DAEMON_CANDIDATE_H_
+#endif  // GECD_LOADGEN_DAEMON_CANDIDATE_H_

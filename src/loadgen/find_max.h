@@ -1,5 +1,5 @@
-#ifndef GECD_LOAD_FIND_MAX_H_
-#define GECD_LOAD_FIND_MAX_H_
+#ifndef GECD_LOADGEN_FIND_MAX_H_
+#define GECD_LOADGEN_FIND_MAX_H_
 
 #include <functional>
 #include <vector>
@@ -50,4 +50,4 @@ absl::StatusOr<FindMaxResult> FindMaxQps(const FindMaxOptions& options, const Tr
 
 }  // namespace gecd::load
 
-#endif  // GECD_LOAD_FIND_MAX_H_
+#endif  // GECD_LOADGEN_FIND_MAX_H_

@@ -1,5 +1,5 @@
-#ifndef GECD_LOAD_LATENCY_HISTOGRAM_H_
-#define GECD_LOAD_LATENCY_HISTOGRAM_H_
+#ifndef GECD_LOADGEN_LATENCY_HISTOGRAM_H_
+#define GECD_LOADGEN_LATENCY_HISTOGRAM_H_
 
 #include <cstdint>
 #include <vector>
@@ -41,4 +41,4 @@ class LatencyHistogram {
 
 }  // namespace gecd::load
 
-#endif  // GECD_LOAD_LATENCY_HISTOGRAM_H_
+#endif  // GECD_LOADGEN_LATENCY_HISTOGRAM_H_

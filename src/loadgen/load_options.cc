@@ -1,4 +1,4 @@
-#include "load/load_options.h"
+#include "loadgen/load_options.h"
 
 #include <fstream>
 #include <optional>
@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/command_line.h"
+#include "common/flag_scan.h"
 #include "common/status_macros.h"
 
 namespace gecd::load {

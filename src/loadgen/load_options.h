@@ -1,13 +1,13 @@
-#ifndef GECD_LOAD_LOAD_OPTIONS_H_
-#define GECD_LOAD_LOAD_OPTIONS_H_
+#ifndef GECD_LOADGEN_LOAD_OPTIONS_H_
+#define GECD_LOADGEN_LOAD_OPTIONS_H_
 
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "load/find_max.h"
-#include "load/load_runner.h"
+#include "loadgen/find_max.h"
+#include "loadgen/load_runner.h"
 
 namespace gecd::load {
 
@@ -36,4 +36,4 @@ absl::StatusOr<std::vector<std::string>> ReadSentences(const std::string& path);
 
 }  // namespace gecd::load
 
-#endif  // GECD_LOAD_LOAD_OPTIONS_H_
+#endif  // GECD_LOADGEN_LOAD_OPTIONS_H_

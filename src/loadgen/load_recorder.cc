@@ -1,4 +1,4 @@
-#include "load/load_recorder.h"
+#include "loadgen/load_recorder.h"
 
 #include <algorithm>
 #include <array>

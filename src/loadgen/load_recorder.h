@@ -1,5 +1,5 @@
-#ifndef GECD_LOAD_LOAD_RECORDER_H_
-#define GECD_LOAD_LOAD_RECORDER_H_
+#ifndef GECD_LOADGEN_LOAD_RECORDER_H_
+#define GECD_LOADGEN_LOAD_RECORDER_H_
 
 #include <chrono>
 #include <cstdint>
@@ -9,7 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "common/mutex.h"
-#include "load/latency_histogram.h"
+#include "loadgen/latency_histogram.h"
 
 namespace gecd::load {
 
@@ -83,4 +83,4 @@ class LoadRecorder {
 
 }  // namespace gecd::load
 
-#endif  // GECD_LOAD_LOAD_RECORDER_H_
+#endif  // GECD_LOADGEN_LOAD_RECORDER_H_

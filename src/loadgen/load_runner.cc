@@ -1,4 +1,4 @@
-#include "load/load_runner.h"
+#include "loadgen/load_runner.h"
 
 #include <atomic>
 #include <deque>
@@ -11,7 +11,7 @@
 #include "common/mutex.h"
 #include "gecd/v1/grammar.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
-#include "load/arrival_schedule.h"
+#include "loadgen/arrival_schedule.h"
 
 namespace gecd::load {
 namespace {

@@ -1,5 +1,5 @@
-#ifndef GECD_LOAD_LOAD_RUNNER_H_
-#define GECD_LOAD_LOAD_RUNNER_H_
+#ifndef GECD_LOADGEN_LOAD_RUNNER_H_
+#define GECD_LOADGEN_LOAD_RUNNER_H_
 
 #include <cstdint>
 #include <functional>
@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "load/load_recorder.h"
-#include "load/rate_profile.h"
+#include "loadgen/load_recorder.h"
+#include "loadgen/rate_profile.h"
 
 namespace gecd::load {
 
@@ -45,4 +45,4 @@ absl::StatusOr<RunResult> RunLoad(const RunConfig& config);
 
 }  // namespace gecd::load
 
-#endif  // GECD_LOAD_LOAD_RUNNER_H_
+#endif  // GECD_LOADGEN_LOAD_RUNNER_H_

@@ -8,8 +8,8 @@
 #include "absl/synchronization/mutex.h"
 #include "common/mapped_file.h"
 #include "common/status_macros.h"
-#include "load/load_options.h"
-#include "load/report.h"
+#include "loadgen/load_options.h"
+#include "loadgen/run_report.h"
 
 namespace gecd::load {
 namespace {

@@ -1,4 +1,4 @@
-#include "load/rate_profile.h"
+#include "loadgen/rate_profile.h"
 
 #include <algorithm>
 #include <cmath>

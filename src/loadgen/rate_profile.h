@@ -1,5 +1,5 @@
-#ifndef GECD_LOAD_RATE_PROFILE_H_
-#define GECD_LOAD_RATE_PROFILE_H_
+#ifndef GECD_LOADGEN_RATE_PROFILE_H_
+#define GECD_LOADGEN_RATE_PROFILE_H_
 
 #include <string_view>
 
@@ -35,4 +35,4 @@ class RateProfile {
 
 }  // namespace gecd::load
 
-#endif  // GECD_LOAD_RATE_PROFILE_H_
+#endif  // GECD_LOADGEN_RATE_PROFILE_H_

@@ -1,4 +1,4 @@
-#include "load/report.h"
+#include "loadgen/run_report.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

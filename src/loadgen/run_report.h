@@ -1,10 +1,10 @@
-#ifndef GECD_LOAD_REPORT_H_
-#define GECD_LOAD_REPORT_H_
+#ifndef GECD_LOADGEN_RUN_REPORT_H_
+#define GECD_LOADGEN_RUN_REPORT_H_
 
 #include <ostream>
 
-#include "load/find_max.h"
-#include "load/load_recorder.h"
+#include "loadgen/find_max.h"
+#include "loadgen/load_recorder.h"
 #include "nlohmann/json.hpp"
 
 namespace gecd::load {
@@ -26,4 +26,4 @@ void WriteTimelineCsv(const RunResult& result, std::ostream& out);
 
 }  // namespace gecd::load
 
-#endif  // GECD_LOAD_REPORT_H_
+#endif  // GECD_LOADGEN_RUN_REPORT_H_

@@ -1,4 +1,4 @@
-#include "load/serve_process.h"
+#include "loadgen/serve_process.h"
 
 #include <fcntl.h>
 #include <signal.h>

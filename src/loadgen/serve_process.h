@@ -1,5 +1,5 @@
-#ifndef GECD_LOAD_SERVE_PROCESS_H_
-#define GECD_LOAD_SERVE_PROCESS_H_
+#ifndef GECD_LOADGEN_SERVE_PROCESS_H_
+#define GECD_LOADGEN_SERVE_PROCESS_H_
 
 #include <sys/types.h>
 
@@ -57,4 +57,4 @@ class ServeProcess {
 
 }  // namespace gecd::load
 
-#endif  // GECD_LOAD_SERVE_PROCESS_H_
+#endif  // GECD_LOADGEN_SERVE_PROCESS_H_

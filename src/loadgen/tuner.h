@@ -1,5 +1,5 @@
-#ifndef GECD_LOAD_TUNER_H_
-#define GECD_LOAD_TUNER_H_
+#ifndef GECD_LOADGEN_TUNER_H_
+#define GECD_LOADGEN_TUNER_H_
 
 #include <functional>
 #include <map>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "load/find_max.h"
+#include "loadgen/find_max.h"
 
 // `gecd tune`'s search: which values of the settings that decide a daemon's throughput let it
 // sustain the highest request rate within a latency SLO, measured with the open-loop find-max
@@ -144,4 +144,4 @@ double SloMiss(const TrialMeasurement& measured, const FindMaxOptions& options);
 
 }  // namespace gecd::load
 
-#endif  // GECD_LOAD_TUNER_H_
+#endif  // GECD_LOADGEN_TUNER_H_

@@ -1,14 +1,12 @@
-#include "server/metrics.h"
+#include "metrics/metrics.h"
 
-#include <algorithm>
 #include <bit>
-#include <cmath>
 #include <new>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "server/prometheus_text.h"
+#include "daemon/prometheus_text.h"
 
 namespace gecd::server {
 namespace {
@@ -55,20 +53,6 @@ void AppendHistogram(std::string& out, const HistogramSpec& spec,
 }
 
 }  // namespace
-
-void HistogramBlock::Observe(std::span<const double> bounds, double units, double value) {
-  const size_t bucket = std::lower_bound(bounds.begin(), bounds.end(), value) - bounds.begin();
-  counts[bucket].fetch_add(1, std::memory_order_relaxed);
-  const double scaled = std::max(0.0, std::round(value * units));
-  sum_units.fetch_add(static_cast<uint64_t>(scaled), std::memory_order_relaxed);
-}
-
-void AddTo(MetricsSnapshot::Histogram& sum, const HistogramBlock& h) {
-  for (size_t i = 0; i < h.counts.size(); ++i) {
-    sum.counts[i] += h.counts[i].load(std::memory_order_relaxed);
-  }
-  sum.sum_units += h.sum_units.load(std::memory_order_relaxed);
-}
 
 void ProcessMetrics::RequestFinished(int grpc_code, double seconds) {
   const int code = prometheus::CodeIndex(grpc_code);

@@ -1,5 +1,5 @@
-#ifndef GECD_SERVER_METRICS_H_
-#define GECD_SERVER_METRICS_H_
+#ifndef GECD_METRICS_METRICS_H_
+#define GECD_METRICS_METRICS_H_
 
 #include <array>
 #include <atomic>
@@ -9,24 +9,14 @@
 #include <span>
 #include <string>
 
+#include "daemon/histogram.h"
+
 // Server metrics kept in the shared segment's metrics region: one ProcessMetrics block per
 // process (block 0 the engine, block 1 + i worker i), so no two processes ever write the same
 // cache line. Writers use relaxed atomics; the supervisor sums the blocks for /metrics. The
 // blocks outlive the processes, so counters stay monotonic across restarts; the supervisor
 // zeroes a dead process's gauges.
 namespace gecd::server {
-
-// Fixed-bucket histogram. Values are recorded in integer units (microseconds for durations,
-// items for batch sizes) so the sum is an exact relaxed fetch_add.
-struct HistogramBlock {
-  static constexpr size_t kMaxBuckets = 16;  // finite upper bounds; one more slot for +Inf
-  std::array<std::atomic<uint64_t>, kMaxBuckets + 1> counts;  // per bucket, not cumulative
-  std::atomic<uint64_t> sum_units;
-
-  // Counts `value` in its bucket of `bounds` (ascending, at most kMaxBuckets; "le": a value
-  // equal to a bound is in that bound's bucket) and adds it, as value * `units`, to the sum.
-  void Observe(std::span<const double> bounds, double units, double value);
-};
 
 // The counters of one process. Every method is lock-free and safe from any thread of the
 // owning process.
@@ -98,10 +88,7 @@ struct MetricsSnapshot {
   uint64_t cancelled_sequences = 0;
   double kv_cache_usage = 0;
   int64_t queue_depth = 0;
-  struct Histogram {
-    std::array<uint64_t, HistogramBlock::kMaxBuckets + 1> counts{};
-    uint64_t sum_units = 0;
-  };
+  using Histogram = HistogramCounts;
   Histogram request_duration;
   Histogram time_to_first_token;
   Histogram batch_size;
@@ -109,9 +96,6 @@ struct MetricsSnapshot {
   uint64_t spelling_lookups = 0;
   uint64_t spelling_skipped = 0;
 };
-
-// Adds the block's counts and sum (each read once, relaxed) to `sum`.
-void AddTo(MetricsSnapshot::Histogram& sum, const HistogramBlock& h);
 
 // A view of the metrics region: placement and lookup of the per-process blocks.
 class MetricsRegion {
@@ -143,4 +127,4 @@ std::string FormatPrometheus(const MetricsSnapshot& snapshot,
 
 }  // namespace gecd::server
 
-#endif  // GECD_SERVER_METRICS_H_
+#endif  // GECD_METRICS_METRICS_H_

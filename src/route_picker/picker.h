@@ -1,5 +1,5 @@
-#ifndef GECD_ROUTE_PICKER_H_
-#define GECD_ROUTE_PICKER_H_
+#ifndef GECD_ROUTE_PICKER_PICKER_H_
+#define GECD_ROUTE_PICKER_PICKER_H_
 
 #include <atomic>
 #include <cstdint>
@@ -56,4 +56,4 @@ void SeedPickerThread(uint64_t seed);
 
 }  // namespace gecd::route
 
-#endif  // GECD_ROUTE_PICKER_H_
+#endif  // GECD_ROUTE_PICKER_PICKER_H_

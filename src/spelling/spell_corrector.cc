@@ -1,4 +1,4 @@
-#include "model/spell_corrector.h"
+#include "spelling/spell_corrector.h"
 
 #include <hunspell/hunspell.hxx>
 

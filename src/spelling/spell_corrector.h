@@ -1,5 +1,5 @@
-#ifndef GECD_MODEL_SPELL_CORRECTOR_H_
-#define GECD_MODEL_SPELL_CORRECTOR_H_
+#ifndef GECD_SPELLING_SPELL_CORRECTOR_H_
+#define GECD_SPELLING_SPELL_CORRECTOR_H_
 
 #include <atomic>
 #include <chrono>
@@ -108,4 +108,4 @@ class SpellCorrector {
 
 }  // namespace gecd::model
 
-#endif  // GECD_MODEL_SPELL_CORRECTOR_H_
+#endif  // GECD_SPELLING_SPELL_CORRECTOR_H_

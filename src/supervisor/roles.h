@@ -1,5 +1,5 @@
-#ifndef GECD_SERVER_ROLES_H_
-#define GECD_SERVER_ROLES_H_
+#ifndef GECD_SUPERVISOR_ROLES_H_
+#define GECD_SUPERVISOR_ROLES_H_
 
 #include <string>
 
@@ -27,4 +27,4 @@ int RunWorkerProcess(const config::Config& config, const std::string& shm_name, 
 
 }  // namespace gecd::server
 
-#endif  // GECD_SERVER_ROLES_H_
+#endif  // GECD_SUPERVISOR_ROLES_H_

@@ -1,4 +1,4 @@
-#include "server/supervisor.h"
+#include "supervisor/supervisor.h"
 
 #include <signal.h>
 #include <sys/prctl.h>
@@ -22,22 +22,22 @@
 #include "common/startup_phases.h"
 #include "common/status_macros.h"
 #include "config/config.h"
-#include "config/engine_options.h"
+#include "engine_options/engine_options.h"
 #include "ipc/shared_segment.h"
 #ifdef GECD_HAVE_CUDA
 #include "kernels/device_info.h"
 #endif
+#include "daemon/listen_address.h"
+#include "daemon/open_file_limit.h"
+#include "daemon/process_title.h"
+#include "daemon/sd_notify.h"
+#include "daemon/status_http.h"
+#include "metrics/metrics.h"
 #include "model/checkpoint.h"
-#include "model/tokenizer.h"
-#include "server/listen_address.h"
-#include "server/metrics.h"
-#include "server/open_file_limit.h"
-#include "server/process_title.h"
-#include "server/roles.h"
-#include "server/sd_notify.h"
-#include "server/status_http.h"
-#include "server/watchdog.h"
 #include "spdlog/spdlog.h"
+#include "supervisor/roles.h"
+#include "supervisor/watchdog.h"
+#include "tokenizer/tokenizer.h"
 
 extern char** environ;
 

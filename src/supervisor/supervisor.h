@@ -1,5 +1,5 @@
-#ifndef GECD_SERVER_SUPERVISOR_H_
-#define GECD_SERVER_SUPERVISOR_H_
+#ifndef GECD_SUPERVISOR_SUPERVISOR_H_
+#define GECD_SUPERVISOR_SUPERVISOR_H_
 
 #include <chrono>
 
@@ -26,4 +26,4 @@ class RestartBackoff {
 
 }  // namespace gecd::server
 
-#endif  // GECD_SERVER_SUPERVISOR_H_
+#endif  // GECD_SUPERVISOR_SUPERVISOR_H_

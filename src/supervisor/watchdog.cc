@@ -1,4 +1,4 @@
-#include "server/watchdog.h"
+#include "supervisor/watchdog.h"
 
 #include <unistd.h>
 

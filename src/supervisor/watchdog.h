@@ -1,5 +1,5 @@
-#ifndef GECD_SERVER_WATCHDOG_H_
-#define GECD_SERVER_WATCHDOG_H_
+#ifndef GECD_SUPERVISOR_WATCHDOG_H_
+#define GECD_SUPERVISOR_WATCHDOG_H_
 
 #include <chrono>
 #include <cstdint>
@@ -48,4 +48,4 @@ class Watchdog {
 
 }  // namespace gecd::server
 
-#endif  // GECD_SERVER_WATCHDOG_H_
+#endif  // GECD_SUPERVISOR_WATCHDOG_H_

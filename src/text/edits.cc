@@ -1,11 +1,11 @@
-#include "server/edits.h"
+#include "text/edits.h"
 
 #include <algorithm>
 #include <cstddef>
 
 #include "absl/strings/ascii.h"
 
-namespace gecd::server {
+namespace gecd::text {
 
 namespace {
 
@@ -137,4 +137,4 @@ std::string ApplyEdits(std::string_view source, std::span<const TextEdit> edits)
   return out;
 }
 
-}  // namespace gecd::server
+}  // namespace gecd::text

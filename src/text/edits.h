@@ -1,5 +1,5 @@
-#ifndef GECD_SERVER_EDITS_H_
-#define GECD_SERVER_EDITS_H_
+#ifndef GECD_TEXT_EDITS_H_
+#define GECD_TEXT_EDITS_H_
 
 #include <cstdint>
 #include <span>
@@ -9,7 +9,7 @@
 
 // The `edits` of a reply: where the corrected text differs from the original, as byte ranges of
 // the original, so a client can underline suggestions without diffing the texts itself.
-namespace gecd::server {
+namespace gecd::text {
 
 // Replace bytes [start, end) of the original with `replacement`; start == end inserts.
 struct TextEdit {
@@ -30,6 +30,6 @@ std::vector<TextEdit> ComputeEdits(std::string_view source, std::string_view tar
 // `source` with `edits` (sorted, disjoint, in range) applied.
 std::string ApplyEdits(std::string_view source, std::span<const TextEdit> edits);
 
-}  // namespace gecd::server
+}  // namespace gecd::text
 
-#endif  // GECD_SERVER_EDITS_H_
+#endif  // GECD_TEXT_EDITS_H_

@@ -1,4 +1,4 @@
-#include "pipeline/prompt_builder.h"
+#include "text/prompt_builder.h"
 
 #include <algorithm>
 #include <utility>
@@ -6,48 +6,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
-#include "model/utf8.h"
+#include "tokenizer/utf8.h"
 
-namespace gecd::pipeline {
+namespace gecd::text {
 namespace {
-
-// The code point at `text[i]` of well-formed UTF-8.
-char32_t DecodeAt(std::string_view text, size_t i, size_t* length) {
-  const auto lead = static_cast<unsigned char>(text[i]);
-  *length = model::Utf8SequenceLength(lead);
-  if (*length == 1) return lead;
-  char32_t c = lead & (0x7F >> *length);
-  for (size_t k = 1; k < *length; ++k)
-    c = (c << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
-  return c;
-}
 
 // C0 and C1 controls and DEL, less the ASCII whitespace controls of ordinary text.
 bool IsRefusedControl(char32_t c) {
   if (c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r') return false;
   return c < 0x20 || (c >= 0x7F && c <= 0x9F);
-}
-
-// Unicode White_Space, less the C1 control NEL (refused above).
-bool IsWhitespace(char32_t c) {
-  switch (c) {
-    case '\t':
-    case '\n':
-    case '\v':
-    case '\f':
-    case '\r':
-    case ' ':
-    case 0x00A0:
-    case 0x1680:
-    case 0x2028:
-    case 0x2029:
-    case 0x202F:
-    case 0x205F:
-    case 0x3000:
-      return true;
-    default:
-      return c >= 0x2000 && c <= 0x200A;
-  }
 }
 
 }  // namespace
@@ -98,15 +65,17 @@ absl::StatusOr<CheckedText> PromptBuilder::Check(std::string_view text,
   RETURN_IF_ERROR(model::ValidateUtf8(text));
   size_t chars = 0;
   bool blank = true;
-  for (size_t i = 0, length = 0; i < text.size(); i += length) {
-    const char32_t c = DecodeAt(text, i, &length);
+  for (size_t i = 0; i < text.size();) {
+    const size_t at = i;
+    const char32_t c = model::NextCodepoint(text, &i);
     if (IsRefusedControl(c)) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "text has the control character U+%04X at byte %d; only tab, line feed, vertical "
           "tab, form feed and carriage return are allowed",
-          static_cast<uint32_t>(c), i));
+          static_cast<uint32_t>(c), at));
     }
-    blank = blank && IsWhitespace(c);
+    // NEL, the one C1 control in White_Space, was refused above.
+    blank = blank && model::IsWhiteSpace(c);
     ++chars;
   }
   if (chars > max_input_chars_) {
@@ -150,4 +119,4 @@ absl::StatusOr<Prompt> PromptBuilder::Build(const CheckedText& checked,
   return prompt;
 }
 
-}  // namespace gecd::pipeline
+}  // namespace gecd::text

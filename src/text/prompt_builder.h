@@ -1,5 +1,5 @@
-#ifndef GECD_PIPELINE_PROMPT_BUILDER_H_
-#define GECD_PIPELINE_PROMPT_BUILDER_H_
+#ifndef GECD_TEXT_PROMPT_BUILDER_H_
+#define GECD_TEXT_PROMPT_BUILDER_H_
 
 #include <cstdint>
 #include <optional>
@@ -11,16 +11,16 @@
 #include "config/config.h"
 #include "engine/engine.h"
 #include "model/prompt_template.h"
-#include "model/spell_corrector.h"
-#include "model/template_tokens.h"
-#include "model/tokenizer.h"
+#include "spelling/spell_corrector.h"
+#include "tokenizer/template_tokens.h"
+#include "tokenizer/tokenizer.h"
 
 // The input half of the one request pipeline that the server, `gecd eval` and `gecd generate`
 // share: a user's text in, the engine's prompt and generation parameters out. It runs in two
 // stages so that a server can admit a request between them: Check() does what is cheap and
 // refuses bad input; Build() does what costs (the spelling stage) and what follows from it.
 // Keeps references to the tokenizer and the spelling stage; immutable, so thread-safe.
-namespace gecd::pipeline {
+namespace gecd::text {
 
 // A text that passed Check().
 struct CheckedText {
@@ -80,6 +80,6 @@ class PromptBuilder {
   int max_lookups_;
 };
 
-}  // namespace gecd::pipeline
+}  // namespace gecd::text
 
-#endif  // GECD_PIPELINE_PROMPT_BUILDER_H_
+#endif  // GECD_TEXT_PROMPT_BUILDER_H_

@@ -1,4 +1,4 @@
-#include "model/bpe_tokenizer.h"
+#include "tokenizer/bpe_tokenizer.h"
 
 #include <utf8proc.h>
 
@@ -12,21 +12,14 @@
 #include "common/mapped_file.h"
 #include "common/mutex.h"
 #include "common/status_macros.h"
-#include "model/bpe_tokenizer_json.h"
-#include "model/byte_level.h"
-#include "model/joined_pieces.h"
-#include "model/utf8.h"
+#include "tokenizer/bpe_tokenizer_json.h"
+#include "tokenizer/byte_level.h"
+#include "tokenizer/joined_pieces.h"
+#include "tokenizer/utf8.h"
 
 namespace gecd::model {
 
 namespace {
-
-// Rust's char::is_whitespace (the Unicode White_Space property), used by lstrip/rstrip.
-bool IsWhiteSpace(char32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
-         c == 0x3000;
-}
 
 // Rust regex's Unicode \w (letters, marks, decimal and letter numbers, connector punctuation,
 // joiners), used by single_word.

@@ -1,5 +1,5 @@
-#ifndef GECD_MODEL_BPE_TOKENIZER_H_
-#define GECD_MODEL_BPE_TOKENIZER_H_
+#ifndef GECD_TOKENIZER_BPE_TOKENIZER_H_
+#define GECD_TOKENIZER_BPE_TOKENIZER_H_
 
 #include <cstdint>
 #include <memory>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace gecd::model {
 
@@ -66,4 +66,4 @@ class BpeTokenizer final : public Tokenizer {
 
 }  // namespace gecd::model
 
-#endif  // GECD_MODEL_BPE_TOKENIZER_H_
+#endif  // GECD_TOKENIZER_BPE_TOKENIZER_H_

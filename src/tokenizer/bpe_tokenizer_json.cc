@@ -1,12 +1,12 @@
-#include "model/bpe_tokenizer_json.h"
+#include "tokenizer/bpe_tokenizer_json.h"
 
 #include <cctype>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "model/byte_level.h"
-#include "model/utf8.h"
 #include "nlohmann/json.hpp"
+#include "tokenizer/byte_level.h"
+#include "tokenizer/utf8.h"
 
 namespace gecd::model {
 namespace {

@@ -1,5 +1,5 @@
-#ifndef GECD_MODEL_BPE_TOKENIZER_JSON_H_
-#define GECD_MODEL_BPE_TOKENIZER_JSON_H_
+#ifndef GECD_TOKENIZER_BPE_TOKENIZER_JSON_H_
+#define GECD_TOKENIZER_BPE_TOKENIZER_JSON_H_
 
 #include <algorithm>
 #include <array>
@@ -16,10 +16,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "model/json_fields.h"
-#include "model/pcre_regex.h"
+#include "tokenizer/pcre_regex.h"
 
 // A Hugging Face tokenizer.json for byte-level BPE, read and checked: what BpeTokenizer
-// (model/bpe_tokenizer.h, which says what is supported) runs on. Everything the file may hold
+// (tokenizer/bpe_tokenizer.h, which says what is supported) runs on. Everything the file may hold
 // that the runtime does not implement is refused here, naming the file and field.
 namespace gecd::model {
 
@@ -135,4 +135,4 @@ struct BpeTokenizerJson {
 
 }  // namespace gecd::model
 
-#endif  // GECD_MODEL_BPE_TOKENIZER_JSON_H_
+#endif  // GECD_TOKENIZER_BPE_TOKENIZER_JSON_H_

@@ -1,7 +1,7 @@
-#include "model/byte_level.h"
+#include "tokenizer/byte_level.h"
 
 #include "absl/container/flat_hash_map.h"
-#include "model/utf8.h"
+#include "tokenizer/utf8.h"
 
 namespace gecd::model {
 

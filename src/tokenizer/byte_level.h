@@ -1,5 +1,5 @@
-#ifndef GECD_MODEL_BYTE_LEVEL_H_
-#define GECD_MODEL_BYTE_LEVEL_H_
+#ifndef GECD_TOKENIZER_BYTE_LEVEL_H_
+#define GECD_TOKENIZER_BYTE_LEVEL_H_
 
 #include <array>
 #include <string>
@@ -22,4 +22,4 @@ std::string ByteLevelBytes(std::string_view token);
 
 }  // namespace gecd::model
 
-#endif  // GECD_MODEL_BYTE_LEVEL_H_
+#endif  // GECD_TOKENIZER_BYTE_LEVEL_H_

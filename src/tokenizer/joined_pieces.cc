@@ -1,10 +1,10 @@
-#include "model/joined_pieces.h"
+#include "tokenizer/joined_pieces.h"
 
 #include <algorithm>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "model/utf8.h"
+#include "tokenizer/utf8.h"
 
 namespace gecd::model {
 

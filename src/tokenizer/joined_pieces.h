@@ -1,5 +1,5 @@
-#ifndef GECD_MODEL_JOINED_PIECES_H_
-#define GECD_MODEL_JOINED_PIECES_H_
+#ifndef GECD_TOKENIZER_JOINED_PIECES_H_
+#define GECD_TOKENIZER_JOINED_PIECES_H_
 
 #include <cstddef>
 #include <span>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace gecd::model {
 
@@ -42,4 +42,4 @@ class JoinedPieces {
 
 }  // namespace gecd::model
 
-#endif  // GECD_MODEL_JOINED_PIECES_H_
+#endif  // GECD_TOKENIZER_JOINED_PIECES_H_

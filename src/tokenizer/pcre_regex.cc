@@ -1,4 +1,4 @@
-#include "model/pcre_regex.h"
+#include "tokenizer/pcre_regex.h"
 
 namespace gecd::model {
 

@@ -1,5 +1,5 @@
-#ifndef GECD_MODEL_PCRE_REGEX_H_
-#define GECD_MODEL_PCRE_REGEX_H_
+#ifndef GECD_TOKENIZER_PCRE_REGEX_H_
+#define GECD_TOKENIZER_PCRE_REGEX_H_
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "model/utf8.h"
+#include "tokenizer/utf8.h"
 
 namespace gecd::model {
 
@@ -74,4 +74,4 @@ class Regex {
 
 }  // namespace gecd::model
 
-#endif  // GECD_MODEL_PCRE_REGEX_H_
+#endif  // GECD_TOKENIZER_PCRE_REGEX_H_

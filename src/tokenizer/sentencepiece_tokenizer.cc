@@ -1,4 +1,4 @@
-#include "model/sentencepiece_tokenizer.h"
+#include "tokenizer/sentencepiece_tokenizer.h"
 
 #include <dlfcn.h>
 
@@ -13,9 +13,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
-#include "model/joined_pieces.h"
-#include "model/sentencepiece_shim/shim.h"
-#include "model/utf8.h"
+#include "tokenizer/joined_pieces.h"
+#include "tokenizer/sentencepiece_shim/shim.h"
+#include "tokenizer/utf8.h"
 
 namespace gecd::model {
 
@@ -77,7 +77,7 @@ absl::Status Resolve(void* handle, const std::string& path, const char* name, Fn
 
 }  // namespace
 
-// The shim's C ABI (model/sentencepiece_shim/shim.h), resolved once per process.
+// The shim's C ABI (tokenizer/sentencepiece_shim/shim.h), resolved once per process.
 class SentencePieceShim {
  public:
   // Loaded on first use and never unloaded: tokenizers may be used until the process exits.

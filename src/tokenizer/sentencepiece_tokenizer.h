@@ -1,5 +1,5 @@
-#ifndef GECD_MODEL_SENTENCEPIECE_TOKENIZER_H_
-#define GECD_MODEL_SENTENCEPIECE_TOKENIZER_H_
+#ifndef GECD_TOKENIZER_SENTENCEPIECE_TOKENIZER_H_
+#define GECD_TOKENIZER_SENTENCEPIECE_TOKENIZER_H_
 
 #include <cstdint>
 #include <memory>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace gecd::model {
 
@@ -74,4 +74,4 @@ class SentencePieceTokenizer final : public Tokenizer {
 
 }  // namespace gecd::model
 
-#endif  // GECD_MODEL_SENTENCEPIECE_TOKENIZER_H_
+#endif  // GECD_TOKENIZER_SENTENCEPIECE_TOKENIZER_H_

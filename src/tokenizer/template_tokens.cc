@@ -1,4 +1,4 @@
-#include "model/template_tokens.h"
+#include "tokenizer/template_tokens.h"
 
 #include <algorithm>
 

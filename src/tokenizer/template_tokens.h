@@ -1,5 +1,5 @@
-#ifndef GECD_MODEL_TEMPLATE_TOKENS_H_
-#define GECD_MODEL_TEMPLATE_TOKENS_H_
+#ifndef GECD_TOKENIZER_TEMPLATE_TOKENS_H_
+#define GECD_TOKENIZER_TEMPLATE_TOKENS_H_
 
 #include <cstdint>
 #include <span>
@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/prompt_template.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace gecd::model {
 
@@ -39,4 +39,4 @@ class TemplateTokens {
 
 }  // namespace gecd::model
 
-#endif  // GECD_MODEL_TEMPLATE_TOKENS_H_
+#endif  // GECD_TOKENIZER_TEMPLATE_TOKENS_H_

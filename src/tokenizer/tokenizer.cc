@@ -1,12 +1,12 @@
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <filesystem>
 #include <system_error>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "model/bpe_tokenizer.h"
-#include "model/sentencepiece_tokenizer.h"
+#include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/sentencepiece_tokenizer.h"
 
 namespace gecd::model {
 

@@ -1,5 +1,5 @@
-#ifndef GECD_MODEL_TOKENIZER_H_
-#define GECD_MODEL_TOKENIZER_H_
+#ifndef GECD_TOKENIZER_TOKENIZER_H_
+#define GECD_TOKENIZER_TOKENIZER_H_
 
 #include <cstdint>
 #include <memory>
@@ -76,4 +76,4 @@ class Tokenizer {
 
 }  // namespace gecd::model
 
-#endif  // GECD_MODEL_TOKENIZER_H_
+#endif  // GECD_TOKENIZER_TOKENIZER_H_

@@ -1,4 +1,4 @@
-#include "model/utf8.h"
+#include "tokenizer/utf8.h"
 
 #include <utf8proc.h>
 
@@ -115,6 +115,12 @@ size_t LastCodepointStart(std::string_view text) {
 bool IsAscii(std::string_view text) {
   return std::all_of(text.begin(), text.end(),
                      [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+}
+
+bool IsWhiteSpace(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
 }
 
 absl::StatusOr<std::string> Nfc(std::string_view text) {

@@ -1,5 +1,5 @@
-#ifndef GECD_MODEL_UTF8_H_
-#define GECD_MODEL_UTF8_H_
+#ifndef GECD_TOKENIZER_UTF8_H_
+#define GECD_TOKENIZER_UTF8_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -41,9 +41,13 @@ size_t LastCodepointStart(std::string_view text);
 
 bool IsAscii(std::string_view text);
 
+// The Unicode White_Space property (Rust's char::is_whitespace): the tokenizers' lstrip/rstrip
+// and the prompt builder's whitespace-only check.
+bool IsWhiteSpace(char32_t c);
+
 // `text` (valid UTF-8) in Unicode normalization form C (utf8proc).
 absl::StatusOr<std::string> Nfc(std::string_view text);
 
 }  // namespace gecd::model
 
-#endif  // GECD_MODEL_UTF8_H_
+#endif  // GECD_TOKENIZER_UTF8_H_

@@ -1,5 +1,5 @@
-#ifndef GECD_SERVER_ADMISSION_H_
-#define GECD_SERVER_ADMISSION_H_
+#ifndef GECD_WORKER_ADMISSION_H_
+#define GECD_WORKER_ADMISSION_H_
 
 #include <chrono>
 #include <cstdint>
@@ -106,4 +106,4 @@ class AdmissionController {
 
 }  // namespace gecd::server
 
-#endif  // GECD_SERVER_ADMISSION_H_
+#endif  // GECD_WORKER_ADMISSION_H_

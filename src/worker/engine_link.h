@@ -1,5 +1,5 @@
-#ifndef GECD_SERVER_ENGINE_LINK_H_
-#define GECD_SERVER_ENGINE_LINK_H_
+#ifndef GECD_WORKER_ENGINE_LINK_H_
+#define GECD_WORKER_ENGINE_LINK_H_
 
 #include <cstdint>
 #include <functional>
@@ -51,4 +51,4 @@ class EngineLink {
 
 }  // namespace gecd::server
 
-#endif  // GECD_SERVER_ENGINE_LINK_H_
+#endif  // GECD_WORKER_ENGINE_LINK_H_

@@ -1,4 +1,4 @@
-#include "server/grammar_service.h"
+#include "worker/grammar_service.h"
 
 #include <algorithm>
 #include <deque>
@@ -9,9 +9,9 @@
 #include "gecd/v1/grammar.grpc.pb.h"
 #include "grpcpp/impl/codegen/server_callback_handlers.h"
 #include "grpcpp/impl/rpc_service_method.h"
-#include "pipeline/output_collector.h"
-#include "server/edits.h"
 #include "spdlog/spdlog.h"
+#include "text/edits.h"
+#include "text/output_text.h"
 
 namespace gecd::server {
 
@@ -37,7 +37,7 @@ grpc::Status ToGrpc(const absl::Status& status) {
 }
 
 void FillEdits(std::string_view source, std::string_view corrected, CorrectResponse& response) {
-  for (TextEdit& e : ComputeEdits(source, corrected)) {
+  for (text::TextEdit& e : text::ComputeEdits(source, corrected)) {
     gecd::v1::Edit* edit = response.add_edits();
     edit->set_start(e.start);
     edit->set_end(e.end);
@@ -250,7 +250,7 @@ class GrammarService::StreamCall final
 };
 
 GrammarService::GrammarService(const config::Config& config, const model::Tokenizer& tokenizer,
-                               pipeline::PromptBuilder prompts, EngineLink& engine,
+                               text::PromptBuilder prompts, EngineLink& engine,
                                ProcessMetrics& metrics, Options options)
     : tokenizer_(tokenizer),
       engine_(engine),
@@ -348,7 +348,7 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
     reply(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"), {});
     return;
   }
-  absl::StatusOr<pipeline::CheckedText> checked =
+  absl::StatusOr<text::CheckedText> checked =
       prompts_.Check(request.text(), request.max_output_tokens());
   if (!checked.ok()) {
     reply(ToGrpc(checked.status()), {});
@@ -374,7 +374,7 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
   model::SpellCorrector::Budget budget;
   budget.deadline =
       spelling_start + std::min<std::chrono::steady_clock::duration>(spelling_budget_, left);
-  absl::StatusOr<pipeline::Prompt> prompt = prompts_.Build(*checked, budget);
+  absl::StatusOr<text::Prompt> prompt = prompts_.Build(*checked, budget);
   if (options_.spelling != nullptr) {
     const int lookups = prompt.ok() ? prompt->spelling.lookups : 0;
     const int skipped = prompt.ok() ? prompt->spelling.skipped : 0;
@@ -413,7 +413,7 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
           return;
         }
         CorrectResponse response;
-        std::string corrected = pipeline::OutputCollector::Text(tokenizer_, engine_reply.tokens);
+        std::string corrected = text::OutputText(tokenizer_, engine_reply.tokens);
         FillEdits(text, corrected, response);
         response.set_corrected_text(std::move(corrected));
         response.set_prompt_tokens(prompt_tokens);

@@ -1,5 +1,5 @@
-#ifndef GECD_SERVER_GRAMMAR_SERVICE_H_
-#define GECD_SERVER_GRAMMAR_SERVICE_H_
+#ifndef GECD_WORKER_GRAMMAR_SERVICE_H_
+#define GECD_WORKER_GRAMMAR_SERVICE_H_
 
 #include <atomic>
 #include <chrono>
@@ -14,15 +14,15 @@
 #include "gecd/v1/grammar.pb.h"
 #include "grpcpp/impl/service_type.h"
 #include "grpcpp/support/server_callback.h"
-#include "model/spell_corrector.h"
-#include "model/tokenizer.h"
-#include "pipeline/prompt_builder.h"
-#include "server/admission.h"
-#include "server/engine_link.h"
-#include "server/metrics.h"
+#include "metrics/metrics.h"
+#include "spelling/spell_corrector.h"
+#include "text/prompt_builder.h"
+#include "tokenizer/tokenizer.h"
+#include "worker/admission.h"
+#include "worker/engine_link.h"
 
 // gecd.v1.GrammarCorrection on gRPC's callback API. Each sentence goes through the cheap checks
-// (pipeline::PromptBuilder::Check), then admission (AdmissionController: server.max_in_flight,
+// (text::PromptBuilder::Check), then admission (AdmissionController: server.max_in_flight,
 // and the predicted wait against the call's deadline and server.max_queue_ms), and only then
 // the work that costs (the spelling stage, within spelling.budget_ms), so a flood of bad or
 // expensive input is refused before it can slow anyone down. Admitted sentences go to the
@@ -49,7 +49,7 @@ class GrammarService final : public grpc::Service {
 
   // Everything passed must outlive the service (and the grpc::Server it is registered with).
   GrammarService(const config::Config& config, const model::Tokenizer& tokenizer,
-                 pipeline::PromptBuilder prompts, EngineLink& engine, ProcessMetrics& metrics,
+                 text::PromptBuilder prompts, EngineLink& engine, ProcessMetrics& metrics,
                  Options options);
 
   grpc::ServerUnaryReactor* Correct(grpc::CallbackServerContext* context,
@@ -92,7 +92,7 @@ class GrammarService final : public grpc::Service {
   EngineLink& engine_;
   ProcessMetrics& metrics_;
   const Options options_;
-  const pipeline::PromptBuilder prompts_;
+  const text::PromptBuilder prompts_;
   const std::chrono::milliseconds spelling_budget_;  // spelling.budget_ms
   AdmissionController admission_;
   std::atomic<uint64_t> next_id_{1};
@@ -105,4 +105,4 @@ class GrammarService final : public grpc::Service {
 
 }  // namespace gecd::server
 
-#endif  // GECD_SERVER_GRAMMAR_SERVICE_H_
+#endif  // GECD_WORKER_GRAMMAR_SERVICE_H_

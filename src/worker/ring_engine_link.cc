@@ -1,4 +1,4 @@
-#include "server/ring_engine_link.h"
+#include "worker/ring_engine_link.h"
 
 #include <string>
 #include <variant>

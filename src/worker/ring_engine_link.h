@@ -1,5 +1,5 @@
-#ifndef GECD_SERVER_RING_ENGINE_LINK_H_
-#define GECD_SERVER_RING_ENGINE_LINK_H_
+#ifndef GECD_WORKER_RING_ENGINE_LINK_H_
+#define GECD_WORKER_RING_ENGINE_LINK_H_
 
 #include <atomic>
 #include <chrono>
@@ -16,7 +16,7 @@
 #include "ipc/messages.h"
 #include "ipc/ring.h"
 #include "ipc/shared_segment.h"
-#include "server/engine_link.h"
+#include "worker/engine_link.h"
 
 namespace gecd::server {
 
@@ -99,4 +99,4 @@ class RingEngineLink final : public EngineLink {
 
 }  // namespace gecd::server
 
-#endif  // GECD_SERVER_RING_ENGINE_LINK_H_
+#endif  // GECD_WORKER_RING_ENGINE_LINK_H_

@@ -7,15 +7,15 @@
 #include <ctime>
 
 #include "common/startup_phases.h"
-#include "config/engine_options.h"
+#include "engine_options/engine_options.h"
 #include "ipc/shared_segment.h"
-#include "model/spell_corrector.h"
-#include "model/tokenizer.h"
-#include "server/metrics.h"
-#include "server/ring_engine_link.h"
-#include "server/roles.h"
-#include "server/worker_server.h"
+#include "metrics/metrics.h"
 #include "spdlog/spdlog.h"
+#include "spelling/spell_corrector.h"
+#include "supervisor/roles.h"
+#include "tokenizer/tokenizer.h"
+#include "worker/ring_engine_link.h"
+#include "worker/worker_server.h"
 
 namespace gecd::server {
 

@@ -1,4 +1,4 @@
-#include "server/worker_server.h"
+#include "worker/worker_server.h"
 
 #include <thread>
 #include <utility>
@@ -22,8 +22,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const config::
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
-  ASSIGN_OR_RETURN(pipeline::PromptBuilder prompts,
-                   pipeline::PromptBuilder::Create(config, tokenizer, options.service.spelling));
+  ASSIGN_OR_RETURN(text::PromptBuilder prompts,
+                   text::PromptBuilder::Create(config, tokenizer, options.service.spelling));
   std::unique_ptr<WorkerServer> server(
       new WorkerServer(std::make_unique<GrammarService>(config, tokenizer, std::move(prompts),
                                                         engine, metrics, options.service),

@@ -1,5 +1,5 @@
-#ifndef GECD_SERVER_WORKER_SERVER_H_
-#define GECD_SERVER_WORKER_SERVER_H_
+#ifndef GECD_WORKER_WORKER_SERVER_H_
+#define GECD_WORKER_WORKER_SERVER_H_
 
 #include <atomic>
 #include <chrono>
@@ -8,12 +8,12 @@
 
 #include "absl/status/statusor.h"
 #include "config/config.h"
+#include "daemon/health_poller.h"
 #include "grpcpp/server.h"
-#include "model/tokenizer.h"
-#include "server/engine_link.h"
-#include "server/grammar_service.h"
-#include "server/health_poller.h"
-#include "server/metrics.h"
+#include "metrics/metrics.h"
+#include "tokenizer/tokenizer.h"
+#include "worker/engine_link.h"
+#include "worker/grammar_service.h"
 
 // One front-end worker's gRPC server: GrammarService plus grpc.health.v1 (SERVING only while
 // the engine link is ready and the worker is not draining) and server reflection. It listens
@@ -63,4 +63,4 @@ class WorkerServer {
 
 }  // namespace gecd::server
 
-#endif  // GECD_SERVER_WORKER_SERVER_H_
+#endif  // GECD_WORKER_WORKER_SERVER_H_

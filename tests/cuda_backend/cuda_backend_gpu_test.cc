@@ -8,7 +8,7 @@
 // the f32 CPU run (kBf16Bound). FP8 models also see those roundings move activations across e4m3
 // rounding boundaries (2^-4 relative steps), hence kFp8Bound. Attention kept bf16 on an FP8
 // checkpoint differs from the CPU's FP8 attention by the attention quantization error itself.
-#include "engine/cuda_backend.h"
+#include "cuda_backend/cuda_backend.h"
 
 #include <algorithm>
 #include <cmath>

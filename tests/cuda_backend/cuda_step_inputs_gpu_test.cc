@@ -1,6 +1,6 @@
-// The cuda backend's step-input layout (engine/cuda_step_inputs.h): host arithmetic only, so it
-// runs without a device (it is a GPU test because it needs the CUDA headers).
-#include "engine/cuda_step_inputs.h"
+// The cuda backend's step-input layout (cuda_backend/cuda_step_inputs.h): host arithmetic only, so
+// it runs without a device (it is a GPU test because it needs the CUDA headers).
+#include "cuda_backend/cuda_step_inputs.h"
 
 #include <cstddef>
 #include <utility>

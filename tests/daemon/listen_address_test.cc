@@ -1,4 +1,4 @@
-#include "server/listen_address.h"
+#include "daemon/listen_address.h"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "server/sd_notify.h"
+#include "daemon/sd_notify.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>

@@ -1,7 +1,7 @@
 // The operator endpoint as a probe sees it: the answers of /healthz, /readyz and /metrics, a
 // taken port, and probes that still answer promptly while many idle and slow (slowloris)
 // connections are open, as a kubelet must see them or it kills the pod.
-#include "server/status_http.h"
+#include "daemon/status_http.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -22,8 +22,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/open_file_limit.h"
 #include "gtest/gtest.h"
-#include "server/open_file_limit.h"
 #include "testing/daemon_process.h"
 
 namespace gecd::server {

@@ -1,4 +1,4 @@
-#include "server/engine_process.h"
+#include "engine_host/engine_process.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -18,12 +18,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ipc/shared_segment.h"
+#include "metrics/metrics.h"
 #include "model/checkpoint.h"
-#include "server/metrics.h"
-#include "server/ring_engine_link.h"
-#include "server/roles.h"
+#include "supervisor/roles.h"
 #include "testing/random_model.h"
 #include "testing/test_paths.h"
+#include "worker/ring_engine_link.h"
 
 namespace gecd::server {
 namespace {

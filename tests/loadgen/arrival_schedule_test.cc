@@ -1,4 +1,4 @@
-#include "load/arrival_schedule.h"
+#include "loadgen/arrival_schedule.h"
 
 #include <cmath>
 #include <vector>

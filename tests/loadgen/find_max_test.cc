@@ -1,4 +1,4 @@
-#include "load/find_max.h"
+#include "loadgen/find_max.h"
 
 #include <vector>
 

@@ -1,4 +1,4 @@
-#include "load/latency_histogram.h"
+#include "loadgen/latency_histogram.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "load/load_options.h"
+#include "loadgen/load_options.h"
 
 #include <cstdio>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "load/load_runner.h"
+#include "loadgen/load_runner.h"
 
 #include <numeric>
 

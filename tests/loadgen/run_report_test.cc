@@ -1,11 +1,11 @@
-#include "load/report.h"
+#include "loadgen/run_report.h"
 
 #include <cstdio>
 #include <sstream>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "load/load_recorder.h"
+#include "loadgen/load_recorder.h"
 
 namespace gecd::load {
 namespace {

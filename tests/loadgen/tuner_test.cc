@@ -1,4 +1,4 @@
-#include "load/tuner.h"
+#include "loadgen/tuner.h"
 
 #include <cmath>
 #include <memory>

@@ -1,4 +1,4 @@
-#include "server/metrics.h"
+#include "metrics/metrics.h"
 
 #include <cstdlib>
 #include <limits>

@@ -1,4 +1,4 @@
-#include "route/picker.h"
+#include "route_picker/picker.h"
 
 #include <array>
 #include <functional>

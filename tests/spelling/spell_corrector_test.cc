@@ -1,6 +1,6 @@
 // The spelling stage with Debian's en_US Hunspell dictionary (hunspell-en-us, installed by
 // scripts/install_deps.sh) and a small lexicon.
-#include "model/spell_corrector.h"
+#include "spelling/spell_corrector.h"
 
 #include <atomic>
 #include <chrono>

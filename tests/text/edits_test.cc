@@ -1,4 +1,4 @@
-#include "server/edits.h"
+#include "text/edits.h"
 
 #include <fstream>
 #include <random>
@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "testing/test_paths.h"
 
-namespace gecd::server {
+namespace gecd::text {
 namespace {
 
 using ::testing::ElementsAre;
@@ -130,4 +130,4 @@ TEST(EditsPropertyTest, JflegSourcesAgainstReferences) {
 }
 
 }  // namespace
-}  // namespace gecd::server
+}  // namespace gecd::text

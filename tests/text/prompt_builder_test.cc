@@ -1,4 +1,4 @@
-#include "pipeline/prompt_builder.h"
+#include "text/prompt_builder.h"
 
 #include <chrono>
 #include <filesystem>
@@ -8,12 +8,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "model/template_tokens.h"
 #include "testing/byte_level_tokenizer.h"
 #include "testing/scoped_temp_dir.h"
 #include "testing/test_paths.h"
+#include "tokenizer/template_tokens.h"
 
-namespace gecd::pipeline {
+namespace gecd::text {
 namespace {
 
 using ::testing::HasSubstr;
@@ -231,4 +231,4 @@ TEST(PromptBuilderDefaultModelTest, UserTextNeverProducesTheTemplatesSpecialToke
 }
 
 }  // namespace
-}  // namespace gecd::pipeline
+}  // namespace gecd::text

@@ -1,4 +1,4 @@
-#include "model/bpe_tokenizer.h"
+#include "tokenizer/bpe_tokenizer.h"
 
 #include <gtest/gtest.h>
 #include <utf8proc.h>
@@ -15,11 +15,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "model/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "testing/byte_level_vocab.h"
 #include "testing/test_paths.h"
 #include "testing/tokenizer_goldens.h"
+#include "tokenizer/tokenizer.h"
 
 namespace gecd::model {
 namespace {

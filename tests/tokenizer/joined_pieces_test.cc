@@ -1,4 +1,4 @@
-#include "model/joined_pieces.h"
+#include "tokenizer/joined_pieces.h"
 
 #include <string>
 

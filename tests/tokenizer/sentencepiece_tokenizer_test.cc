@@ -1,4 +1,4 @@
-#include "model/sentencepiece_tokenizer.h"
+#include "tokenizer/sentencepiece_tokenizer.h"
 
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
-#include "model/tokenizer.h"
 #include "testing/test_paths.h"
 #include "testing/tokenizer_goldens.h"
+#include "tokenizer/tokenizer.h"
 
 namespace gecd::model {
 namespace {

@@ -1,13 +1,13 @@
 // Where the user's text lies in a tokenized prompt (the span the copy bias follows).
-#include "model/template_tokens.h"
+#include "tokenizer/template_tokens.h"
 
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "model/tokenizer.h"
 #include "testing/test_paths.h"
+#include "tokenizer/tokenizer.h"
 
 namespace gecd::model {
 namespace {

@@ -1,4 +1,4 @@
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <unistd.h>
 #include <utf8proc.h>
@@ -16,12 +16,12 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "model/sentencepiece_tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "testing/byte_level_vocab.h"
 #include "testing/scoped_temp_dir.h"
 #include "testing/test_paths.h"
 #include "testing/tokenizer_goldens.h"
+#include "tokenizer/sentencepiece_tokenizer.h"
 
 namespace gecd::model {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/admission.h"
+#include "worker/admission.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "server/grammar_service.h"
+#include "worker/grammar_service.h"
 
 #include <sys/wait.h>
 
@@ -25,11 +25,11 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
-#include "server/edits.h"
-#include "server/worker_server.h"
 #include "testing/byte_level_tokenizer.h"
 #include "testing/scoped_temp_dir.h"
 #include "testing/test_paths.h"
+#include "text/edits.h"
+#include "worker/worker_server.h"
 
 namespace gecd::server {
 namespace {

@@ -11,15 +11,15 @@
 
 #include "gecd/v1/grammar.pb.h"
 #include "gtest/gtest.h"
-#include "model/tokenizer.h"
 #include "testing/scoped_temp_dir.h"
 #include "testing/test_paths.h"
+#include "tokenizer/tokenizer.h"
 
 namespace gecd {
 namespace {
 
 // Sanitizer builds load the shim without RTLD_DEEPBIND, which ASan does not support (see
-// src/model/sentencepiece_tokenizer.cc), so there SentencePiece still meets libprotobuf.
+// src/tokenizer/sentencepiece_tokenizer.cc), so there SentencePiece still meets libprotobuf.
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kAsan = true;
 #elif defined(__has_feature)

@@ -1,7 +1,7 @@
 // gecd_sentencepiece_shim: SentencePiece behind the C ABI of shim.h. Built as its own module
 // so that libsentencepiece, and the protobuf-lite it carries, is only ever loaded privately.
 
-#include "model/sentencepiece_shim/shim.h"
+#include "tokenizer/sentencepiece_shim/shim.h"
 
 #include <sentencepiece_processor.h>
 

@@ -1,10 +1,10 @@
-#ifndef GECD_MODEL_SENTENCEPIECE_SHIM_SHIM_H_
-#define GECD_MODEL_SENTENCEPIECE_SHIM_SHIM_H_
+#ifndef GECD_TOKENIZER_SENTENCEPIECE_SHIM_SHIM_H_
+#define GECD_TOKENIZER_SENTENCEPIECE_SHIM_SHIM_H_
 
 // The C ABI of gecd_sentencepiece_shim, the one module that links libsentencepiece. Debian's
 // libsentencepiece exports the protobuf-lite it embeds, which clashes with gRPC's libprotobuf
 // in one symbol namespace; gecd therefore dlopens this shim privately (see
-// src/model/sentencepiece_tokenizer.cc) and reaches SentencePiece only through these
+// src/tokenizer/sentencepiece_tokenizer.cc) and reaches SentencePiece only through these
 // functions. Plain C types only, so nothing of either protobuf or libstdc++'s containers
 // crosses the boundary.
 //
@@ -62,4 +62,4 @@ GECD_SP_EXPORT void gecd_sp_free(void* buffer);
 }  // extern "C"
 #endif
 
-#endif  // GECD_MODEL_SENTENCEPIECE_SHIM_SHIM_H_
+#endif  // GECD_TOKENIZER_SENTENCEPIECE_SHIM_SHIM_H_
