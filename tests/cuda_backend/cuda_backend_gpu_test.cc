@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "engine_test_util.h"
+#include "engine/engine_test_util.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda_util.h"
 #include "model/quantizer.h"

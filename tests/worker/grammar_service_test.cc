@@ -301,10 +301,10 @@ TEST_F(GrammarServiceTest, UnaryAnswersWithCorrectionEditsAndCounts) {
   ASSERT_TRUE(Correct(text, &response).ok());
   EXPECT_EQ(response.request_id(), "r-" + text);
   EXPECT_EQ(response.corrected_text(), Expected(text));
-  std::vector<TextEdit> edits;
+  std::vector<gecd::text::TextEdit> edits;
   for (const auto& e : response.edits()) edits.push_back({e.start(), e.end(), e.replacement()});
   EXPECT_FALSE(edits.empty());
-  EXPECT_EQ(ApplyEdits(text, edits), response.corrected_text());
+  EXPECT_EQ(gecd::text::ApplyEdits(text, edits), response.corrected_text());
   EXPECT_EQ(response.prompt_tokens(), tokenizer_->Encode(text)->size());
   EXPECT_GT(response.output_tokens(), 0u);
   EXPECT_EQ(response.queue_time_us(), 7u);
