@@ -40,7 +40,7 @@
 #include "testing/random_model.h"
 #include "testing/scoped_temp_dir.h"
 #ifdef GECD_HAVE_CUDA
-#include "engine/cuda_backend.h"
+#include "cuda_backend/cuda_backend.h"
 #include "kernels/cuda_util.h"
 #endif
 

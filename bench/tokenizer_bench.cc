@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "model/bpe_tokenizer.h"
-#include "model/sentencepiece_tokenizer.h"
 #include "testing/test_paths.h"
 #include "testing/tokenizer_goldens.h"
+#include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/sentencepiece_tokenizer.h"
 
 namespace gecd::model {
 namespace {

@@ -2,8 +2,10 @@
 # The sanitizer gates of .ci/run. Each builds, into its own directory and with clang, only the
 # suites it runs, then runs them through ctest; a finding aborts the test that hit it, which
 # fails the gate. Usage: sanitize.sh [address|thread]... (default: both, in that order).
-#   address  build-asan: ASan + UBSan (undefined behaviour aborts, leaks are findings), the ipc,
-#            server, engine and model suites, and tests/integration's where it exists. Tests
+#   address  build-asan: ASan + UBSan (undefined behaviour aborts, leaks are findings), the
+#            serve processes' suites (ipc, daemon, metrics, worker, engine_host, supervisor), the
+#            text, engine, model, tokenizer and spelling suites, and tests/integration's where it
+#            exists. Tests
 #            that start the daemon start this build's gecd, so its processes are checked too.
 #            The directory is configured with GECD_FUZZ as well (coverage instrumentation), so
 #            that scripts/fuzz.sh builds the fuzz targets there without compiling it all again.
@@ -77,7 +79,8 @@ address() {
   gate_start=$SECONDS
   configure "$dir" -DGECD_SANITIZE=ON -DGECD_FUZZ=ON
   # Daemon-level suites (whole gecd processes) live in tests/integration where it exists.
-  local areas=(ipc server engine model)
+  local areas=(ipc daemon metrics worker engine_host supervisor text engine model tokenizer
+    spelling)
   [ -d tests/integration ] && areas+=(integration)
   # shellcheck disable=SC2046 # one word per target
   cmake --build "$dir" --target gecd $(tests_of "${areas[@]}")
@@ -101,7 +104,7 @@ thread() {
   rm -rf "$reports" && mkdir -p "$reports"
   export TSAN_OPTIONS="halt_on_error=1:abort_on_error=1:log_path=$reports/tsan:second_deadlock_stack=1:ignore_noninstrumented_modules=1:suppressions=$PWD/scripts/sanitizer/tsan.supp"
   run_gate "TSan (ring, ring engine link, grammar service, engine)" "$dir" \
-    -R '^(ipc/(Ring|Doorbell)Test|server/(RingEngineLink|GrammarService)Test|engine/)'
+    -R '^(ipc/(Ring|Doorbell)Test|worker/(RingEngineLink|GrammarService)Test|engine/)'
 }
 
 gates=("$@")

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "common/command_line.h"
+#include "common/flag_scan.h"
 #include "common/status_macros.h"
 
 namespace gecd::fleet_sim {

@@ -8,7 +8,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "fleet_sim/sim_random.h"
-#include "route/picker.h"
+#include "route_picker/picker.h"
 
 namespace gecd::fleet_sim {
 

@@ -25,14 +25,14 @@
 #include "config/config.h"
 #include "eval/corrector.h"
 #include "eval/engine_corrector.h"
+#include "eval/eval_report.h"
 #include "eval/jfleg.h"
 #include "eval/ptb_text.h"
-#include "eval/report.h"
 #include "eval/synthetic.h"
 #include "gecd/version.h"
 #include "nlohmann/json.hpp"
 #ifdef GECD_HAVE_SERVER
-#include "eval/grpc_corrector.h"
+#include "eval_grpc/grpc_corrector.h"
 #endif
 
 namespace gecd::cli {

@@ -7,8 +7,8 @@
 #include "cli/commands.h"
 #include "common/startup_phases.h"
 #ifdef GECD_HAVE_SERVER
-#include "server/process_title.h"
-#include "server/roles.h"
+#include "daemon/process_title.h"
+#include "supervisor/roles.h"
 #endif
 
 namespace {

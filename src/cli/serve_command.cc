@@ -16,8 +16,8 @@
 #include "common/logging.h"
 #include "common/startup_phases.h"
 #include "config/config.h"
-#include "server/process_title.h"
-#include "server/roles.h"
+#include "daemon/process_title.h"
+#include "supervisor/roles.h"
 
 namespace gecd::cli {
 namespace {

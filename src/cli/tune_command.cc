@@ -1,5 +1,5 @@
 // gecd tune: measures which values of the settings that decide throughput let one daemon of
-// this config sustain the highest request rate within a p99 SLO (load/tuner.h: coordinate
+// this config sustain the highest request rate within a p99 SLO (loadgen/tuner.h: coordinate
 // descent, gecd-load's find-max against daemons it starts itself), writes the config with
 // those values, and prints the per-pod figures an autoscaler needs: the rate, the requests in
 // flight at that rate, and the HPA AverageValue target for gecd_request_concurrency.
@@ -31,10 +31,10 @@
 #include "common/status_macros.h"
 #include "config/config.h"
 #include "config/config_edit.h"
-#include "load/daemon_candidate.h"
-#include "load/load_options.h"
-#include "load/serve_process.h"
-#include "load/tuner.h"
+#include "loadgen/daemon_candidate.h"
+#include "loadgen/load_options.h"
+#include "loadgen/serve_process.h"
+#include "loadgen/tuner.h"
 #include "nlohmann/json.hpp"
 
 namespace gecd::cli {

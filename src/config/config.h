@@ -59,7 +59,7 @@ struct ServerSection {
   int ring_slot_bytes = 4096;                   // one ring message; several requests pack into one
 };
 
-// The spelling stage before the model (model/spell_corrector.h): on when both paths are set.
+// The spelling stage before the model (spelling/spell_corrector.h): on when both paths are set.
 // Relative paths resolve against the config file.
 struct SpellingSection {
   std::string dictionary;  // Hunspell dictionary without extension, e.g. /usr/share/hunspell/en_US

@@ -13,7 +13,7 @@
 #include "engine/backend.h"
 #include "engine/copy_bias.h"
 #include "engine/kv_cache.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 // Continuous batching over one Backend. The engine owns the sequences and the KV block pool;
 // every step it picks which tokens run (decodes first, then prefill chunks of admitted

@@ -10,7 +10,7 @@
 #include "engine/backend.h"
 #include "engine/compute_thread.h"
 #include "engine/engine.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace gecd::engine {
 

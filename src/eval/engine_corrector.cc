@@ -4,9 +4,10 @@
 #include <utility>
 
 #include "common/status_macros.h"
-#include "config/engine_options.h"
+#include "engine/output_collector.h"
+#include "engine_options/engine_options.h"
 #include "model/checkpoint.h"
-#include "pipeline/output_collector.h"
+#include "text/output_text.h"
 
 namespace gecd::eval {
 
@@ -33,9 +34,9 @@ absl::StatusOr<std::unique_ptr<EngineCorrector>> EngineCorrector::Create(
   std::unique_ptr<EngineCorrector> corrector(
       new EngineCorrector(std::move(tokenizer), std::move(spelling), std::move(engine)));
   ASSIGN_OR_RETURN(
-      pipeline::PromptBuilder prompts,
-      pipeline::PromptBuilder::Create(config, *corrector->tokenizer_, corrector->spelling_.get()));
-  corrector->prompts_ = std::make_unique<pipeline::PromptBuilder>(std::move(prompts));
+      text::PromptBuilder prompts,
+      text::PromptBuilder::Create(config, *corrector->tokenizer_, corrector->spelling_.get()));
+  corrector->prompts_ = std::make_unique<text::PromptBuilder>(std::move(prompts));
   return corrector;
 }
 
@@ -53,7 +54,7 @@ absl::StatusOr<CorrectionRun> EngineCorrector::CorrectAll(const std::vector<std:
   };
 
   for (size_t i = 0; i < texts.size(); ++i) {
-    absl::StatusOr<pipeline::CheckedText> checked = prompts_->Check(texts[i], 0);
+    absl::StatusOr<text::CheckedText> checked = prompts_->Check(texts[i], 0);
     if (!checked.ok()) {
       fail(i, checked.status());
       continue;
@@ -63,7 +64,7 @@ absl::StatusOr<CorrectionRun> EngineCorrector::CorrectAll(const std::vector<std:
       if (progress != nullptr) progress->Advance();
       continue;
     }
-    absl::StatusOr<pipeline::Prompt> prompt = prompts_->Build(*checked);
+    absl::StatusOr<text::Prompt> prompt = prompts_->Build(*checked);
     if (!prompt.ok()) {
       fail(i, prompt.status());
       continue;
@@ -74,7 +75,7 @@ absl::StatusOr<CorrectionRun> EngineCorrector::CorrectAll(const std::vector<std:
     }
   }
 
-  pipeline::OutputCollector outputs;
+  engine::OutputCollector outputs;
   engine::PipelinedEngine::StepOutcome outcome;
   while (engine_->HasWork()) {
     RETURN_IF_ERROR(engine_->Step(&outcome));
@@ -82,7 +83,7 @@ absl::StatusOr<CorrectionRun> EngineCorrector::CorrectAll(const std::vector<std:
       if (!outputs.Add(e)) continue;
       const std::vector<int32_t> tokens = outputs.Take(e.id);
       run.generated_tokens += static_cast<int64_t>(tokens.size());
-      run.outputs[e.id] = pipeline::OutputCollector::Text(*tokenizer_, tokens);
+      run.outputs[e.id] = text::OutputText(*tokenizer_, tokens);
       if (progress != nullptr) progress->Advance();
     }
   }

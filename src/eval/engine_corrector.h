@@ -9,19 +9,19 @@
 #include "config/config.h"
 #include "engine/pipelined_engine.h"
 #include "eval/corrector.h"
-#include "model/spell_corrector.h"
-#include "model/tokenizer.h"
-#include "pipeline/prompt_builder.h"
+#include "spelling/spell_corrector.h"
+#include "text/prompt_builder.h"
+#include "tokenizer/tokenizer.h"
 
 namespace gecd::eval {
 
 // Runs sentences through a model in this process, as the server does: the same request
-// pipeline (pipeline::PromptBuilder: input checks, spelling stage, template, token limits,
-// copy bias; pipeline::OutputCollector: stop rule, decoding), greedy decoding until an EOS id
-// of generation_config.json (or config.json), continuous batching on engine.backend (cpu or
-// cuda) sized by the config's engine section, pipelined as in the engine process. The
-// spelling stage has no time budget here, so results do not depend on load. Owns the
-// tokenizer, the spelling stage and the engine. `gecd eval` and `gecd generate` use it.
+// pipeline (text::PromptBuilder: input checks, spelling stage, template, token limits,
+// copy bias; engine::OutputCollector: stop rule; text::OutputText: decoding), greedy decoding until
+// an EOS id of generation_config.json (or config.json), continuous batching on engine.backend (cpu
+// or cuda) sized by the config's engine section, pipelined as in the engine process. The spelling
+// stage has no time budget here, so results do not depend on load. Owns the tokenizer, the spelling
+// stage and the engine. `gecd eval` and `gecd generate` use it.
 class EngineCorrector final : public Corrector {
  public:
   // Loads `config.model.dir`.
@@ -41,7 +41,7 @@ class EngineCorrector final : public Corrector {
   std::unique_ptr<model::Tokenizer> tokenizer_;
   std::unique_ptr<model::SpellCorrector> spelling_;  // null: no spelling stage
   std::unique_ptr<engine::PipelinedEngine> engine_;
-  std::unique_ptr<pipeline::PromptBuilder> prompts_;  // over tokenizer_ and spelling_
+  std::unique_ptr<text::PromptBuilder> prompts_;  // over tokenizer_ and spelling_
 };
 
 }  // namespace gecd::eval

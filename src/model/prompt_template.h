@@ -9,7 +9,7 @@
 namespace gecd::model {
 
 // The prompt a sentence is wrapped in before tokenization (config `model.prompt_template`,
-// e.g. "<s>{text}<sep>"): the text around the first "{text}". pipeline::PromptBuilder, which
+// e.g. "<s>{text}<sep>"): the text around the first "{text}". text::PromptBuilder, which
 // the server, `gecd generate` and `gecd eval` all build prompts with, tokenizes the prefix and
 // suffix (where special tokens may be written) apart from the user's text (where they may not).
 // Immutable, so thread-safe.

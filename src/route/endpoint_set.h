@@ -14,8 +14,8 @@
 #include "route/endpoint.h"
 #include "route/endpoint_source.h"
 #include "route/outlier_detector.h"
-#include "route/picker.h"
 #include "route/slow_start.h"
+#include "route_picker/picker.h"
 
 // The router's endpoints: what discovery reported, turned into Endpoints with channels, states
 // (eligible, draining, ejected) and the candidate list the picker draws from. Owns the thread

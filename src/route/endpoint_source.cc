@@ -3,10 +3,10 @@
 #include <chrono>
 
 #include "common/status_macros.h"
+#include "daemon/listen_address.h"
 #include "route/dns_source.h"
 #include "route/kubernetes_source.h"
 #include "route/static_source.h"
-#include "server/listen_address.h"
 
 namespace gecd::route {
 

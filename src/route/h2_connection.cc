@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "server/listen_address.h"
+#include "daemon/listen_address.h"
 
 namespace gecd::route {
 namespace {

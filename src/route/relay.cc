@@ -20,9 +20,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "daemon/listen_address.h"
 #include "route/grpc_wire.h"
 #include "route/h2_connection.h"
-#include "server/listen_address.h"
 #include "spdlog/spdlog.h"
 
 namespace gecd::route {

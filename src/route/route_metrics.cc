@@ -42,7 +42,7 @@ std::string RouteMetrics::Format(const EndpointSet& endpoints, const DiscoveryCo
     absl::StrAppend(&out, "gecd_route_requests_total{code=\"",
                     std::string(server::prometheus::CodeName(c)), "\"} ", load(calls_[c]), "\n");
   }
-  server::MetricsSnapshot::Histogram duration;
+  server::HistogramCounts duration;
   server::AddTo(duration, duration_);
   const auto& bounds = server::prometheus::kLatencyBounds;
   server::prometheus::AppendHistogram(out, "gecd_route_request_duration_seconds",

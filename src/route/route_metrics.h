@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <string>
 
+#include "daemon/histogram.h"
+#include "daemon/prometheus_text.h"
 #include "route/endpoint_set.h"
 #include "route/endpoint_source.h"
-#include "server/metrics.h"
-#include "server/prometheus_text.h"
 
 // The router's own counters (gecd_route_*), and their Prometheus text together with the
 // endpoint set's per-endpoint figures and discovery's counters. Lock-free; any thread.

@@ -8,11 +8,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "daemon/sd_notify.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
-#include "server/sd_notify.h"
 #include "spdlog/spdlog.h"
 
 namespace gecd::route {

@@ -7,14 +7,14 @@
 
 #include "absl/status/statusor.h"
 #include "config/config.h"
+#include "daemon/health_poller.h"
+#include "daemon/status_http.h"
 #include "gecd/v1/grammar.grpc.pb.h"
 #include "grpcpp/server.h"
 #include "route/endpoint_set.h"
 #include "route/endpoint_source.h"
 #include "route/relay.h"
 #include "route/route_metrics.h"
-#include "server/health_poller.h"
-#include "server/status_http.h"
 
 // `gecd route`, assembled: the endpoint source feeding the EndpointSet, the relay on
 // route.listen, the router's own gRPC server on loopback behind it (grpc.health.v1 SERVING while

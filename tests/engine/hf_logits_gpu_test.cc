@@ -24,8 +24,8 @@
 #include <utility>
 #include <vector>
 
+#include "cuda_backend/cuda_backend.h"
 #include "engine/cpu_backend.h"
-#include "engine/cuda_backend.h"
 #include "engine_test_util.h"
 #include "gtest/gtest.h"
 #include "hf_reference.h"

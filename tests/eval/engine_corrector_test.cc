@@ -10,9 +10,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/checkpoint.h"
-#include "model/utf8.h"
 #include "testing/byte_level_tokenizer.h"
 #include "testing/test_paths.h"
+#include "tokenizer/utf8.h"
 
 namespace gecd::eval {
 namespace {

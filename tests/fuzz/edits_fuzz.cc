@@ -1,4 +1,4 @@
-// libFuzzer target: server::ComputeEdits on an arbitrary pair of byte strings. The input is the
+// libFuzzer target: text::ComputeEdits on an arbitrary pair of byte strings. The input is the
 // source, a backslash and one more byte (FuzzedDataProvider's ConsumeRandomLengthString), then
 // the target. What edits.h promises must hold for any bytes: the edits are sorted, disjoint and
 // within the source, no edit boundary falls inside a run of non-ASCII bytes (so a UTF-8
@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "server/edits.h"
+#include "text/edits.h"
 
 namespace {
 
@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string source = input.ConsumeRandomLengthString();
   const std::string target = input.ConsumeRemainingBytesAsString();
 
-  const std::vector<gecd::server::TextEdit> edits = gecd::server::ComputeEdits(source, target);
+  const std::vector<gecd::text::TextEdit> edits = gecd::text::ComputeEdits(source, target);
   if (source == target && !edits.empty()) std::abort();
   size_t previous_end = 0;
   // Where each edit's replacement lands in the target: its source start shifted by what the
@@ -49,6 +49,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     shift += static_cast<int64_t>(e.replacement.size()) - (e.end - e.start);
     previous_end = e.end;
   }
-  if (gecd::server::ApplyEdits(source, edits) != target) std::abort();
+  if (gecd::text::ApplyEdits(source, edits) != target) std::abort();
   return 0;
 }

@@ -17,9 +17,9 @@
 #include <string_view>
 #include <vector>
 
-#include "model/bpe_tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "testing/byte_level_vocab.h"
+#include "tokenizer/bpe_tokenizer.h"
 
 namespace {
 

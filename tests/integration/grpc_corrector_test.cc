@@ -1,6 +1,6 @@
 // The gRPC corrector behind `gecd eval --server`, against an echo daemon: outputs equal inputs,
 // in order; RESOURCE_EXHAUSTED is retried; refused sentences fail alone. Built with the daemon.
-#include "eval/grpc_corrector.h"
+#include "eval_grpc/grpc_corrector.h"
 
 #include <string>
 #include <vector>

@@ -12,7 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "load/load_runner.h"
+#include "loadgen/load_runner.h"
 #include "testing/daemon_process.h"
 
 namespace gecd::route {

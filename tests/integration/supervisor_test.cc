@@ -1,7 +1,7 @@
 // Runs the real `gecd serve` (supervisor, engine and worker processes) and checks what an
 // operator sees: process titles, the shared-memory segment, restarts, /healthz, /readyz,
 // /metrics, systemd notifications, and a clean exit on SIGTERM.
-#include "server/supervisor.h"
+#include "supervisor/supervisor.h"
 
 #include <grpcpp/grpcpp.h>
 #include <netinet/in.h>

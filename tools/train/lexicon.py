@@ -1,4 +1,4 @@
-"""The lexicon gecd's spelling stage reads (`spelling.lexicon`, src/model/spell_corrector.h)."""
+"""The lexicon gecd's spelling stage reads (`spelling.lexicon`, src/spelling/spell_corrector.h)."""
 
 import collections
 import re

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "route/picker.h"
+#include "route_picker/picker.h"
 
 namespace gecd::fleet_sim {
 namespace {

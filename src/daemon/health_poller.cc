@@ -1,0 +1,40 @@
+#include "daemon/health_poller.h"
+
+#include <utility>
+
+#include "absl/time/time.h"
+#include "spdlog/spdlog.h"
+
+namespace gecd::server {
+
+HealthPoller::HealthPoller(grpc::HealthCheckServiceInterface* health, Subject subject,
+                           std::chrono::milliseconds period)
+    : health_(health), subject_(std::move(subject)), period_(period) {
+  // The default health service starts out SERVING; correct it before anyone can ask twice.
+  health_->SetServingStatus(subject_.ready());
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void HealthPoller::Stop() {
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;  // ends the loop's AwaitWithTimeout
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void HealthPoller::Loop() {
+  bool serving = subject_.ready();
+  MutexLock lock(&mu_);
+  // True when stopping_ is (else period_ has passed).
+  while (!mu_.AwaitWithTimeout(&stopping_, period_)) {
+    const bool ready = subject_.ready();
+    if (ready == serving) continue;
+    serving = ready;
+    spdlog::info("{}: health {}", ready ? subject_.ready_text : subject_.not_ready_text,
+                 ready ? "SERVING" : "NOT_SERVING");
+    health_->SetServingStatus(ready);
+  }
+}
+
+}  // namespace gecd::server

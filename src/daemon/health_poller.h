@@ -1,0 +1,48 @@
+#ifndef GECD_DAEMON_HEALTH_POLLER_H_
+#define GECD_DAEMON_HEALTH_POLLER_H_
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "common/mutex.h"
+#include "grpcpp/health_check_service_interface.h"
+
+// Keeps a gRPC server's grpc.health.v1 answer (for every service) in step with a readiness
+// test: sets it at once, then polls the test every `period` on a thread of its own and logs
+// each change. Owns that thread; Stop (or the destructor) joins it, and the answer is left as
+// it was, for the owner to shut down.
+namespace gecd::server {
+
+class HealthPoller {
+ public:
+  struct Subject {
+    std::function<bool()> ready;
+    std::string ready_text;      // logged on a change to ready, e.g. "engine ready"
+    std::string not_ready_text;  // ... and back, e.g. "engine not ready"
+  };
+
+  HealthPoller(grpc::HealthCheckServiceInterface* health, Subject subject,
+               std::chrono::milliseconds period);
+  ~HealthPoller() { Stop(); }
+  HealthPoller(const HealthPoller&) = delete;
+  HealthPoller& operator=(const HealthPoller&) = delete;
+
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
+
+  grpc::HealthCheckServiceInterface* const health_;
+  const Subject subject_;
+  const std::chrono::milliseconds period_;
+  Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace gecd::server
+
+#endif  // GECD_DAEMON_HEALTH_POLLER_H_

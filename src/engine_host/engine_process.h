@@ -1,0 +1,98 @@
+#ifndef GECD_ENGINE_HOST_ENGINE_PROCESS_H_
+#define GECD_ENGINE_HOST_ENGINE_PROCESS_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "config/config.h"
+#include "engine/engine.h"
+#include "engine/output_collector.h"
+#include "ipc/messages.h"
+#include "ipc/ring.h"
+#include "ipc/shared_segment.h"
+#include "metrics/metrics.h"
+
+// The engine process's work (server::RunEngineProcess runs it on the segment the supervisor
+// named): one thread that takes SUBMIT/CANCEL records off every worker's request ring, runs
+// continuous-batching steps, and writes DONE records to the response rings, sleeping on the
+// segment's doorbell when there is nothing to do. Model steps run on a second, compute thread,
+// pipelined: step N is committed and the rings served while step N+1 computes. The metrics go to
+// the engine's block of the segment's metrics region (metrics/metrics.h).
+namespace gecd::server {
+
+// What the loop drives: the Engine over a model backend, or the echo stand-in (defined in
+// engine_process.cc).
+class Generator;
+
+class EngineLoop {
+ public:
+  // Loads the model config.engine.backend names ("cpu", or "echo": no model, every request's
+  // output is its prompt) and warms it up with one tiny generation. `segment` must outlive the
+  // loop, and its metrics region must hold the engine's block; its current engine_epoch is the
+  // loop's.
+  static absl::StatusOr<std::unique_ptr<EngineLoop>> Create(const config::Config& config,
+                                                            const ipc::SharedSegment& segment,
+                                                            ipc::WaitOptions wait = {});
+  ~EngineLoop();
+
+  // Sets engine_ready_epoch and serves. Returns OK once header.draining is set (or Drain() was
+  // called) and no request is left (running, or a reply not yet written); FailedPrecondition
+  // when engine_epoch moved on (the supervisor started another engine).
+  absl::Status Run();
+
+  // From any thread or a signal handler: drain as on header.draining, for this engine alone.
+  void Drain();
+
+ private:
+  struct Sequence {
+    int worker = 0;
+    uint64_t request_id = 0;
+    int64_t arrival_us = 0;
+    int64_t first_step_us = 0;
+    int64_t first_token_us = 0;  // when the step that produced its first token was committed
+  };
+  struct Endpoint {
+    ipc::WorkerChannel channel;
+    ipc::RingConsumer requests;
+    ipc::RingProducer responses;
+    std::vector<ipc::DoneRecord> outbox;  // replies the response ring had no room for yet
+    absl::flat_hash_map<uint64_t, engine::SequenceId> live;  // by request id
+  };
+
+  EngineLoop(const ipc::SharedSegment& segment, ProcessMetrics& metrics,
+             std::unique_ptr<Generator> generator, ipc::WaitOptions wait);
+  void AttachEndpoint(Endpoint& endpoint);
+  void ResetDeadChannels();
+  void DrainRequests();
+  void Admit(int worker, ipc::SubmitRecord record);
+  void CancelRequest(int worker, const ipc::CancelRecord& record);
+  absl::Status RunStep();
+  void Reply(engine::SequenceId id, absl::StatusCode code, std::string message = {});
+  void QueueReply(int worker, ipc::DoneRecord record);
+  void SendReplies();
+  bool HasRequests() const;
+  bool RepliesPending() const;
+  // engine_has_work in the segment header, for the supervisor's watchdog.
+  void PublishHasWork();
+
+  const ipc::SharedSegment& segment_;
+  ipc::SegmentHeader* const header_;
+  ProcessMetrics& metrics_;
+  const uint64_t epoch_;
+  const ipc::WaitOptions wait_;
+  std::atomic<bool> drain_requested_{false};
+  std::unique_ptr<Generator> generator_;
+  std::vector<Endpoint> endpoints_;
+  absl::flat_hash_map<engine::SequenceId, Sequence> sequences_;
+  engine::OutputCollector outputs_;  // the generated tokens of sequences_
+  engine::SequenceId next_id_ = 1;
+  bool published_has_work_ = false;  // the supervisor clears the flag when an engine dies
+};
+
+}  // namespace gecd::server
+
+#endif  // GECD_ENGINE_HOST_ENGINE_PROCESS_H_

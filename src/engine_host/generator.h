@@ -1,0 +1,45 @@
+#ifndef GECD_ENGINE_HOST_GENERATOR_H_
+#define GECD_ENGINE_HOST_GENERATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "config/config.h"
+#include "engine/engine.h"
+#include "metrics/metrics.h"
+
+// What the engine process runs sequences on (engine.backend): the model, pipelined
+// (engine::PipelinedEngine over the cpu or cuda backend), or `echo`, which answers every prompt
+// with itself so that the daemon's front-end path can be measured without a model (and, with
+// engine.echo_step_ms, a slow daemon imitated). The engine process's loop (server::EngineLoop)
+// only moves records between the rings and this.
+namespace gecd::server {
+
+class Generator {
+ public:
+  // One step's outcome.
+  struct StepOutcome {
+    std::vector<engine::SequenceId> ran;    // sequences of the step started now
+    std::vector<engine::StepEvent> events;  // tokens of the step finished now
+  };
+
+  virtual ~Generator() = default;
+  virtual absl::Status Add(engine::SequenceId id, std::vector<int32_t> prompt,
+                           engine::GenerationParams params) = 0;
+  // False when `id` is not live.
+  virtual bool Free(engine::SequenceId id) = 0;
+  virtual bool HasWork() const = 0;
+  virtual absl::Status Step(StepOutcome* out) = 0;
+  virtual void PublishGauges(ProcessMetrics& metrics) const = 0;
+};
+
+// engine.backend's generator, loaded (model, weights) and warmed up: one tiny generation has
+// run, so the first request does not pay for first-touch page faults and lazily built state.
+absl::StatusOr<std::unique_ptr<Generator>> MakeGenerator(const config::Config& config);
+
+}  // namespace gecd::server
+
+#endif  // GECD_ENGINE_HOST_GENERATOR_H_

@@ -1,0 +1,73 @@
+#include "engine_options/engine_options.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#ifdef GECD_HAVE_CUDA
+#include "cuda_backend/cuda_backend.h"
+#endif
+
+namespace gecd::config {
+
+engine::CpuBackendOptions CpuBackendOptionsFrom(const EngineSection& engine) {
+  return {.kv_block_size = engine.kv_block_size,
+          .num_kv_blocks = engine.kv_cache_blocks,
+          .kv_cache_mb = engine.kv_cache_mb,
+          .max_step_tokens = engine.max_step_tokens,
+          .max_batch_size = engine.max_batch_size,
+          .threads = engine.threads};
+}
+
+absl::StatusOr<std::unique_ptr<engine::Backend>> CreateBackend(
+    const Config& config, const model::Checkpoint& checkpoint) {
+  const EngineSection& e = config.engine;
+  if (e.backend == "cuda") {
+#ifdef GECD_HAVE_CUDA
+    engine::CudaBackendOptions options;
+    options.device = e.device;
+    options.kv_cache_memory_fraction = e.kv_cache_memory_fraction;
+    options.kv_block_size = e.kv_block_size;
+    options.max_step_tokens = e.max_step_tokens;
+    options.max_batch_size = e.max_batch_size;
+    options.graph_batch_sizes = GraphBatchSizes(e);
+    options.quantization = e.quantization == "fp8"
+                               ? engine::CudaBackendOptions::Quantization::kFp8
+                               : engine::CudaBackendOptions::Quantization::kNone;
+    options.attention_fp8 = e.attention_fp8;
+    options.fp8_scaling = e.fp8_scaling == "per_tensor"
+                              ? engine::CudaBackendOptions::Fp8Scaling::kPerTensor
+                              : engine::CudaBackendOptions::Fp8Scaling::kPerChannel;
+    ASSIGN_OR_RETURN(std::unique_ptr<engine::CudaBackend> cuda,
+                     engine::CudaBackend::Create(checkpoint, options));
+    return cuda;
+#else
+    return absl::FailedPreconditionError(
+        "engine.backend: cuda, but this gecd was built without CUDA (no nvcc at build time)");
+#endif
+  }
+  if (e.backend != "cpu") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("engine.backend '", e.backend, "' runs no model (use cpu or cuda)"));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<engine::CpuBackend> cpu,
+                   engine::CpuBackend::Create(checkpoint, CpuBackendOptionsFrom(e)));
+  return cpu;
+}
+
+engine::EngineOptions EngineOptionsFrom(const model::Checkpoint& checkpoint) {
+  const std::vector<int>& eos = checkpoint.generation_config().eos_token_ids;
+  engine::EngineOptions options;
+  options.eos_token_ids.assign(eos.begin(), eos.end());
+  return options;
+}
+
+absl::StatusOr<std::unique_ptr<model::SpellCorrector>> SpellCorrectorFrom(
+    const SpellingSection& spelling) {
+  if (spelling.dictionary.empty()) return nullptr;
+  return model::SpellCorrector::Create(spelling.dictionary, spelling.lexicon, spelling.min_count,
+                                       spelling.instances);
+}
+
+}  // namespace gecd::config

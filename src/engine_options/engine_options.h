@@ -1,0 +1,37 @@
+#ifndef GECD_ENGINE_OPTIONS_ENGINE_OPTIONS_H_
+#define GECD_ENGINE_OPTIONS_ENGINE_OPTIONS_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "config/config.h"
+#include "engine/backend.h"
+#include "engine/cpu_backend.h"
+#include "engine/engine.h"
+#include "model/checkpoint.h"
+#include "spelling/spell_corrector.h"
+
+// The settings every command that runs the model (serve, generate, eval) derives the same way.
+namespace gecd::config {
+
+// The engine section's settings as the CPU backend takes them.
+engine::CpuBackendOptions CpuBackendOptionsFrom(const EngineSection& engine);
+
+// engine.backend's model backend ("cpu" or "cuda"), sized and configured from the engine
+// section. FailedPrecondition for cuda in a build without CUDA; errors name the key or file.
+absl::StatusOr<std::unique_ptr<engine::Backend>> CreateBackend(const Config& config,
+                                                               const model::Checkpoint& checkpoint);
+
+// The engine options the checkpoint sets: its EOS ids (generation_config.json's, which
+// Checkpoint::Open already filled in from config.json where it had none).
+engine::EngineOptions EngineOptionsFrom(const model::Checkpoint& checkpoint);
+
+// The spelling stage the `spelling` section asks for; null when it is off. Errors name the
+// missing or malformed file.
+absl::StatusOr<std::unique_ptr<model::SpellCorrector>> SpellCorrectorFrom(
+    const SpellingSection& spelling);
+
+}  // namespace gecd::config
+
+#endif  // GECD_ENGINE_OPTIONS_ENGINE_OPTIONS_H_

@@ -1,0 +1,221 @@
+#include "eval/eval_report.h"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "eval/gleu.h"
+#include "eval/ptb_text.h"
+
+namespace gecd::eval {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::vector<std::string> Slice(const std::vector<std::string>& v, size_t begin, size_t count) {
+  return std::vector<std::string>(v.begin() + begin, v.begin() + begin + count);
+}
+
+Json ThroughputJson(const System& s, size_t sentences) {
+  const double wall = s.run.wall_s > 0 ? s.run.wall_s : 1e-9;
+  Json j;
+  j["where"] = s.where;
+  j["sentences"] = sentences;
+  j["failed"] = s.run.failed;
+  j["wall_s"] = s.run.wall_s;
+  j["sentences_per_s"] = sentences / wall;
+  j["generated_tokens"] = s.run.generated_tokens;
+  j["generated_tokens_per_s"] = s.run.generated_tokens / wall;
+  Json errors = Json::array();
+  for (size_t i = 0; i < s.run.errors.size() && errors.size() < 20; ++i) {
+    if (!s.run.errors[i].empty()) errors.push_back({{"index", i}, {"message", s.run.errors[i]}});
+  }
+  j["first_errors"] = std::move(errors);
+  return j;
+}
+
+Json SyntheticJson(const SyntheticScore& s) {
+  Json j;
+  j["overall"] = {{"sentences", s.overall.sentences},
+                  {"exact", s.overall.exact},
+                  {"accuracy", s.overall.accuracy()}};
+  Json by_type = Json::object();
+  for (const ExactMatch& row : s.by_type) {
+    by_type[row.error_type] = {
+        {"sentences", row.sentences}, {"exact", row.exact}, {"accuracy", row.accuracy()}};
+  }
+  j["by_type"] = std::move(by_type);
+  j["none_sentences"] = s.none_sentences;
+  j["false_changes"] = s.false_changes;
+  j["false_change_rate"] = s.false_change_rate();
+  return j;
+}
+
+}  // namespace
+
+absl::StatusOr<Report> ScoreSystems(const EvalSets& sets, const std::vector<System>& systems,
+                                    const ReportOptions& o, Json* report) {
+  Json& doc = *report;
+  const JflegSet* jfleg = sets.jfleg;
+  const std::vector<SyntheticExample> none;
+  const std::vector<SyntheticExample>& synthetic =
+      sets.synthetic != nullptr ? *sets.synthetic : none;
+  const std::vector<std::string>& texts = sets.texts;
+  const size_t num_jfleg = jfleg != nullptr ? jfleg->sources.size() : 0;
+  std::string summary;
+  std::vector<std::string> failures;
+  Json throughput;
+  for (const System& s : systems) throughput[s.name] = ThroughputJson(s, texts.size());
+  doc["throughput"] = throughput;
+
+  if (jfleg) {
+    std::vector<Tokens> sources;
+    std::vector<Tokens> roundtrip;
+    for (const std::string& s : jfleg->sources) {
+      sources.push_back(SplitTokens(s));
+      roundtrip.push_back(SplitTokens(PtbTokenize(PtbDetokenize(s))));
+    }
+    std::vector<std::vector<Tokens>> refs;
+    for (const auto& set : jfleg->references) {
+      auto& r = refs.emplace_back();
+      for (const std::string& line : set) r.push_back(SplitTokens(line));
+    }
+    ASSIGN_OR_RETURN(const GleuCorpus corpus,
+                     GleuCorpus::Create(sources, std::move(refs), o.gleu_iterations));
+    ASSIGN_OR_RETURN(const GleuScore copy, corpus.Score(sources));
+    ASSIGN_OR_RETURN(const GleuScore copy_roundtrip, corpus.Score(roundtrip));
+    Json j;
+    j["dir"] = jfleg->dir;
+    j["split"] = jfleg->split;
+    j["sentences"] = num_jfleg;
+    j["references"] = jfleg->references.size();
+    j["gleu_iterations"] = o.gleu_iterations;
+    j["source_copy_gleu"] = copy.mean * 100;
+    j["source_roundtrip_gleu"] = copy_roundtrip.mean * 100;
+    absl::StrAppendFormat(&summary,
+                          "JFLEG %s: %zu sentences, %zu references; GLEU (0-100), mean of %d "
+                          "reference draws\n  %-12s %6.2f  (%.2f once detokenized and tokenized "
+                          "again, as outputs are)\n",
+                          jfleg->split, num_jfleg, jfleg->references.size(), o.gleu_iterations,
+                          "source copy", copy.mean * 100, copy_roundtrip.mean * 100);
+    std::vector<std::vector<std::string>> outputs;
+    for (const System& s : systems) {
+      std::vector<std::string> out = Slice(s.run.outputs, 0, num_jfleg);
+      std::vector<Tokens> hyps;
+      for (const std::string& h : out) hyps.push_back(SplitTokens(PtbTokenize(h)));
+      ASSIGN_OR_RETURN(const GleuScore g, corpus.Score(hyps));
+      j[s.name] = {{"gleu", g.mean * 100},
+                   {"gleu_stddev", g.stddev * 100},
+                   {"delta_vs_source", (g.mean - copy.mean) * 100}};
+      absl::StrAppendFormat(&summary, "  %-12s %6.2f  %+.2f vs source", s.name, g.mean * 100,
+                            (g.mean - copy.mean) * 100);
+      if (s.name == "model" && (g.mean - copy.mean) * 100 < o.min_gleu_delta) {
+        failures.push_back(
+            absl::StrFormat("JFLEG GLEU %+.2f vs the source copy is below "
+                            "--min-gleu-delta %g",
+                            (g.mean - copy.mean) * 100, o.min_gleu_delta));
+      }
+      if (s.name == "compare") {
+        const double model_gleu = j["model"]["gleu"].get<double>();
+        ASSIGN_OR_RETURN(const double agree, AgreementRate(outputs[0], out));
+        j["compare_minus_model_gleu"] = g.mean * 100 - model_gleu;
+        j["agreement"] = agree;
+        absl::StrAppendFormat(&summary, ", %+.2f vs model; outputs agree on %.1f%%",
+                              g.mean * 100 - model_gleu, agree * 100);
+      }
+      summary += "\n";
+      outputs.push_back(std::move(out));
+    }
+    doc["jfleg"] = std::move(j);
+    if (o.include_outputs) {
+      Json rows = Json::array();
+      for (size_t i = 0; i < num_jfleg; ++i) {
+        Json row = {{"source", jfleg->sources[i]}, {"input", texts[i]}};
+        for (size_t k = 0; k < systems.size(); ++k) row[systems[k].name] = outputs[k][i];
+        rows.push_back(std::move(row));
+      }
+      doc["outputs"]["jfleg"] = std::move(rows);
+    }
+  }
+  if (!synthetic.empty()) {
+    Json j;
+    j["file"] = sets.synthetic_path;
+    j["sentences"] = synthetic.size();
+    std::vector<SyntheticScore> scores;
+    std::vector<std::vector<std::string>> outputs;
+    for (const System& s : systems) {
+      std::vector<std::string> out = Slice(s.run.outputs, num_jfleg, synthetic.size());
+      ASSIGN_OR_RETURN(SyntheticScore score, ScoreSynthetic(synthetic, out));
+      j[s.name] = SyntheticJson(score);
+      if (s.name == "model" && score.none_sentences > 0 &&
+          score.false_change_rate() > o.max_false_change_rate) {
+        failures.push_back(absl::StrFormat(
+            "false-change rate %.4f on 'none' sentences is above --max-false-change-rate %g",
+            score.false_change_rate(), o.max_false_change_rate));
+      }
+      scores.push_back(std::move(score));
+      outputs.push_back(std::move(out));
+    }
+    absl::StrAppendFormat(&summary, "synthetic %s: %zu sentences; exact match\n  %-16s %6s",
+                          sets.synthetic_path, synthetic.size(), "error type", "n");
+    for (const System& s : systems) absl::StrAppendFormat(&summary, " %8s", s.name);
+    summary += "\n";
+    const auto row = [&](const std::string& label, int64_t n, auto value_of) {
+      absl::StrAppendFormat(&summary, "  %-16s %6d", label, n);
+      for (const auto& score : scores)
+        absl::StrAppendFormat(&summary, " %7.1f%%", value_of(score) * 100);
+      summary += "\n";
+    };
+    for (size_t t = 0; t < scores[0].by_type.size(); ++t) {
+      row(scores[0].by_type[t].error_type, scores[0].by_type[t].sentences,
+          [t](const SyntheticScore& s) { return s.by_type[t].accuracy(); });
+    }
+    row("overall", scores[0].overall.sentences,
+        [](const SyntheticScore& s) { return s.overall.accuracy(); });
+    if (scores[0].none_sentences > 0) {
+      row("false changes", scores[0].none_sentences,
+          [](const SyntheticScore& s) { return s.false_change_rate(); });
+    }
+    if (outputs.size() == 2) {
+      ASSIGN_OR_RETURN(const double agree, AgreementRate(outputs[0], outputs[1]));
+      j["agreement"] = agree;
+      absl::StrAppendFormat(&summary, "  outputs agree on %.1f%%\n", agree * 100);
+    }
+    doc["synthetic"] = std::move(j);
+    if (o.include_outputs) {
+      Json rows = Json::array();
+      for (size_t i = 0; i < synthetic.size(); ++i) {
+        Json r = {{"error_type", synthetic[i].error_type},
+                  {"source", synthetic[i].source},
+                  {"target", synthetic[i].target}};
+        for (size_t k = 0; k < systems.size(); ++k) r[systems[k].name] = outputs[k][i];
+        rows.push_back(std::move(r));
+      }
+      doc["outputs"]["synthetic"] = std::move(rows);
+    }
+  }
+  summary += "throughput\n";
+  for (const System& s : systems) {
+    const double wall = s.run.wall_s > 0 ? s.run.wall_s : 1e-9;
+    absl::StrAppendFormat(&summary,
+                          "  %-12s %zu sentences in %.2f s: %.1f sentences/s, %.0f generated "
+                          "tokens/s (%d failed; %s)\n",
+                          s.name, texts.size(), s.run.wall_s, texts.size() / wall,
+                          s.run.generated_tokens / wall, s.run.failed, s.where);
+  }
+  if (!std::isnan(o.min_gleu_delta) || !std::isnan(o.max_false_change_rate)) {
+    Json g;
+    g["passed"] = failures.empty();
+    g["failures"] = failures;
+    if (!std::isnan(o.min_gleu_delta)) g["min_gleu_delta"] = o.min_gleu_delta;
+    if (!std::isnan(o.max_false_change_rate)) g["max_false_change_rate"] = o.max_false_change_rate;
+    doc["gate"] = std::move(g);
+  }
+  return Report{std::move(summary), std::move(failures)};
+}
+
+}  // namespace gecd::eval

@@ -1,0 +1,237 @@
+#include "loadgen/load_options.h"
+
+#include <fstream>
+#include <optional>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/flag_scan.h"
+#include "common/status_macros.h"
+
+namespace gecd::load {
+
+const char kLoadUsage[] = R"(usage: gecd-load --input FILE [options]
+
+Drives a gecd.v1.GrammarCorrection server with one sentence per request and reports achieved
+QPS, latency percentiles (of successful requests) and errors by status code.
+
+  --target HOST:PORT[,HOST:PORT...]
+                         server address (127.0.0.1:50051); with several, the channels are
+                         spread round-robin over them (channel i on target i mod count), and
+                         so is the load when --channels is a multiple of their count
+  --input FILE           sentences, one per line, cycled (required)
+  --qps N                open loop: Poisson arrivals at N requests/s (default 100)
+  --profile SPEC         open loop with a varying rate: ramp:FROM:TO (linear over --duration)
+                         or diurnal:MIN:MAX:PERIOD_S (a sine from MIN up to MAX and back)
+  --concurrency N        closed loop: N requests in flight, each answered one replaced
+  --duration D           measured time (10s); D is 30, 30s, 500ms or 2m
+  --warmup D             time sent but not measured, before the window (1s)
+  --deadline-ms N        per-request gRPC deadline (5000); with --stream, how long after
+                         the run a stream may take to answer what it still owes
+  --stream               send on CorrectStream (one stream per channel) instead of Correct
+  --channels N           connections, each with its own channel args (8)
+  --threads N            completion-queue threads (2)
+  --priority P           the requests' priority class: interactive (the server's default) or
+                         batch (waits in the server for room, up to --deadline-ms)
+  --seed N               arrival schedule seed (1)
+  --json FILE            write the report (or the find-max trials) as JSON
+  --csv FILE             write per-second rows: t,sent,ok,errors,p50_ms,p99_ms
+  --find-max             search the highest open-loop QPS meeting the SLO: start at --qps,
+                         double until a trial fails, then bisect; each trial is --warmup
+                         plus --duration
+  --slo-p99 D            the latency objective: find-max's SLO, and what an OK answer must
+                         meet to count as goodput (1s)
+  --max-error-rate F     the find-max error-rate limit (0.01); RESOURCE_EXHAUSTED refusals
+                         (the server shedding load) are errors too, so the max is the rate
+                         served within the SLO while refusing at most F of the requests
+  --precision F          find-max stops when the bracket is within F of its top (0.05)
+  --max-trials N         find-max trial limit (16)
+  --help                 this text
+
+Open-loop latency counts from each request's intended send time, so a server (or client)
+that falls behind shows as latency, not as fewer requests. Latency percentiles are of OK
+answers only; RESOURCE_EXHAUSTED refusals are reported apart (count, share, latency).
+)";
+
+namespace {
+
+absl::Status BadValue(std::string_view flag, std::string_view value, std::string_view want) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(std::string(flag), ": '", std::string(value), "' is not ", std::string(want)));
+}
+
+absl::StatusOr<double> ParsePositive(std::string_view flag, std::string_view value) {
+  double v;
+  if (!absl::SimpleAtod(std::string(value), &v) || !(v > 0)) {
+    return BadValue(flag, value, "a number > 0");
+  }
+  return v;
+}
+
+// "host:port" or "[v6]:port", port in [1, 65535]; IPv6 without brackets is ambiguous.
+bool IsHostPort(absl::string_view v) {
+  const size_t colon = v.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) return false;
+  absl::string_view host = v.substr(0, colon);
+  const bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
+  if (!bracketed && host.find_first_of("[]:") != absl::string_view::npos) return false;
+  int port;
+  return absl::SimpleAtoi(v.substr(colon + 1), &port) && port >= 1 && port <= 65535;
+}
+
+absl::StatusOr<std::vector<std::string>> ParseTargets(std::string_view flag,
+                                                      std::string_view value) {
+  std::vector<std::string> targets;
+  for (absl::string_view item :
+       absl::StrSplit(absl::string_view(value.data(), value.size()), ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    if (!IsHostPort(item)) {
+      return absl::InvalidArgumentError(absl::StrCat(std::string(flag), ": '", std::string(item),
+                                                     "' in '", std::string(value),
+                                                     "' is not HOST:PORT or [V6]:PORT"));
+    }
+    targets.emplace_back(item);
+  }
+  return targets;
+}
+
+absl::StatusOr<int> ParseCount(std::string_view flag, std::string_view value) {
+  int v;
+  if (!absl::SimpleAtoi(std::string(value), &v) || v < 1) {
+    return BadValue(flag, value, "an integer >= 1");
+  }
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<double> ParseDuration(std::string_view text) {
+  absl::string_view number(text.data(), text.size());
+  double scale = 1;
+  if (absl::ConsumeSuffix(&number, "ms")) {
+    scale = 1e-3;
+  } else if (absl::ConsumeSuffix(&number, "s")) {
+  } else if (absl::ConsumeSuffix(&number, "m")) {
+    scale = 60;
+  }
+  double v;
+  if (!absl::SimpleAtod(std::string(number), &v) || !(v >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", std::string(text), "' is not a duration (30, 30s, 500ms, 2m)"));
+  }
+  return v * scale;
+}
+
+absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& args) {
+  LoadOptions options;
+  RunConfig& run = options.run;
+  std::optional<double> qps;
+  std::string profile;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const CommandLineFlag parsed = SplitFlag(args[i]);
+    const std::string& flag = parsed.name;
+    if (flag == "--help" || flag == "-h") {
+      options.help = true;
+      continue;
+    }
+    if (flag == "--stream") {
+      run.stream = true;
+      continue;
+    }
+    if (flag == "--find-max") {
+      options.find_max = true;
+      continue;
+    }
+    ASSIGN_OR_RETURN(const std::string value, FlagValue(parsed, args, i));
+    if (flag == "--target") {
+      ASSIGN_OR_RETURN(run.targets, ParseTargets(flag, value));
+    } else if (flag == "--input") {
+      options.input_path = value;
+    } else if (flag == "--qps") {
+      ASSIGN_OR_RETURN(qps, ParsePositive(flag, value));
+    } else if (flag == "--profile") {
+      profile = value;
+    } else if (flag == "--concurrency") {
+      ASSIGN_OR_RETURN(run.concurrency, ParseCount(flag, value));
+    } else if (flag == "--duration") {
+      ASSIGN_OR_RETURN(run.duration_s, ParseDuration(value));
+    } else if (flag == "--warmup") {
+      ASSIGN_OR_RETURN(run.warmup_s, ParseDuration(value));
+    } else if (flag == "--slo-p99") {
+      ASSIGN_OR_RETURN(options.find_max_options.slo_p99_s, ParseDuration(value));
+      run.objective =
+          std::chrono::microseconds(static_cast<int64_t>(options.find_max_options.slo_p99_s * 1e6));
+    } else if (flag == "--deadline-ms") {
+      ASSIGN_OR_RETURN(run.deadline_ms, ParseCount(flag, value));
+    } else if (flag == "--channels") {
+      ASSIGN_OR_RETURN(run.channels, ParseCount(flag, value));
+    } else if (flag == "--threads") {
+      ASSIGN_OR_RETURN(run.threads, ParseCount(flag, value));
+    } else if (flag == "--priority") {
+      if (value != "interactive" && value != "batch") {
+        return BadValue(flag, value, "interactive or batch");
+      }
+      run.priority = value;
+    } else if (flag == "--seed") {
+      if (!absl::SimpleAtoi(value, &run.seed)) return BadValue(flag, value, "an integer");
+    } else if (flag == "--json") {
+      options.json_path = value;
+    } else if (flag == "--csv") {
+      options.csv_path = value;
+    } else if (flag == "--max-error-rate") {
+      double& rate = options.find_max_options.max_error_rate;
+      if (!absl::SimpleAtod(value, &rate) || rate < 0 || rate > 1) {
+        return BadValue(flag, value, "a fraction in [0, 1]");
+      }
+    } else if (flag == "--precision") {
+      ASSIGN_OR_RETURN(options.find_max_options.precision, ParsePositive(flag, value));
+    } else if (flag == "--max-trials") {
+      ASSIGN_OR_RETURN(options.find_max_options.max_trials, ParseCount(flag, value));
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", flag, " (see --help)"));
+    }
+  }
+  if (options.help) return options;
+  if (options.input_path.empty()) return absl::InvalidArgumentError("--input FILE is required");
+  if (!(run.duration_s > 0)) return absl::InvalidArgumentError("--duration must be > 0");
+  if (run.channels < static_cast<int>(run.targets.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("--channels ", run.channels,
+                                                   " is fewer than the ", run.targets.size(),
+                                                   " --target addresses: each needs one"));
+  }
+  if (run.concurrency > 0 && (qps.has_value() || !profile.empty() || options.find_max)) {
+    return absl::InvalidArgumentError(
+        "--concurrency (closed loop) excludes --qps, --profile and --find-max (open loop)");
+  }
+  if (!profile.empty() && (qps.has_value() || options.find_max)) {
+    return absl::InvalidArgumentError("--profile excludes --qps and --find-max");
+  }
+  if (!profile.empty()) {
+    ASSIGN_OR_RETURN(run.profile, RateProfile::Parse(profile, run.duration_s));
+  } else {
+    run.profile = RateProfile::Constant(qps.value_or(100));
+  }
+  options.find_max_options.start_qps = qps.value_or(100);
+  return options;
+}
+
+absl::StatusOr<std::vector<std::string>> ReadSentences(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("--input ", path, ": cannot be read"));
+  std::vector<std::string> sentences;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) sentences.push_back(std::move(line));
+  }
+  if (in.bad()) return absl::DataLossError(absl::StrCat("--input ", path, ": read error"));
+  if (sentences.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--input ", path, ": no sentences"));
+  }
+  return sentences;
+}
+
+}  // namespace gecd::load

@@ -1,0 +1,39 @@
+#ifndef GECD_LOADGEN_LOAD_OPTIONS_H_
+#define GECD_LOADGEN_LOAD_OPTIONS_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "loadgen/find_max.h"
+#include "loadgen/load_runner.h"
+
+namespace gecd::load {
+
+// Everything gecd-load's command line says.
+struct LoadOptions {
+  RunConfig run;  // sentences not yet read
+  std::string input_path;
+  std::string json_path;
+  std::string csv_path;
+  bool find_max = false;
+  FindMaxOptions find_max_options;
+  bool help = false;
+};
+
+extern const char kLoadUsage[];
+
+// "1.5" or "1.5s", "250ms", "2m" → seconds.
+absl::StatusOr<double> ParseDuration(std::string_view text);
+
+// argv without the program name. Conflicting modes (--concurrency with --qps or --profile,
+// --find-max with either) are errors.
+absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& args);
+
+// The file's non-empty lines; an error if it cannot be read or has none.
+absl::StatusOr<std::vector<std::string>> ReadSentences(const std::string& path);
+
+}  // namespace gecd::load
+
+#endif  // GECD_LOADGEN_LOAD_OPTIONS_H_

@@ -1,0 +1,90 @@
+// gecd-load: the load generator for gecd serve. See kLoadUsage (gecd-load --help).
+
+#include <iostream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "common/mapped_file.h"
+#include "common/status_macros.h"
+#include "loadgen/load_options.h"
+#include "loadgen/run_report.h"
+
+namespace gecd::load {
+namespace {
+
+absl::Status RunOnce(const LoadOptions& options) {
+  ASSIGN_OR_RETURN(RunResult result, RunLoad(options.run));
+  WriteTable(result, std::cout);
+  if (!options.json_path.empty()) {
+    RETURN_IF_ERROR(WriteStringToFile(options.json_path, ToJson(result).dump(2) + "\n"));
+  }
+  if (!options.csv_path.empty()) {
+    std::ostringstream csv;
+    WriteTimelineCsv(result, csv);
+    RETURN_IF_ERROR(WriteStringToFile(options.csv_path, csv.str()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FindMax(const LoadOptions& options) {
+  const TrialFn trial = [&options](double qps) -> absl::StatusOr<TrialMeasurement> {
+    RunConfig config = options.run;
+    config.profile = RateProfile::Constant(qps);
+    ASSIGN_OR_RETURN(RunResult result, RunLoad(config));
+    return ToTrialMeasurement(result);
+  };
+  std::cout << absl::StrFormat("%12s %12s %12s %10s  %s\n", "offered_qps", "achieved_qps", "p99_ms",
+                               "errors_%", "verdict");
+  const auto print = [](const Trial& t) {
+    std::cout << absl::StrFormat("%12.1f %12.1f %12.3f %10.3f  %s\n", t.offered_qps,
+                                 t.measured.achieved_qps, t.measured.p99_s * 1e3,
+                                 t.measured.error_rate * 100, t.passed ? "pass" : "fail")
+              << std::flush;
+  };
+  ASSIGN_OR_RETURN(FindMaxResult result, FindMaxQps(options.find_max_options, trial, print));
+  std::cout << absl::StrFormat("max qps meeting p99 <= %.3f s, errors <= %.2f%%: %.1f\n",
+                               options.find_max_options.slo_p99_s,
+                               options.find_max_options.max_error_rate * 100, result.max_qps);
+  if (!options.json_path.empty()) {
+    nlohmann::json trials = nlohmann::json::array();
+    for (const Trial& t : result.trials) {
+      trials.push_back({{"offered_qps", t.offered_qps},
+                        {"achieved_qps", t.measured.achieved_qps},
+                        {"p99_ms", t.measured.p99_s * 1e3},
+                        {"error_rate", t.measured.error_rate},
+                        {"passed", t.passed}});
+    }
+    nlohmann::json json = {{"slo_p99_s", options.find_max_options.slo_p99_s},
+                           {"max_error_rate", options.find_max_options.max_error_rate},
+                           {"max_qps", result.max_qps},
+                           {"trials", trials}};
+    RETURN_IF_ERROR(WriteStringToFile(options.json_path, json.dump(2) + "\n"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Main(int argc, char** argv) {
+  ASSIGN_OR_RETURN(LoadOptions options,
+                   ParseLoadOptions(std::vector<std::string>(argv + 1, argv + argc)));
+  if (options.help) {
+    std::cout << kLoadUsage;
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(options.run.sentences, ReadSentences(options.input_path));
+  return options.find_max ? FindMax(options) : RunOnce(options);
+}
+
+}  // namespace
+}  // namespace gecd::load
+
+int main(int argc, char** argv) {
+  // As in gecd's main (src/cli/main.cc): Debian's Abseil is built without NDEBUG, and lock-order
+  // graphs for every absl::Mutex (gRPC's and the runner's) would slow the generator down.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  const absl::Status status = gecd::load::Main(argc, argv);
+  if (status.ok()) return 0;
+  std::cerr << "gecd-load: " << status.message() << "\n";
+  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+}

@@ -1,0 +1,147 @@
+#ifndef GECD_LOADGEN_TUNER_H_
+#define GECD_LOADGEN_TUNER_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "loadgen/find_max.h"
+
+// `gecd tune`'s search: which values of the settings that decide a daemon's throughput let it
+// sustain the highest request rate within a latency SLO, measured with the open-loop find-max
+// of gecd-load against daemons started for each candidate, within a wall-time budget.
+namespace gecd::load {
+
+// Config key → value, as `gecd serve --set` takes them.
+using Settings = std::map<std::string, std::string>;
+
+inline constexpr char kMaxBatchSizeKey[] = "engine.max_batch_size";
+inline constexpr char kMaxStepTokensKey[] = "engine.max_step_tokens";
+inline constexpr char kWorkersKey[] = "server.workers";
+inline constexpr char kGraphBatchSizesKey[] = "engine.graph_batch_sizes";
+
+// One knob of the search: a config key and the values worth trying for it given the other
+// settings (so that one value may follow another, as graph sizes follow the batch size). The
+// current value is measured already and is skipped if listed.
+struct TuneDimension {
+  std::string key;
+  std::function<std::vector<std::string>(const Settings&)> candidates;
+};
+
+// The knobs for a daemon on a machine with `cores` cores, in the order they are tuned:
+// engine.max_batch_size and engine.max_step_tokens (half and double the current value, the
+// batch never above the step's tokens), server.workers (half and double, 0 counting as `cores`,
+// at most `cores`), and with `cuda` engine.graph_batch_sizes (none, or powers of two and their
+// midpoints up to the batch size, so that a batch pads less to its graph).
+std::vector<TuneDimension> ThroughputSearchSpace(int cores, bool cuda);
+
+// A daemon serving one candidate's settings; destroying it stops the daemon.
+class CandidateServer {
+ public:
+  virtual ~CandidateServer() = default;
+  // One open-loop trial at `qps` (what find-max runs).
+  virtual absl::StatusOr<TrialMeasurement> RunTrial(double qps) = 0;
+  // Requests per second answered in a short closed-loop run with many in flight: it warms
+  // each daemon up before its trials and gives the first find-max its scale.
+  virtual absl::StatusOr<double> ProbeCapacity() = 0;
+};
+
+// Starts a daemon with `settings` and returns once it is ready to serve.
+using StartFn =
+    std::function<absl::StatusOr<std::unique_ptr<CandidateServer>>(const Settings& settings)>;
+
+struct TunerOptions {
+  double budget_s = 600;  // all of it: daemon starts and stops, probes, trials
+  // The SLO, the error limit, growth, precision and the trials per candidate at most (fewer
+  // when its share of the budget ends first); start_qps is chosen by the tuner.
+  FindMaxOptions find_max;
+  // The upper bound of one trial or probe, start to end, including the backlog's drain. A
+  // trial starts only when it and the daemon's stop fit in the candidate's share.
+  double trial_cost_s = 5;
+  // What a daemon's start and stop are assumed to take until one has been seen; then the
+  // slowest seen.
+  double start_cost_s = 10;
+  double stop_cost_s = 2;
+  // No trial below this rate (too few requests in a trial to have a p99): a candidate whose
+  // find-max bisects down to it has no rate that meets the SLO.
+  double min_qps = 0;
+  // The first find-max starts at this share of the probed capacity; later ones start at the
+  // best rate so far and grow by candidate_growth, as a setting rarely doubles the rate.
+  double probe_start_fraction = 0.5;
+  double candidate_growth = 1.25;
+};
+
+// What one candidate's find-max measured.
+struct CandidateResult {
+  Settings settings;
+  absl::Status status;  // not OK: it could not be measured (its daemon did not start, ...)
+  std::vector<Trial> trials;
+  double max_qps = 0;  // the highest offered rate that passed; 0 if none did
+  // The passing trial at max_qps; when none passed, the trial that came closest to the SLO.
+  std::optional<Trial> best_trial;
+  // It failed its first trial, at the best rate found so far, and was left there.
+  bool abandoned = false;
+  double seconds = 0;  // wall time, its daemon's start and stop included
+};
+
+struct TuneResult {
+  bool slo_met = false;  // some candidate passed a trial
+  // The candidate with the highest max_qps; when none passed, the one closest to the SLO.
+  CandidateResult best;
+  std::vector<CandidateResult> candidates;  // in the order measured
+  std::vector<Settings> untried;            // what the budget left out
+  double elapsed_s = 0;
+};
+
+// What the search reports as it goes (any may be empty).
+struct TuneCallbacks {
+  std::function<void(const Settings&)> candidate_started;
+  std::function<void(const Settings&, const Trial&)> trial_done;
+  std::function<void(const CandidateResult&)> candidate_done;
+};
+
+// Coordinate descent from `initial`: measures it, then each dimension in turn with the others
+// at the best so far, moving to a value that sustained a higher rate (by more than find-max's
+// precision, so that noise alone does not move it; with no rate passing anywhere, to one that
+// came closer to the SLO); passes repeat while one
+// moved something and budget is left. The budget is split as the search goes: each candidate
+// gets an equal share of what is left (the time left over the candidates left in this pass, at
+// least one start, stop, probe and two trials), so time a candidate leaves unused goes to the
+// rest; within its share it runs the probe, then find-max trials while one more fits. The first
+// candidate's find-max starts from half its probed capacity, the others' at the best rate so
+// far: one that fails there cannot win and is abandoned after that trial. `now_s` is a
+// monotonic clock in seconds.
+// Errors: the initial settings could not be measured (their start or trial error), or
+// DeadlineExceeded when the budget ends before their first trial.
+absl::StatusOr<TuneResult> Tune(const std::vector<TuneDimension>& space, const Settings& initial,
+                                const StartFn& start, const TunerOptions& options,
+                                const std::function<double()>& now_s,
+                                const TuneCallbacks& callbacks = {});
+
+// What the best candidate means for one pod, and for an HPA scaling on the pods' mean
+// gecd_request_concurrency.
+struct PodFigures {
+  double rps = 0;  // the highest offered rate that met the SLO
+  double achieved_rps = 0;
+  double p99_s = 0;
+  double mean_latency_s = 0;
+  double littles_law_concurrency = 0;  // achieved_rps × mean latency
+  double gauge_concurrency = -1;       // the daemon's own mean; < 0 when not sampled
+  double concurrency = 0;              // the gauge where sampled (what the HPA reads), else Little
+  double hpa_target = 0;               // AverageValue: concurrency × (1 − headroom)
+};
+
+// The figures of `best`'s best trial; all 0 (gauge -1) when it has none or it did not pass.
+PodFigures PerPodFigures(const CandidateResult& best, double headroom);
+
+// How far a trial is from passing: the larger of p99 / SLO and error rate / limit (<= 1 passes
+// if both hold).
+double SloMiss(const TrialMeasurement& measured, const FindMaxOptions& options);
+
+}  // namespace gecd::load
+
+#endif  // GECD_LOADGEN_TUNER_H_

@@ -1,0 +1,197 @@
+#include "metrics/metrics.h"
+
+#include <bit>
+#include <new>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "daemon/prometheus_text.h"
+
+namespace gecd::server {
+namespace {
+
+// A histogram's fixed upper bounds and its unit: the value 1.0 is recorded as `units` units.
+struct HistogramSpec {
+  const char* name;
+  const char* help;
+  std::span<const double> bounds;
+  double units;
+};
+
+using prometheus::AppendHeader;
+using prometheus::AppendScalar;
+
+constexpr double kBatchBounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+static_assert(std::size(kBatchBounds) <= HistogramBlock::kMaxBuckets);
+static_assert(std::size(prometheus::kLatencyBounds) <= HistogramBlock::kMaxBuckets);
+
+constexpr HistogramSpec kRequestDuration = {"gecd_request_duration_seconds",
+                                            "Time from RPC arrival to its answer.",
+                                            prometheus::kLatencyBounds, 1e6};
+constexpr HistogramSpec kTimeToFirstToken = {"gecd_time_to_first_token_seconds",
+                                             "Time from RPC arrival to the first generated token.",
+                                             prometheus::kLatencyBounds, 1e6};
+constexpr HistogramSpec kSpellingDuration = {"gecd_spelling_seconds",
+                                             "Time the spelling stage took for one request.",
+                                             prometheus::kLatencyBounds, 1e6};
+// Actual over predicted time in the server; recorded in thousandths.
+constexpr double kRatioBounds[] = {0.25, 0.5, 0.75, 0.9, 1, 1.1, 1.25, 1.5, 2, 3, 4};
+constexpr HistogramSpec kPredictionRatio = {
+    "gecd_admission_prediction_ratio",
+    "Each admitted sentence's time in the server over the time admission predicted for it.",
+    kRatioBounds, 1e3};
+constexpr HistogramSpec kBatchSize = {"gecd_batch_size", "Sequences per engine step.", kBatchBounds,
+                                      1};
+
+constexpr std::string_view kShedReasonNames[ProcessMetrics::kNumShedReasons] = {"max_in_flight",
+                                                                                "slo", "deadline"};
+
+void Observe(HistogramBlock& h, const HistogramSpec& spec, double value) {
+  h.Observe(spec.bounds, spec.units, value);
+}
+
+void AppendHistogram(std::string& out, const HistogramSpec& spec,
+                     const MetricsSnapshot::Histogram& h) {
+  prometheus::AppendHistogram(out, spec.name, spec.help, spec.bounds,
+                              std::span(h.counts).first(spec.bounds.size() + 1),
+                              static_cast<double>(h.sum_units) / spec.units);
+}
+
+}  // namespace
+
+void ProcessMetrics::RequestFinished(int grpc_code, double seconds) {
+  const int code = prometheus::CodeIndex(grpc_code);
+  requests_[code].fetch_add(1, std::memory_order_relaxed);
+  Observe(request_duration_, kRequestDuration, seconds);
+}
+
+void ProcessMetrics::ObserveTimeToFirstToken(double seconds) {
+  Observe(time_to_first_token_, kTimeToFirstToken, seconds);
+}
+
+void ProcessMetrics::ObserveSpelling(double seconds, int lookups, int skipped) {
+  Observe(spelling_duration_, kSpellingDuration, seconds);
+  spelling_lookups_.fetch_add(static_cast<uint64_t>(lookups), std::memory_order_relaxed);
+  spelling_skipped_.fetch_add(static_cast<uint64_t>(skipped), std::memory_order_relaxed);
+}
+
+void ProcessMetrics::ObservePredictionRatio(double ratio) {
+  Observe(prediction_ratio_, kPredictionRatio, ratio);
+}
+
+void ProcessMetrics::ObserveBatch(int sequences) { Observe(batch_size_, kBatchSize, sequences); }
+
+void ProcessMetrics::SetKvCacheUsage(double ratio) {
+  kv_cache_usage_bits_.store(std::bit_cast<uint64_t>(ratio), std::memory_order_relaxed);
+}
+
+void ProcessMetrics::ResetGauges() {
+  concurrency_.store(0, std::memory_order_relaxed);
+  open_streams_.store(0, std::memory_order_relaxed);
+  kv_cache_usage_bits_.store(std::bit_cast<uint64_t>(0.0), std::memory_order_relaxed);
+  queue_depth_.store(0, std::memory_order_relaxed);
+}
+
+size_t MetricsRegion::BytesFor(int num_processes) {
+  return static_cast<size_t>(num_processes) * sizeof(ProcessMetrics);
+}
+
+MetricsRegion MetricsRegion::Initialize(std::span<uint8_t> region) {
+  const size_t n = region.size() / sizeof(ProcessMetrics);
+  for (size_t i = 0; i < n; ++i) new (region.data() + i * sizeof(ProcessMetrics)) ProcessMetrics();
+  return MetricsRegion(region);
+}
+
+MetricsRegion::MetricsRegion(std::span<uint8_t> region)
+    : blocks_(std::launder(reinterpret_cast<ProcessMetrics*>(region.data()))),
+      num_processes_(static_cast<int>(region.size() / sizeof(ProcessMetrics))) {}
+
+ProcessMetrics* MetricsRegion::ForProcess(int index) const {
+  return index >= 0 && index < num_processes_ ? &blocks_[index] : nullptr;
+}
+
+MetricsSnapshot MetricsRegion::Sum() const {
+  MetricsSnapshot s;
+  for (int p = 0; p < num_processes_; ++p) {
+    const ProcessMetrics& m = blocks_[p];
+    for (int c = 0; c < ProcessMetrics::kNumCodes; ++c) {
+      s.requests[c] += m.requests_[c].load(std::memory_order_relaxed);
+    }
+    s.concurrency += m.concurrency_.load(std::memory_order_relaxed);
+    for (int r = 0; r < ProcessMetrics::kNumShedReasons; ++r) {
+      s.shed[r] += m.shed_[r].load(std::memory_order_relaxed);
+    }
+    s.goodput += m.goodput_.load(std::memory_order_relaxed);
+    s.open_streams += m.open_streams_.load(std::memory_order_relaxed);
+    s.prompt_tokens += m.prompt_tokens_.load(std::memory_order_relaxed);
+    s.generated_tokens += m.generated_tokens_.load(std::memory_order_relaxed);
+    s.cancelled_sequences += m.cancelled_sequences_.load(std::memory_order_relaxed);
+    s.kv_cache_usage +=
+        std::bit_cast<double>(m.kv_cache_usage_bits_.load(std::memory_order_relaxed));
+    s.queue_depth += m.queue_depth_.load(std::memory_order_relaxed);
+    AddTo(s.request_duration, m.request_duration_);
+    AddTo(s.time_to_first_token, m.time_to_first_token_);
+    AddTo(s.batch_size, m.batch_size_);
+    AddTo(s.spelling_duration, m.spelling_duration_);
+    AddTo(s.prediction_ratio, m.prediction_ratio_);
+    s.spelling_lookups += m.spelling_lookups_.load(std::memory_order_relaxed);
+    s.spelling_skipped += m.spelling_skipped_.load(std::memory_order_relaxed);
+  }
+  return s;
+}
+
+std::string FormatPrometheus(const MetricsSnapshot& s,
+                             const std::map<std::string, uint64_t>& restarts) {
+  std::string out;
+  AppendHeader(out, "gecd_requests_total", "RPCs answered, by gRPC status code.", "counter");
+  for (int c = 0; c < ProcessMetrics::kNumCodes; ++c) {
+    // OK always, so the series exists before the first request; other codes once seen.
+    if (c != 0 && s.requests[c] == 0) continue;
+    absl::StrAppend(&out, "gecd_requests_total{code=\"", std::string(prometheus::CodeName(c)),
+                    "\"} ", s.requests[c], "\n");
+  }
+  AppendScalar(out, "gecd_request_concurrency", "Requests admitted and not yet answered.", "gauge",
+               absl::StrCat(s.concurrency));
+  AppendHeader(out, "gecd_requests_shed_total",
+               "Sentences refused at admission (RESOURCE_EXHAUSTED), by reason.", "counter");
+  for (int r = 0; r < ProcessMetrics::kNumShedReasons; ++r) {
+    absl::StrAppend(&out, "gecd_requests_shed_total{reason=\"", std::string(kShedReasonNames[r]),
+                    "\"} ", s.shed[r], "\n");
+  }
+  AppendScalar(out, "gecd_goodput_requests_total",
+               "Requests answered OK within the latency objective (server.slo_p99_ms) and their "
+               "deadline.",
+               "counter", absl::StrCat(s.goodput));
+  AppendHistogram(out, kPredictionRatio, s.prediction_ratio);
+  AppendScalar(out, "gecd_open_streams", "CorrectStream calls open.", "gauge",
+               absl::StrCat(s.open_streams));
+  AppendHistogram(out, kRequestDuration, s.request_duration);
+  AppendHistogram(out, kTimeToFirstToken, s.time_to_first_token);
+  AppendHistogram(out, kBatchSize, s.batch_size);
+  AppendScalar(out, "gecd_prompt_tokens_total", "Prompt tokens prefilled.", "counter",
+               absl::StrCat(s.prompt_tokens));
+  AppendScalar(out, "gecd_generated_tokens_total", "Tokens generated.", "counter",
+               absl::StrCat(s.generated_tokens));
+  AppendScalar(out, "gecd_cancelled_sequences_total",
+               "Sequences the engine stopped before they finished (cancelled, expired, orphaned).",
+               "counter", absl::StrCat(s.cancelled_sequences));
+  AppendScalar(out, "gecd_kv_cache_usage_ratio", "Fraction of KV-cache blocks in use.", "gauge",
+               absl::StrFormat("%g", s.kv_cache_usage));
+  AppendScalar(out, "gecd_queue_depth", "Sequences waiting for the engine to admit them.", "gauge",
+               absl::StrCat(s.queue_depth));
+  AppendHistogram(out, kSpellingDuration, s.spelling_duration);
+  AppendScalar(out, "gecd_spelling_lookups_total", "Words the spelling stage looked up.", "counter",
+               absl::StrCat(s.spelling_lookups));
+  AppendScalar(out, "gecd_spelling_skipped_words_total",
+               "Words the spelling stage left unchecked: its per-request budget ran out.",
+               "counter", absl::StrCat(s.spelling_skipped));
+  AppendHeader(out, "gecd_process_restarts_total", "Child processes restarted after dying.",
+               "counter");
+  for (const auto& [process, count] : restarts) {
+    absl::StrAppend(&out, "gecd_process_restarts_total{process=\"", process, "\"} ", count, "\n");
+  }
+  return out;
+}
+
+}  // namespace gecd::server

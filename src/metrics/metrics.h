@@ -1,0 +1,139 @@
+#ifndef GECD_METRICS_METRICS_H_
+#define GECD_METRICS_METRICS_H_
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+
+#include "daemon/histogram.h"
+
+// Server metrics kept in the shared segment's metrics region: one ProcessMetrics block per
+// process (block 0 the engine, block 1 + i worker i), so no two processes ever write the same
+// cache line. Writers use relaxed atomics; the supervisor sums the blocks for /metrics. The
+// blocks outlive the processes, so counters stay monotonic across restarts; the supervisor
+// zeroes a dead process's gauges.
+namespace gecd::server {
+
+// The counters of one process. Every method is lock-free and safe from any thread of the
+// owning process.
+class ProcessMetrics {
+ public:
+  // gRPC status codes 0..16; anything else is counted as UNKNOWN (2).
+  static constexpr int kNumCodes = 17;
+
+  // Why admission refused a sentence (gecd_requests_shed_total{reason}): server.max_in_flight,
+  // the latency objective (server.slo_p99_ms), or the call's deadline when sooner.
+  enum ShedReason { kShedMaxInFlight, kShedSlo, kShedDeadline, kNumShedReasons };
+
+  // Workers: a request passed admission / left (answered or failed).
+  void RequestAdmitted() { concurrency_.fetch_add(1, std::memory_order_relaxed); }
+  void RequestReleased() { concurrency_.fetch_sub(1, std::memory_order_relaxed); }
+  // Workers: every RPC answered, admitted or not, with its gRPC code and duration.
+  void RequestFinished(int grpc_code, double seconds);
+  // Workers: an answer (OK) within the latency objective and the call's deadline: goodput.
+  void RequestWithinObjective() { goodput_.fetch_add(1, std::memory_order_relaxed); }
+  // Workers: an admitted sentence answered in `ratio` times the time admission predicted.
+  void ObservePredictionRatio(double ratio);
+  // Workers: a sentence refused at admission (also counted by RequestFinished).
+  void RequestShed(ShedReason reason) { shed_[reason].fetch_add(1, std::memory_order_relaxed); }
+  // Workers: a CorrectStream call began / ended (its reactor was deleted).
+  void StreamOpened() { open_streams_.fetch_add(1, std::memory_order_relaxed); }
+  void StreamClosed() { open_streams_.fetch_sub(1, std::memory_order_relaxed); }
+  // Workers: time from the RPC's arrival to its first generated token.
+  void ObserveTimeToFirstToken(double seconds);
+  // Workers: the spelling stage of one request took `seconds`, looked `lookups` words up in
+  // Hunspell, and left `skipped` candidate words unchecked because its budget ran out.
+  void ObserveSpelling(double seconds, int lookups, int skipped);
+  // Engine: one step ran `sequences` sequences.
+  void ObserveBatch(int sequences);
+  // Engine: tokens prefilled (prompt) and generated.
+  void AddPromptTokens(uint64_t n) { prompt_tokens_.fetch_add(n, std::memory_order_relaxed); }
+  void AddGeneratedTokens(uint64_t n) { generated_tokens_.fetch_add(n, std::memory_order_relaxed); }
+  // Engine: a sequence freed before it finished (client cancelled, deadline, worker died).
+  void SequenceCancelled() { cancelled_sequences_.fetch_add(1, std::memory_order_relaxed); }
+  // Engine gauges: KV blocks in use / total, and sequences waiting for admission.
+  void SetKvCacheUsage(double ratio);
+  void SetQueueDepth(int64_t n) { queue_depth_.store(n, std::memory_order_relaxed); }
+
+  // Supervisor: the process died; its in-flight gauges no longer hold.
+  void ResetGauges();
+
+ private:
+  friend class MetricsRegion;
+
+  alignas(64) std::array<std::atomic<uint64_t>, kNumCodes> requests_;
+  std::atomic<int64_t> concurrency_;
+  std::array<std::atomic<uint64_t>, kNumShedReasons> shed_;
+  std::atomic<uint64_t> goodput_;
+  std::atomic<int64_t> open_streams_;
+  std::atomic<uint64_t> prompt_tokens_;
+  std::atomic<uint64_t> generated_tokens_;
+  std::atomic<uint64_t> cancelled_sequences_;
+  std::atomic<uint64_t> kv_cache_usage_bits_;  // a double's bits
+  std::atomic<int64_t> queue_depth_;
+  HistogramBlock request_duration_;
+  HistogramBlock time_to_first_token_;
+  HistogramBlock batch_size_;
+  HistogramBlock spelling_duration_;
+  HistogramBlock prediction_ratio_;
+  std::atomic<uint64_t> spelling_lookups_;
+  std::atomic<uint64_t> spelling_skipped_;
+};
+
+// The sum of all blocks at one moment (each counter read once, relaxed).
+struct MetricsSnapshot {
+  std::array<uint64_t, ProcessMetrics::kNumCodes> requests{};
+  int64_t concurrency = 0;
+  std::array<uint64_t, ProcessMetrics::kNumShedReasons> shed{};
+  uint64_t goodput = 0;
+  int64_t open_streams = 0;
+  uint64_t prompt_tokens = 0;
+  uint64_t generated_tokens = 0;
+  uint64_t cancelled_sequences = 0;
+  double kv_cache_usage = 0;
+  int64_t queue_depth = 0;
+  using Histogram = HistogramCounts;
+  Histogram request_duration;
+  Histogram time_to_first_token;
+  Histogram batch_size;
+  Histogram spelling_duration;
+  Histogram prediction_ratio;
+  uint64_t spelling_lookups = 0;
+  uint64_t spelling_skipped = 0;
+};
+
+// A view of the metrics region: placement and lookup of the per-process blocks.
+class MetricsRegion {
+ public:
+  static constexpr int kEngineIndex = 0;
+  static int WorkerIndex(int worker) { return 1 + worker; }
+
+  // Bytes for `num_processes` blocks (engine + workers): SegmentOptions.metrics_bytes.
+  static size_t BytesFor(int num_processes);
+  // Constructs zeroed blocks over the whole region; the supervisor, before starting children.
+  static MetricsRegion Initialize(std::span<uint8_t> region);
+  // Views a region the supervisor initialized (children).
+  explicit MetricsRegion(std::span<uint8_t> region);
+
+  int num_processes() const { return num_processes_; }
+  // Block `index` (kEngineIndex or WorkerIndex(i)); nullptr when out of range.
+  ProcessMetrics* ForProcess(int index) const;
+  MetricsSnapshot Sum() const;
+
+ private:
+  ProcessMetrics* blocks_ = nullptr;
+  int num_processes_ = 0;
+};
+
+// Prometheus text exposition format (version 0.0.4) of `snapshot` plus the supervisor's
+// restart counts by process kind ("engine", "worker").
+std::string FormatPrometheus(const MetricsSnapshot& snapshot,
+                             const std::map<std::string, uint64_t>& restarts);
+
+}  // namespace gecd::server
+
+#endif  // GECD_METRICS_METRICS_H_

@@ -1,0 +1,184 @@
+#include "worker/admission.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+
+namespace gecd::server {
+namespace {
+
+// How many standard deviations of actual / predicted above its mean the objective must hold:
+// the 99th percentile of a normal spread.
+constexpr double kSpreadsFor99th = 2.33;
+// The margin's bounds, and how many (decayed) completions it needs before it is trusted.
+constexpr double kMaxMargin = 4.0;
+constexpr double kMinErrorSamples = 3.0;
+// A refused client is told to come back after no less and no more than this.
+constexpr std::chrono::milliseconds kMinRetryAfter{5};
+constexpr std::chrono::milliseconds kMaxRetryAfter{10'000};
+// Without a prediction (before the first completion): when to come back from max_in_flight.
+constexpr std::chrono::milliseconds kDefaultRetryAfter{100};
+
+double Us(std::chrono::microseconds d) { return static_cast<double>(d.count()); }
+
+}  // namespace
+
+AdmissionController::AdmissionController(Options options, Clock clock)
+    : options_(options), clock_(std::move(clock)) {}
+
+AdmissionController::Decision AdmissionController::Admit(std::chrono::microseconds budget,
+                                                         size_t text_bytes, int max_output_tokens,
+                                                         Priority priority) {
+  MutexLock lock(&mu_);
+  const int64_t now_us = clock_();
+  Advance(now_us);
+  Decision decision;
+  const double predicted_us = PredictUs(text_bytes, max_output_tokens);
+  // Uniform in [0.5, 1.5): xorshift64, enough to spread a crowd's retries.
+  auto jittered = [this](double us) {
+    jitter_state_ ^= jitter_state_ << 13;
+    jitter_state_ ^= jitter_state_ >> 7;
+    jitter_state_ ^= jitter_state_ << 17;
+    const double u = static_cast<double>(jitter_state_ >> 11) * 0x1.0p-53;
+    const auto ms = std::chrono::milliseconds(static_cast<int64_t>(us * (0.5 + u) * 1e-3));
+    return std::clamp(ms, kMinRetryAfter, kMaxRetryAfter);
+  };
+  if (in_flight_ >= options_.max_in_flight) {
+    decision.refusal = Refusal::kMaxInFlight;
+    decision.retry_after =
+        predicted_us > 0 ? jittered(predicted_us / (in_flight_ + 1)) : kDefaultRetryAfter;
+    decision.message = absl::StrFormat(
+        "server is at its in-flight limit (server.max_in_flight %d); retry after %d ms",
+        options_.max_in_flight, decision.retry_after.count());
+    return decision;
+  }
+  const bool batch = priority == Priority::kBatch;
+  const double slo_us = Us(std::chrono::duration_cast<std::chrono::microseconds>(options_.slo)) *
+                        (batch ? kBatchShare : 1.0);
+  const bool deadline_first = !batch && budget != kNoDeadline && Us(budget) < slo_us;
+  const double limit_us = deadline_first ? Us(budget) : slo_us;
+  const double margin = Margin();
+  if (step_us_.weight <= 0 && in_flight_ >= (batch ? kStartWindow / 2 : kStartWindow)) {
+    decision.refusal = Refusal::kSlo;
+    decision.retry_after = kDefaultRetryAfter;
+    decision.message = absl::StrFormat(
+        "overloaded: %d sentences in flight before the first answer told how long they take; "
+        "retry after %d ms",
+        in_flight_, decision.retry_after.count());
+    return decision;
+  }
+  if (in_flight_ > 0 && predicted_us * margin > limit_us) {
+    // The sentences that must leave before this one would fit, at the rate they leave.
+    const double per_sentence_us = predicted_us * margin / (in_flight_ + 1);
+    const double fits = std::max(0.0, std::floor(limit_us / per_sentence_us) - 1);
+    const double excess = std::max(1.0, in_flight_ - fits);
+    decision.retry_after = jittered(predicted_us * excess / (in_flight_ + 1));
+    decision.refusal = deadline_first ? Refusal::kDeadline : Refusal::kSlo;
+    const std::string limit =
+        deadline_first
+            ? absl::StrFormat("the %.0f ms left to the request's deadline", limit_us * 1e-3)
+        : batch ? absl::StrFormat(
+                      "the %.0f ms that batch work may use of the latency objective "
+                      "(server.slo_p99_ms)",
+                      limit_us * 1e-3)
+                : absl::StrFormat("the latency objective of %.0f ms (server.slo_p99_ms)",
+                                  limit_us * 1e-3);
+    decision.message = absl::StrFormat(
+        "overloaded: predicted %.0f ms (%d sentences in flight, ~%.0f output tokens) exceeds "
+        "%s; retry after %d ms",
+        predicted_us * margin * 1e-3, in_flight_, PredictOutput(text_bytes, max_output_tokens),
+        limit, decision.retry_after.count());
+    return decision;
+  }
+  ++in_flight_;
+  decision.ticket = {.admitted_us = now_us,
+                     .held_us = held_us_,
+                     .text_bytes = text_bytes,
+                     .predicted_us = predicted_us};
+  return decision;
+}
+
+double AdmissionController::Release(const Ticket& ticket, int output_tokens) {
+  MutexLock lock(&mu_);
+  const int64_t now_us = clock_();
+  Advance(now_us);
+  const double tau =
+      std::chrono::duration_cast<std::chrono::duration<double>>(options_.smoothing).count();
+  const double decay =
+      tau > 0 ? std::exp(-static_cast<double>(busy_since_release_us_) * 1e-6 / tau) : 0.0;
+  busy_since_release_us_ = 0;
+  step_us_.Decay(decay);
+  output_per_byte_.Decay(decay);
+  error_.Decay(decay);
+  error_squared_.Decay(decay);
+  const auto sojourn_us = static_cast<double>(now_us - ticket.admitted_us);
+  double error = 0;
+  if (output_tokens >= 0 && sojourn_us > 0) {
+    // The mean in flight during its stay, itself included.
+    const double held = std::max(1.0, (held_us_ - ticket.held_us) / sojourn_us);
+    step_us_.Add(sojourn_us, (output_tokens + 1) * held);
+    if (ticket.text_bytes > 0) {
+      output_per_byte_.Add(output_tokens, static_cast<double>(ticket.text_bytes));
+    }
+    if (ticket.predicted_us > 0) {
+      error = sojourn_us / ticket.predicted_us;
+      error_.Add(error);
+      error_squared_.Add(error * error);
+    }
+  }
+  --in_flight_;
+  return error;
+}
+
+int AdmissionController::in_flight() const {
+  MutexLock lock(&mu_);
+  return in_flight_;
+}
+
+std::chrono::microseconds AdmissionController::PredictedTime(size_t text_bytes) const {
+  MutexLock lock(&mu_);
+  return std::chrono::microseconds(static_cast<int64_t>(PredictUs(text_bytes, 0) * Margin()));
+}
+
+double AdmissionController::step_seconds_per_sentence() const {
+  MutexLock lock(&mu_);
+  return step_us_.Ratio() * 1e-6;
+}
+
+double AdmissionController::output_tokens_per_byte() const {
+  MutexLock lock(&mu_);
+  return output_per_byte_.Ratio();
+}
+
+double AdmissionController::margin() const {
+  MutexLock lock(&mu_);
+  return Margin();
+}
+
+void AdmissionController::Advance(int64_t now_us) {
+  const int64_t elapsed_us = now_us - last_event_us_;
+  last_event_us_ = now_us;
+  if (in_flight_ == 0 || elapsed_us <= 0) return;
+  busy_since_release_us_ += elapsed_us;
+  held_us_ += static_cast<double>(in_flight_) * static_cast<double>(elapsed_us);
+}
+
+double AdmissionController::PredictOutput(size_t text_bytes, int max_output_tokens) const {
+  const double output = output_per_byte_.Ratio() * static_cast<double>(text_bytes);
+  return max_output_tokens > 0 ? std::min(output, static_cast<double>(max_output_tokens)) : output;
+}
+
+double AdmissionController::PredictUs(size_t text_bytes, int max_output_tokens) const {
+  return step_us_.Ratio() * (PredictOutput(text_bytes, max_output_tokens) + 1) * (in_flight_ + 1);
+}
+
+double AdmissionController::Margin() const {
+  if (error_.weight < kMinErrorSamples) return 1.0;
+  const double mean = error_.Ratio();
+  const double spread = std::sqrt(std::max(0.0, error_squared_.Ratio() - mean * mean));
+  return std::clamp(mean + kSpreadsFor99th * spread, 1.0, kMaxMargin);
+}
+
+}  // namespace gecd::server

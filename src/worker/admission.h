@@ -1,0 +1,166 @@
+#ifndef GECD_WORKER_ADMISSION_H_
+#define GECD_WORKER_ADMISSION_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "common/mutex.h"
+
+// Latency-objective admission for one worker: a sentence is refused at once (RESOURCE_EXHAUSTED)
+// when the worker predicts it could not be answered within the latency objective
+// (server.slo_p99_ms) or the call's deadline, whichever is sooner, instead of queueing it until
+// it is late.
+namespace gecd::server {
+
+// Owns the worker's admitted-but-unfinished sentences and what it has learned from the finished
+// ones, and decides on each arrival before the text is read (no validation, tokenization or
+// spelling), so a refusal costs little more than the gRPC call that carried it.
+//
+// The engine batches: every sentence in flight runs in every step, each step emits one token per
+// sentence, and a step takes longer the more sentences it runs. So a sentence's time in the
+// server is about (its output tokens + 1) steps, each as long as the in-flight count makes it:
+//
+//   predicted = theta * (output + 1) * (in_flight + 1)
+//
+// theta, the time per step per sentence in flight, is learned from the finished sentences as a
+// ratio of sums, sum(time) / sum((output + 1) * mean in flight during its stay), smoothed over
+// the completions of about `smoothing` of busy time; the output length of a new sentence, which
+// is not known before the model has run, is predicted from its text's length by the learned
+// ratio of output tokens to text bytes (for a correction, about the input's own length). A long
+// sentence thus costs what it will really hold the engine for, and is refused sooner under load
+// than a short one. Sentences that queue in the engine (beyond engine.max_batch_size or the KV
+// cache) wait longer as the in-flight count grows, and the same ratio absorbs it.
+//
+// The prediction is of a typical sentence; the objective is a 99th percentile. So the controller
+// also learns how far the actual times run over their predictions (the mean and spread of the
+// ratio actual / predicted) and refuses when predicted * (mean + 2.33 spread) passes the budget:
+// a prediction that often runs long admits fewer. The budget is the call's own deadline if that
+// is sooner than the objective, else the objective: a client looser than the objective does not
+// let the queue grow past it.
+//
+// What refusals cannot do: nothing learned depends on refusals or on the arrival rate, only on
+// the sentences that finished, so a flood of refused calls cannot talk the estimate down (before
+// this design the estimate followed completions per second, which fell as refusals took the
+// CPU, so refusals fed themselves). A refused call is told when to come back (`retry_after`, the
+// grpc-retry-pushback-ms trailer): about the time the sentences ahead of it need to leave enough
+// room, spread by ±50% so that a crowd told at once does not return at once.
+//
+// A sentence with nothing ahead is always admitted, so the estimate keeps being measured however
+// slow one sentence is; idle time counts for nothing. Until a first completion nothing
+// predicts, so at most kStartWindow are admitted: a flood at start-up, all admitted, would run
+// in one batch whose steps last for seconds, and miss the objective for everyone. With no
+// completions (an engine that stopped answering) nothing learned moves, so admission stops once the
+// in-flight count alone predicts the budget is spent. Each worker measures its own sentences
+// against its own share of the engine. Thread-safe.
+class AdmissionController {
+ public:
+  // Monotonic time in microseconds; tests pass a fake.
+  using Clock = std::function<int64_t()>;
+  static constexpr std::chrono::microseconds kNoDeadline = std::chrono::microseconds::max();
+  // Sentences admitted at most before the first answer (or max_in_flight, if smaller).
+  static constexpr int kStartWindow = 32;
+
+  struct Options {
+    int max_in_flight = 1024;             // server.max_in_flight
+    std::chrono::milliseconds slo{1000};  // server.slo_p99_ms
+    // The smoothing time constant (busy time) of what is learned.
+    std::chrono::milliseconds smoothing{1000};
+  };
+
+  enum class Refusal { kNone, kMaxInFlight, kSlo, kDeadline };
+  // kInteractive: admitted while predicted within the objective (or its deadline, if sooner).
+  // kBatch: admitted only while predicted within kBatchShare of the objective, so that batch
+  // work fills what interactive work leaves and interactive arrivals still find room; its own
+  // deadline is the caller's to keep (it waits for room, server/batch_queue.h).
+  enum class Priority { kInteractive, kBatch };
+  static constexpr double kBatchShare = 0.75;
+  // What Release needs of an admitted sentence.
+  struct Ticket {
+    int64_t admitted_us = 0;  // the clock's time at admission
+    double held_us = 0;       // the worker's sentence-microseconds in flight until then
+    size_t text_bytes = 0;    // the request's text
+    double predicted_us = 0;  // the predicted time in the server; 0 when there was none
+  };
+  struct Decision {
+    Refusal refusal = Refusal::kNone;
+    std::string message;  // why, for the client; empty when admitted
+    // When refused for time: how long the client should wait before it tries again.
+    std::chrono::milliseconds retry_after{0};
+    Ticket ticket;  // when admitted
+    bool admitted() const { return refusal == Refusal::kNone; }
+  };
+
+  AdmissionController(Options options, Clock clock);
+
+  // Admits one sentence of `text_bytes` bytes whose deadline is `budget` from now (kNoDeadline:
+  // none) and whose output is capped at `max_output_tokens` (0: no cap), counting it in flight,
+  // or says why not. Every admitted sentence must be Released once, with its ticket.
+  Decision Admit(std::chrono::microseconds budget, size_t text_bytes, int max_output_tokens = 0,
+                 Priority priority = Priority::kInteractive) ABSL_LOCKS_EXCLUDED(mu_);
+  // An admitted sentence left. `output_tokens` is what the engine generated for an answered
+  // sentence, which teaches the estimates; negative for one that failed or was cancelled, which
+  // only leaves. Returns an answered sentence's time in the server over its prediction, 0 when
+  // there was none.
+  double Release(const Ticket& ticket, int output_tokens) ABSL_LOCKS_EXCLUDED(mu_);
+
+  int in_flight() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The predicted time in the server of a sentence of `text_bytes` admitted now, with the
+  // margin for the spread of predictions applied; 0 until the first completion.
+  std::chrono::microseconds PredictedTime(size_t text_bytes) const ABSL_LOCKS_EXCLUDED(mu_);
+  // What is learned, for metrics and tests: seconds per step per sentence in flight, predicted
+  // output tokens per text byte, and the margin applied to predictions (>= 1).
+  double step_seconds_per_sentence() const ABSL_LOCKS_EXCLUDED(mu_);
+  double output_tokens_per_byte() const ABSL_LOCKS_EXCLUDED(mu_);
+  double margin() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // A sum whose weights decay exponentially with busy time.
+  struct DecayingSum {
+    double sum = 0;
+    double weight = 0;
+    void Decay(double factor) {
+      sum *= factor;
+      weight *= factor;
+    }
+    void Add(double value, double w = 1) {
+      sum += value;
+      weight += w;
+    }
+    double Ratio() const { return weight > 0 ? sum / weight : 0; }
+  };
+
+  // Counts the busy time since the last event, and the sentences held over it.
+  void Advance(int64_t now_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The predicted time in µs of a sentence of `text_bytes` (output capped at `max_output_tokens`
+  // when positive) admitted now, without the margin; 0 until the first completion.
+  double PredictUs(size_t text_bytes, int max_output_tokens) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Its output tokens.
+  double PredictOutput(size_t text_bytes, int max_output_tokens) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  double Margin() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  const Clock clock_;
+  mutable Mutex mu_;
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_event_us_ ABSL_GUARDED_BY(mu_) = 0;
+  // the integral of in_flight_ over time (sentence-µs)
+  double held_us_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t busy_since_release_us_ ABSL_GUARDED_BY(mu_) = 0;
+  // time in the server (µs) over (output + 1) * mean in flight: theta
+  DecayingSum step_us_ ABSL_GUARDED_BY(mu_);
+  DecayingSum output_per_byte_ ABSL_GUARDED_BY(mu_);  // output tokens over text bytes
+  // actual / predicted, and its square
+  DecayingSum error_ ABSL_GUARDED_BY(mu_);
+  DecayingSum error_squared_ ABSL_GUARDED_BY(mu_);
+  uint64_t jitter_state_ ABSL_GUARDED_BY(mu_) = 0x9e3779b97f4a7c15ull;
+};
+
+}  // namespace gecd::server
+
+#endif  // GECD_WORKER_ADMISSION_H_

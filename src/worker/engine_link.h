@@ -1,0 +1,54 @@
+#ifndef GECD_WORKER_ENGINE_LINK_H_
+#define GECD_WORKER_ENGINE_LINK_H_
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/status.h"
+
+// What a front-end worker needs from the engine: submit a tokenized prompt, be told once when
+// it has finished (or failed), cancel it. The production link is the shared-memory ring pair
+// to the engine process (server::RingEngineLink); tests plug in an in-process fake.
+namespace gecd::server {
+
+struct EngineRequest {
+  uint64_t id = 0;  // unique within this worker while in flight
+  std::vector<int32_t> prompt;
+  int max_new_tokens = 0;
+  // The copy bias over prompt[copy_begin, copy_end), the user's text (0: off).
+  float copy_bias = 0;
+  int copy_begin = 0;
+  int copy_end = 0;
+  int64_t arrival_us = 0;  // CLOCK_MONOTONIC, when the RPC arrived
+};
+
+struct EngineReply {
+  // OK; UNAVAILABLE when the engine restarted (epoch changed) or went away with the request in
+  // flight; CANCELLED after Cancel(); other codes for engine-side rejections.
+  absl::Status status;
+  std::vector<int32_t> tokens;  // generated, stop token excluded
+  int64_t queue_us = 0;         // arrival → first engine step that ran it
+  int64_t engine_us = 0;        // first step → last token
+  int64_t first_token_us = 0;   // arrival → first generated token; 0 when not reported
+};
+
+class EngineLink {
+ public:
+  using Done = std::function<void(EngineReply)>;
+  virtual ~EngineLink() = default;
+
+  // Queues the request; `done` runs exactly once, on the link's own thread, never inline.
+  // Errors (returned, `done` not called): UNAVAILABLE when the engine is not ready,
+  // RESOURCE_EXHAUSTED when the transport is full.
+  virtual absl::Status Submit(EngineRequest request, Done done) = 0;
+  // Asks the engine to stop working on `id` (deadline passed, client went away). Its `done`
+  // still runs, with CANCELLED, unless it already finished.
+  virtual void Cancel(uint64_t id) = 0;
+  // True while an engine is attached and warmed up.
+  virtual bool Ready() const = 0;
+};
+
+}  // namespace gecd::server
+
+#endif  // GECD_WORKER_ENGINE_LINK_H_

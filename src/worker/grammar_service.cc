@@ -1,0 +1,542 @@
+#include "worker/grammar_service.h"
+
+#include <algorithm>
+#include <deque>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "gecd/v1/grammar.grpc.pb.h"
+#include "grpcpp/impl/codegen/server_callback_handlers.h"
+#include "grpcpp/impl/rpc_service_method.h"
+#include "spdlog/spdlog.h"
+#include "text/edits.h"
+#include "text/output_text.h"
+
+namespace gecd::server {
+
+namespace {
+
+using gecd::internal::CorrectRequest;
+using gecd::v1::CorrectResponse;
+
+// The public service's method paths (gRPC keeps the pointers: static storage).
+constexpr char kCorrectMethod[] = "/gecd.v1.GrammarCorrection/Correct";
+constexpr char kCorrectStreamMethod[] = "/gecd.v1.GrammarCorrection/CorrectStream";
+// The trailer that tells a refused client when to retry (gRPC's retry design, A6).
+constexpr char kRetryPushbackKey[] = "grpc-retry-pushback-ms";
+// The call metadata that sets the priority class of a call's sentences.
+constexpr char kPriorityKey[] = "x-gecd-priority";
+static_assert(std::string_view(gecd::v1::GrammarCorrection::service_full_name()) ==
+              "gecd.v1.GrammarCorrection");
+
+int64_t MonotonicMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+void FillEdits(std::string_view source, std::string_view corrected, CorrectResponse& response) {
+  for (text::TextEdit& e : text::ComputeEdits(source, corrected)) {
+    gecd::v1::Edit* edit = response.add_edits();
+    edit->set_start(e.start);
+    edit->set_end(e.end);
+    edit->set_replacement(std::move(e.replacement));
+  }
+}
+
+// Time left to `deadline`; AdmissionController::kNoDeadline when the call has none.
+std::chrono::microseconds Budget(std::chrono::system_clock::time_point deadline) {
+  if (deadline == std::chrono::system_clock::time_point::max()) {
+    return AdmissionController::kNoDeadline;
+  }
+  return std::max(std::chrono::duration_cast<std::chrono::microseconds>(
+                      deadline - std::chrono::system_clock::now()),
+                  std::chrono::microseconds(0));
+}
+
+ProcessMetrics::ShedReason ShedReasonOf(AdmissionController::Refusal refusal) {
+  switch (refusal) {
+    case AdmissionController::Refusal::kSlo:
+      return ProcessMetrics::kShedSlo;
+    case AdmissionController::Refusal::kDeadline:
+      return ProcessMetrics::kShedDeadline;
+    default:
+      return ProcessMetrics::kShedMaxInFlight;
+  }
+}
+
+}  // namespace
+
+// One Correct call. It deletes itself when gRPC is done with it.
+class GrammarService::UnaryCall final : public grpc::ServerUnaryReactor {
+ public:
+  UnaryCall(GrammarService& service, grpc::CallbackServerContext* context,
+            const CorrectRequest* request, CorrectResponse* response)
+      : service_(service), id_(service.NextId()), deadline_(context->deadline()) {
+    service.Process(id_, *request, context->deadline(), PriorityOf(*context, *request),
+                    [this, context, response](const grpc::Status& status, CorrectResponse reply,
+                                              std::chrono::milliseconds retry_after) {
+                      if (status.ok()) *response = std::move(reply);
+                      // gRPC's retry design: a client with a retry policy waits this long
+                      // before its next attempt instead of its own backoff.
+                      if (retry_after.count() > 0) {
+                        context->AddTrailingMetadata(kRetryPushbackKey,
+                                                     absl::StrCat(retry_after.count()));
+                      }
+                      Finish(status);
+                    });
+  }
+
+  // The client went away or the deadline passed: free the engine's work. The engine still
+  // answers (CANCELLED), and that answer finishes the call.
+  void OnCancel() override { service_.CancelSentence(id_, deadline_); }
+  void OnDone() override { delete this; }
+
+ private:
+  GrammarService& service_;
+  const uint64_t id_;
+  const Deadline deadline_;
+};
+
+// One CorrectStream call: reads sentences while fewer than options.stream_window are
+// outstanding, writes each answer as it arrives (one write at a time, the rest queued), and
+// finishes once the client has half-closed and everything is answered, or, when the worker
+// drains, with UNAVAILABLE once what it had admitted is answered. gRPC operations are started
+// only outside mu_, because a completion can run inline on the starting thread.
+class GrammarService::StreamCall final
+    : public grpc::ServerBidiReactor<CorrectRequest, CorrectResponse> {
+ public:
+  StreamCall(GrammarService& service, grpc::CallbackServerContext* context)
+      : service_(service), context_(context) {
+    // Registered before taking mu_: StartDraining takes the service's lock, then ours.
+    const bool draining = service_.AddStream(this);
+    mu_.Lock();
+    draining_ = draining_ || draining;
+    Pump();
+  }
+
+  void OnReadDone(bool ok) override {
+    mu_.Lock();
+    read_outstanding_ = false;
+    if (!ok || finished_) {
+      reading_ = false;
+      read_closed_ = true;
+      Pump();
+      return;
+    }
+    mu_.Unlock();
+    const uint64_t id = service_.NextId();
+    {
+      MutexLock lock(&mu_);
+      in_engine_.push_back(id);
+    }
+    service_.Process(
+        id, request_, context_->deadline(), PriorityOf(*context_, request_),
+        [this, id](const grpc::Status& status, CorrectResponse reply,
+                   std::chrono::milliseconds retry_after) {
+          if (retry_after.count() > 0) {
+            reply.mutable_status()->set_retry_after_ms(static_cast<uint32_t>(retry_after.count()));
+          }
+          Answer(id, status, std::move(reply));
+        });
+    // Only now is request_ free: an answer that arrived while Process was reading it must not
+    // start the next read into the same buffer (the sentence would take the next one's id).
+    mu_.Lock();
+    reading_ = false;
+    Pump();
+  }
+
+  void OnWriteDone(bool ok) override {
+    mu_.Lock();
+    writing_ = false;
+    if (!ok) Break();
+    Pump();
+  }
+
+  void OnCancel() override {
+    MutexLock lock(&mu_);
+    Break();
+  }
+
+  void OnDone() override {
+    service_.RemoveStream(this);
+    delete this;
+  }
+
+  // The worker drains: read no more, and finish once the admitted sentences are answered.
+  // Called under the service's streams_mu_, so it only decides; returns true when the caller
+  // must call FinishDrained() (after releasing streams_mu_: OnDone takes it).
+  bool StartDraining() ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
+    draining_ = true;
+    if (!MayFinishDraining()) return false;
+    finished_ = true;
+    return true;
+  }
+  void FinishDrained() { Finish(DrainedStatus()); }
+
+ private:
+  void Answer(uint64_t id, const grpc::Status& status, CorrectResponse reply) {
+    if (!status.ok()) {
+      reply.mutable_status()->set_code(status.error_code());
+      reply.mutable_status()->set_message(status.error_message());
+    }
+    mu_.Lock();
+    std::erase(in_engine_, id);
+    if (!broken_) pending_.push_back(std::move(reply));
+    Pump();
+  }
+
+  // The stream can no longer deliver: drop queued answers and cancel the engine's work.
+  // Releases mu_ while it cancels.
+  void Break() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (broken_) return;
+    broken_ = true;
+    read_closed_ = true;
+    pending_.clear();
+    const std::vector<uint64_t> ids = in_engine_;
+    mu_.Unlock();
+    for (uint64_t id : ids) service_.CancelSentence(id, context_->deadline());
+    mu_.Lock();
+  }
+
+  size_t Outstanding() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return in_engine_.size() + pending_.size() + (writing_ ? 1 : 0);
+  }
+  // Draining, nothing left to answer, and no sentence being processed (a read still pending is
+  // fine: Finish ends it).
+  bool MayFinishDraining() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return draining_ && !finished_ && Outstanding() == 0 && (!reading_ || read_outstanding_);
+  }
+  static grpc::Status DrainedStatus() {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down");
+  }
+
+  // Starts whatever the state allows: the next write, the next read, or the finish. Releases
+  // mu_ before calling into gRPC.
+  void Pump() ABSL_UNLOCK_FUNCTION(mu_) {
+    bool write = false, read = false, finish = false;
+    if (!writing_ && !pending_.empty() && !finished_) {
+      writing_ = write = true;
+      writing_response_ = std::move(pending_.front());
+      pending_.pop_front();
+    }
+    const size_t outstanding = Outstanding();
+    if (!reading_ && !read_closed_ && !draining_ && !finished_ &&
+        outstanding < static_cast<size_t>(service_.options_.stream_window)) {
+      reading_ = read_outstanding_ = read = true;
+    }
+    grpc::Status status;
+    if (read_closed_ && !reading_ && outstanding == 0 && !finished_) {
+      finished_ = finish = true;
+      status = broken_ ? grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled")
+                       : grpc::Status::OK;
+    } else if (MayFinishDraining()) {
+      finished_ = finish = true;
+      status = DrainedStatus();
+    }
+    mu_.Unlock();
+    if (write) StartWrite(&writing_response_);
+    if (read) StartRead(&request_);
+    if (finish) Finish(status);
+  }
+
+  GrammarService& service_;
+  grpc::CallbackServerContext* const context_;
+  // The read in progress, then the sentence Process reads from it; reading_ covers both,
+  // read_outstanding_ only the first.
+  CorrectRequest request_;
+  CorrectResponse writing_response_;  // the write in progress
+  Mutex mu_;
+  // ids submitted and not yet answered (few: the window)
+  std::vector<uint64_t> in_engine_ ABSL_GUARDED_BY(mu_);
+  // answered, waiting for the write in progress
+  std::deque<CorrectResponse> pending_ ABSL_GUARDED_BY(mu_);
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_outstanding_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+GrammarService::GrammarService(const config::Config& config, const model::Tokenizer& tokenizer,
+                               text::PromptBuilder prompts, EngineLink& engine,
+                               ProcessMetrics& metrics, Options options)
+    : tokenizer_(tokenizer),
+      engine_(engine),
+      metrics_(metrics),
+      options_(options),
+      prompts_(std::move(prompts)),
+      spelling_budget_(config.spelling.budget_ms),
+      slo_(config.server.slo_p99_ms),
+      model_max_output_tokens_(static_cast<uint32_t>(config.model.max_output_tokens)),
+      admission_({.max_in_flight = config.server.max_in_flight, .slo = slo_},
+                 options.admission_clock ? options.admission_clock : MonotonicMicros),
+      batch_queue_(static_cast<size_t>(config.server.max_in_flight)) {
+  // As the generated gecd::v1::GrammarCorrection::CallbackService does, with our request type.
+  AddMethod(new grpc::internal::RpcServiceMethod(kCorrectMethod,
+                                                 grpc::internal::RpcMethod::NORMAL_RPC, nullptr));
+  MarkMethodCallback(
+      0, new grpc::internal::CallbackUnaryHandler<CorrectRequest, CorrectResponse>(
+             [this](grpc::CallbackServerContext* context, const CorrectRequest* request,
+                    CorrectResponse* response) { return Correct(context, request, response); }));
+  AddMethod(new grpc::internal::RpcServiceMethod(
+      kCorrectStreamMethod, grpc::internal::RpcMethod::BIDI_STREAMING, nullptr));
+  MarkMethodCallback(
+      1, new grpc::internal::CallbackBidiHandler<CorrectRequest, CorrectResponse>(
+             [this](grpc::CallbackServerContext* context) { return CorrectStream(context); }));
+}
+
+grpc::ServerUnaryReactor* GrammarService::Correct(grpc::CallbackServerContext* context,
+                                                  const CorrectRequest* request,
+                                                  CorrectResponse* response) {
+  last_call_us_.store(MonotonicMicros(), std::memory_order_relaxed);
+  return new UnaryCall(*this, context, request, response);
+}
+
+grpc::ServerBidiReactor<CorrectRequest, CorrectResponse>* GrammarService::CorrectStream(
+    grpc::CallbackServerContext* context) {
+  last_call_us_.store(MonotonicMicros(), std::memory_order_relaxed);
+  return new StreamCall(*this, context);
+}
+
+bool GrammarService::AddStream(StreamCall* stream) {
+  MutexLock lock(&streams_mu_);
+  streams_.insert(stream);
+  metrics_.StreamOpened();
+  return draining_.load(std::memory_order_relaxed);
+}
+
+void GrammarService::RemoveStream(StreamCall* stream) {
+  MutexLock lock(&streams_mu_);
+  streams_.erase(stream);
+  metrics_.StreamClosed();
+}
+
+int GrammarService::open_streams() const {
+  MutexLock lock(&streams_mu_);
+  return static_cast<int>(streams_.size());
+}
+
+void GrammarService::StartDraining() {
+  draining_.store(true, std::memory_order_relaxed);
+  // Batch sentences still waiting have not started: the client sends them elsewhere.
+  batch_queue_.Close(absl::UnavailableError("server is shutting down"));
+  // A stream marked finished here cannot reach OnDone (which needs streams_mu_) before its
+  // Finish below: gRPC ends a call only after Finish.
+  std::vector<StreamCall*> finish;
+  {
+    MutexLock lock(&streams_mu_);
+    for (StreamCall* stream : streams_) {
+      if (stream->StartDraining()) finish.push_back(stream);
+    }
+  }
+  for (StreamCall* stream : finish) stream->FinishDrained();
+}
+
+void GrammarService::Release(const AdmissionController::Ticket& ticket, int output_tokens) {
+  const double ratio = admission_.Release(ticket, output_tokens);
+  if (ratio > 0) metrics_.ObservePredictionRatio(ratio);
+  metrics_.RequestReleased();
+  batch_queue_.Poke();  // room for a batch sentence, perhaps
+}
+
+absl::StatusOr<AdmissionController::Priority> GrammarService::PriorityOf(
+    const grpc::CallbackServerContext& context, const CorrectRequest& request) {
+  absl::string_view value(request.priority().data(), request.priority().size());
+  absl::string_view source = "the request's priority field";
+  if (value.empty()) {
+    const auto& metadata = context.client_metadata();
+    const auto it = metadata.find(kPriorityKey);
+    if (it == metadata.end()) return AdmissionController::Priority::kInteractive;
+    value = absl::string_view(it->second.data(), it->second.size());
+    source = "the x-gecd-priority metadata";
+  }
+  if (value == "interactive") return AdmissionController::Priority::kInteractive;
+  if (value == "batch") return AdmissionController::Priority::kBatch;
+  return absl::InvalidArgumentError(absl::StrCat("priority '", absl::CHexEscape(value), "' (",
+                                                 source, ") is not one of: interactive, batch"));
+}
+
+void GrammarService::CancelSentence(uint64_t id, Deadline deadline) {
+  const bool expired = std::chrono::system_clock::now() >= deadline;
+  // One still waiting for room is answered here; one started, by the engine.
+  if (batch_queue_.Cancel(id, expired ? absl::DeadlineExceededError("deadline exceeded")
+                                      : absl::CancelledError("cancelled"))) {
+    return;
+  }
+  engine_.Cancel(id);
+}
+
+void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadline deadline,
+                             absl::StatusOr<AdmissionController::Priority> priority,
+                             SentenceDone done) {
+  const int64_t arrival_us = MonotonicMicros();
+  // The objective an OK answer must meet to count as goodput: the SLO, or the deadline if sooner.
+  const auto objective_us =
+      std::min<int64_t>(std::chrono::duration_cast<std::chrono::microseconds>(slo_).count(),
+                        Budget(deadline).count());
+  // Every outcome, refused or answered, is counted once and logged with both ids.
+  Reply reply = [this, id, arrival_us, objective_us, done = std::move(done),
+                 client_id = request.request_id()](const grpc::Status& status,
+                                                   CorrectResponse response,
+                                                   std::chrono::milliseconds retry_after) {
+    const int64_t elapsed_us = MonotonicMicros() - arrival_us;
+    const double seconds = static_cast<double>(elapsed_us) * 1e-6;
+    metrics_.RequestFinished(status.error_code(), seconds);
+    if (status.ok()) {
+      if (elapsed_us <= objective_us) metrics_.RequestWithinObjective();
+      spdlog::debug("request {} ({}): ok, {} prompt + {} output tokens, {:.1f} ms", id, client_id,
+                    response.prompt_tokens(), response.output_tokens(), seconds * 1e3);
+    } else {
+      spdlog::debug("request {} ({}): {} {}", id, client_id, static_cast<int>(status.error_code()),
+                    status.error_message());
+    }
+    response.set_request_id(client_id);
+    done(status, std::move(response), retry_after);
+  };
+
+  if (draining_.load(std::memory_order_relaxed)) {
+    reply(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down"), {}, {});
+    return;
+  }
+  if (!priority.ok()) {
+    reply(ToGrpc(priority.status()), {}, {});
+    return;
+  }
+  const uint32_t max_output_tokens = request.max_output_tokens();
+  // What the engine will generate at most: the request's cap within the model's.
+  const int output_cap = static_cast<int>(
+      max_output_tokens == 0 ? model_max_output_tokens_
+                             : std::min<uint32_t>(max_output_tokens, model_max_output_tokens_));
+  if (*priority == AdmissionController::Priority::kBatch) {
+    AdmissionController::Decision admitted = admission_.Admit(
+        AdmissionController::kNoDeadline, request.text().size(), output_cap, *priority);
+    if (admitted.admitted()) {
+      Start(id, request.text(), max_output_tokens, deadline, arrival_us, admitted.ticket, reply);
+      return;
+    }
+    // No room now: it waits, up to its deadline, for what interactive work leaves.
+    batch_queue_.Push(
+        {.id = id,
+         .try_start =
+             [this, id, text = std::string(request.text()), max_output_tokens, output_cap, deadline,
+              arrival_us, reply] {
+               AdmissionController::Decision admitted =
+                   admission_.Admit(AdmissionController::kNoDeadline, text.size(), output_cap,
+                                    AdmissionController::Priority::kBatch);
+               if (!admitted.admitted()) return false;
+               Start(id, text, max_output_tokens, deadline, arrival_us, admitted.ticket, reply);
+               return true;
+             },
+         .fail =
+             [this, reply](absl::Status status) {
+               if (status.code() == absl::StatusCode::kResourceExhausted) {
+                 metrics_.RequestShed(ProcessMetrics::kShedMaxInFlight);
+               }
+               reply(ToGrpc(status), {}, {});
+             }});
+    return;
+  }
+  // Admission first, on the text's length alone, so that a refusal costs no validation,
+  // tokenization or spelling: under overload refusals are most of the calls.
+  AdmissionController::Decision admitted =
+      admission_.Admit(Budget(deadline), request.text().size(), output_cap, *priority);
+  if (!admitted.admitted()) {
+    metrics_.RequestShed(ShedReasonOf(admitted.refusal));
+    reply(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::move(admitted.message)), {},
+          admitted.retry_after);
+    return;
+  }
+  Start(id, request.text(), max_output_tokens, deadline, arrival_us, admitted.ticket, reply);
+}
+
+void GrammarService::Start(uint64_t id, std::string_view text, uint32_t max_output_tokens,
+                           Deadline deadline, int64_t arrival_us,
+                           const AdmissionController::Ticket& ticket, const Reply& reply) {
+  absl::StatusOr<text::CheckedText> checked = prompts_.Check(text, max_output_tokens);
+  if (!checked.ok()) {
+    admission_.Release(ticket, -1);
+    reply(ToGrpc(checked.status()), {}, {});
+    return;
+  }
+  if (checked->unchanged) {
+    admission_.Release(ticket, -1);
+    CorrectResponse response;
+    response.set_corrected_text(std::string(text));
+    reply(grpc::Status::OK, std::move(response), {});
+    return;
+  }
+  metrics_.RequestAdmitted();
+  const auto spelling_start = std::chrono::steady_clock::now();
+  // No longer than the RPC has left: a look-up past its deadline is wasted.
+  const auto left = std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::max(
+      deadline - std::chrono::system_clock::now(), std::chrono::system_clock::duration::zero()));
+  model::SpellCorrector::Budget budget;
+  budget.deadline =
+      spelling_start + std::min<std::chrono::steady_clock::duration>(spelling_budget_, left);
+  absl::StatusOr<text::Prompt> prompt = prompts_.Build(*checked, budget);
+  if (options_.spelling != nullptr) {
+    const int lookups = prompt.ok() ? prompt->spelling.lookups : 0;
+    const int skipped = prompt.ok() ? prompt->spelling.skipped : 0;
+    metrics_.ObserveSpelling(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - spelling_start).count(),
+        lookups, skipped);
+  }
+  if (!prompt.ok()) {
+    Release(ticket, -1);
+    reply(ToGrpc(prompt.status()), {}, {});
+    return;
+  }
+  const auto prompt_tokens = static_cast<uint32_t>(prompt->tokens.size());
+  EngineRequest engine_request{.id = id,
+                               .prompt = std::move(prompt->tokens),
+                               .max_new_tokens = prompt->params.max_new_tokens,
+                               .copy_bias = prompt->params.copy_bias,
+                               .copy_begin = prompt->params.copy_begin,
+                               .copy_end = prompt->params.copy_end,
+                               .arrival_us = arrival_us};
+  // The engine thread does the reply's CPU work (detokenize, diff), off gRPC's threads.
+  absl::Status submitted = engine_.Submit(
+      std::move(engine_request), [this, reply, deadline, prompt_tokens, ticket,
+                                  text = std::string(text)](EngineReply engine_reply) {
+        Release(ticket,
+                engine_reply.status.ok() ? static_cast<int>(engine_reply.tokens.size()) : -1);
+        if (engine_reply.first_token_us > 0) {
+          metrics_.ObserveTimeToFirstToken(static_cast<double>(engine_reply.first_token_us) * 1e-6);
+        }
+        if (!engine_reply.status.ok()) {
+          grpc::Status status = ToGrpc(engine_reply.status);
+          if (status.error_code() == grpc::StatusCode::CANCELLED &&
+              std::chrono::system_clock::now() >= deadline) {
+            status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded");
+          }
+          reply(status, {}, {});
+          return;
+        }
+        CorrectResponse response;
+        std::string corrected = text::OutputText(tokenizer_, engine_reply.tokens);
+        FillEdits(text, corrected, response);
+        response.set_corrected_text(std::move(corrected));
+        response.set_prompt_tokens(prompt_tokens);
+        response.set_output_tokens(static_cast<uint32_t>(engine_reply.tokens.size()));
+        response.set_queue_time_us(static_cast<uint64_t>(engine_reply.queue_us));
+        response.set_engine_time_us(static_cast<uint64_t>(engine_reply.engine_us));
+        reply(grpc::Status::OK, std::move(response), {});
+      });
+  if (!submitted.ok()) {
+    Release(ticket, -1);
+    reply(ToGrpc(submitted), {}, {});
+  }
+}
+
+}  // namespace gecd::server

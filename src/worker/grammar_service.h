@@ -1,0 +1,132 @@
+#ifndef GECD_WORKER_GRAMMAR_SERVICE_H_
+#define GECD_WORKER_GRAMMAR_SERVICE_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <set>
+
+#include "absl/base/thread_annotations.h"
+#include "common/mutex.h"
+#include "config/config.h"
+#include "gecd/internal/grammar_wire.pb.h"
+#include "gecd/v1/grammar.pb.h"
+#include "grpcpp/impl/service_type.h"
+#include "grpcpp/support/server_callback.h"
+#include "metrics/metrics.h"
+#include "spelling/spell_corrector.h"
+#include "text/prompt_builder.h"
+#include "tokenizer/tokenizer.h"
+#include "worker/admission.h"
+#include "worker/batch_queue.h"
+#include "worker/engine_link.h"
+
+// gecd.v1.GrammarCorrection on gRPC's callback API. Each sentence goes first through admission
+// (AdmissionController: server.max_in_flight, and its predicted time in the server against the
+// latency objective server.slo_p99_ms or the call's deadline, if sooner), on its length alone;
+// a refusal carries the grpc-retry-pushback-ms trailer. Then the checks
+// (text::PromptBuilder::Check), and only then the work that costs (the spelling stage,
+// within spelling.budget_ms), so a flood of overload or bad input is refused before it can
+// slow anyone down. Admitted sentences go to the
+// engine and are answered with the detokenized correction and its edits; a text of only
+// whitespace is answered unchanged at once. Nothing queues in the worker: a sentence it could
+// not answer in time is refused with RESOURCE_EXHAUSTED at once.
+namespace gecd::server {
+
+//
+// The methods are gecd.v1.GrammarCorrection's (same names, so reflection describes the public
+// proto), registered by hand with gecd.internal.CorrectRequest as the request type: its `text`
+// is bytes, so invalid UTF-8 reaches the validator instead of failing to parse.
+class GrammarService final : public grpc::Service {
+ public:
+  struct Options {
+    // Sentences of one CorrectStream in the engine or waiting to be written; the stream stops
+    // reading while this many are outstanding, so a fast client is slowed, not buffered.
+    int stream_window = 64;
+    // The spelling stage (config section `spelling`), or null; must outlive the service.
+    const model::SpellCorrector* spelling = nullptr;
+    // Admission's clock (monotonic microseconds); null = the steady clock. Tests pass a fake.
+    AdmissionController::Clock admission_clock = nullptr;
+  };
+
+  // Everything passed must outlive the service (and the grpc::Server it is registered with).
+  GrammarService(const config::Config& config, const model::Tokenizer& tokenizer,
+                 text::PromptBuilder prompts, EngineLink& engine, ProcessMetrics& metrics,
+                 Options options);
+
+  grpc::ServerUnaryReactor* Correct(grpc::CallbackServerContext* context,
+                                    const gecd::internal::CorrectRequest* request,
+                                    gecd::v1::CorrectResponse* response);
+  grpc::ServerBidiReactor<gecd::internal::CorrectRequest, gecd::v1::CorrectResponse>* CorrectStream(
+      grpc::CallbackServerContext* context);
+
+  // From now on new sentences fail with UNAVAILABLE; admitted ones are still answered, and each
+  // open stream then finishes with UNAVAILABLE (new streams at once). The server's Shutdown
+  // stops new RPCs.
+  void StartDraining() ABSL_LOCKS_EXCLUDED(streams_mu_);
+  bool draining() const { return draining_.load(std::memory_order_relaxed); }
+  int in_flight() const { return admission_.in_flight(); }
+  // CorrectStream calls whose reactor is alive.
+  int open_streams() const ABSL_LOCKS_EXCLUDED(streams_mu_);
+  // CLOCK_MONOTONIC microseconds of the latest Correct or CorrectStream call's arrival; 0: none.
+  int64_t last_call_us() const { return last_call_us_.load(std::memory_order_relaxed); }
+
+ private:
+  class UnaryCall;
+  class StreamCall;
+  using Deadline = std::chrono::system_clock::time_point;
+  // The outcome of one sentence: OK with `response` filled, or the failure. `request_id` is set
+  // either way.
+  // `retry_after` is positive on a refusal that says when to come back.
+  using SentenceDone = std::function<void(const grpc::Status&, gecd::v1::CorrectResponse,
+                                          std::chrono::milliseconds retry_after)>;
+  // SentenceDone, counted in the metrics and logged.
+  using Reply = SentenceDone;
+
+  // The priority class of one sentence: its request's field, else the call's x-gecd-priority
+  // metadata, else interactive; INVALID_ARGUMENT naming an unknown value and where it came from.
+  static absl::StatusOr<AdmissionController::Priority> PriorityOf(
+      const grpc::CallbackServerContext& context, const gecd::internal::CorrectRequest& request);
+  // The call behind sentence `id` ended early (client gone or `deadline` passed): a sentence
+  // waiting in the batch queue is answered, one in the engine is cancelled there.
+  void CancelSentence(uint64_t id, Deadline deadline);
+
+  // Registers a new stream; returns whether the worker already drains. RemoveStream: OnDone.
+  bool AddStream(StreamCall* stream) ABSL_LOCKS_EXCLUDED(streams_mu_);
+  void RemoveStream(StreamCall* stream) ABSL_LOCKS_EXCLUDED(streams_mu_);
+  uint64_t NextId() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
+  // Admits (or refuses, or queues, for the batch class), validates and submits one sentence
+  // under engine id `id`. `done` runs exactly once: inline when the sentence is refused or
+  // invalid, else on the engine link's or the batch queue's thread.
+  void Process(uint64_t id, const gecd::internal::CorrectRequest& request, Deadline deadline,
+               absl::StatusOr<AdmissionController::Priority> priority, SentenceDone done);
+  // An admitted sentence (`ticket`): the checks, the spelling stage, and the engine.
+  void Start(uint64_t id, std::string_view text, uint32_t max_output_tokens, Deadline deadline,
+             int64_t arrival_us, const AdmissionController::Ticket& ticket, const Reply& reply);
+  // One admitted sentence left.
+  // One admitted sentence left; `output_tokens` as AdmissionController::Release takes it.
+  void Release(const AdmissionController::Ticket& ticket, int output_tokens);
+
+  const model::Tokenizer& tokenizer_;
+  EngineLink& engine_;
+  ProcessMetrics& metrics_;
+  const Options options_;
+  const text::PromptBuilder prompts_;
+  const std::chrono::milliseconds spelling_budget_;  // spelling.budget_ms
+  const std::chrono::milliseconds slo_;              // server.slo_p99_ms
+  const uint32_t model_max_output_tokens_;           // model.max_output_tokens
+  AdmissionController admission_;
+  // Declared after everything its thread's sentences use, so that it stops first.
+  BatchQueue batch_queue_;
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<bool> draining_{false};
+  std::atomic<int64_t> last_call_us_{0};
+  // Taken before a stream's own lock (StartDraining).
+  mutable Mutex streams_mu_;
+  std::set<StreamCall*> streams_ ABSL_GUARDED_BY(streams_mu_);
+};
+
+}  // namespace gecd::server
+
+#endif  // GECD_WORKER_GRAMMAR_SERVICE_H_

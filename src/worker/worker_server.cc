@@ -1,0 +1,93 @@
+#include "worker/worker_server.h"
+
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "spdlog/spdlog.h"
+
+namespace gecd::server {
+
+absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const config::Config& config,
+                                                                  const model::Tokenizer& tokenizer,
+                                                                  EngineLink& engine,
+                                                                  ProcessMetrics& metrics,
+                                                                  const Options& options) {
+  // Both are process-wide switches read by the builder.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+
+  ASSIGN_OR_RETURN(text::PromptBuilder prompts,
+                   text::PromptBuilder::Create(config, tokenizer, options.service.spelling));
+  std::unique_ptr<WorkerServer> server(
+      new WorkerServer(std::make_unique<GrammarService>(config, tokenizer, std::move(prompts),
+                                                        engine, metrics, options.service),
+                       std::chrono::milliseconds(config.server.drain_quiet_ms)));
+  grpc::ServerBuilder builder;
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 1);
+  // Each open call holds ~18 KB (gRPC's call arena and HTTP/2 stream, the reactor) for as long as
+  // the client keeps it open, so a client that abandons streams without closing them would
+  // otherwise grow the worker without bound; past the limit its new calls wait in its transport.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             config.server.max_streams_per_connection);
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->port_);
+  builder.RegisterService(server->service_.get());
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.listen, " (server.listen)"));
+  }
+  server->health_ = std::make_unique<HealthPoller>(
+      server->server_->GetHealthCheckService(),
+      HealthPoller::Subject{.ready = [&engine] { return engine.Ready(); },
+                            .ready_text = "engine ready",
+                            .not_ready_text = "engine not ready"},
+      options.health_poll);
+  return server;
+}
+
+WorkerServer::WorkerServer(std::unique_ptr<GrammarService> service,
+                           std::chrono::milliseconds drain_quiet)
+    : service_(std::move(service)), drain_quiet_(drain_quiet) {}
+
+WorkerServer::~WorkerServer() { Drain(std::chrono::milliseconds(0)); }
+
+void WorkerServer::Drain(std::chrono::milliseconds grace) {
+  if (stopping_.exchange(true)) return;
+  if (health_ != nullptr) health_->Stop();
+  if (server_ == nullptr) return;  // Start failed
+  // NOT_SERVING for every service, and it stays so whatever the engine does.
+  server_->GetHealthCheckService()->Shutdown();
+  service_->StartDraining();
+  spdlog::info("draining: {} requests in flight, grace {} ms", service_->in_flight(),
+               grace.count());
+  const auto deadline = std::chrono::system_clock::now() + grace;
+  // New sentences get UNAVAILABLE "shutting down", which clients retry elsewhere, for as long
+  // as admitted ones run and open streams finish, and until no call has arrived for
+  // server.drain_quiet_ms: a call that reaches a gRPC server already in Shutdown, even one on
+  // the wire when Shutdown starts, is cancelled instead, and clients do not retry CANCELLED.
+  const auto quiet_us = std::chrono::duration_cast<std::chrono::microseconds>(drain_quiet_);
+  const auto busy = [&] {
+    const int64_t now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count();
+    return service_->in_flight() > 0 || service_->open_streams() > 0 ||
+           now_us - service_->last_call_us() < quiet_us.count();
+  };
+  while (busy() && std::chrono::system_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (busy()) {
+    spdlog::warn("grace period over: {} requests in flight, {} streams open; cancelling them",
+                 service_->in_flight(), service_->open_streams());
+  }
+  server_->Shutdown(deadline);
+  server_->Wait();
+}
+
+}  // namespace gecd::server

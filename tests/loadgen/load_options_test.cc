@@ -1,0 +1,120 @@
+#include "loadgen/load_options.h"
+
+#include <cstdio>
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gecd::load {
+namespace {
+
+absl::StatusOr<LoadOptions> Parse(std::vector<std::string> args) { return ParseLoadOptions(args); }
+
+TEST(ParseDurationTest, AcceptsUnits) {
+  EXPECT_DOUBLE_EQ(*ParseDuration("30"), 30);
+  EXPECT_DOUBLE_EQ(*ParseDuration("1.5s"), 1.5);
+  EXPECT_DOUBLE_EQ(*ParseDuration("250ms"), 0.25);
+  EXPECT_DOUBLE_EQ(*ParseDuration("2m"), 120);
+  EXPECT_FALSE(ParseDuration("fast").ok());
+  EXPECT_FALSE(ParseDuration("-1s").ok());
+}
+
+TEST(ParseLoadOptionsTest, OpenLoopDefaultsAndValues) {
+  absl::StatusOr<LoadOptions> options =
+      Parse({"--input", "s.txt", "--qps=250", "--duration", "3s", "--stream", "--json", "o.json"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->input_path, "s.txt");
+  EXPECT_EQ(options->run.targets, (std::vector<std::string>{"127.0.0.1:50051"}));
+  EXPECT_EQ(options->run.concurrency, 0);
+  EXPECT_DOUBLE_EQ(options->run.profile.At(0), 250);
+  EXPECT_DOUBLE_EQ(options->run.duration_s, 3);
+  EXPECT_TRUE(options->run.stream);
+  EXPECT_EQ(options->json_path, "o.json");
+}
+
+TEST(ParseLoadOptionsTest, SeveralTargets) {
+  absl::StatusOr<LoadOptions> options =
+      Parse({"--input", "s", "--target", "10.0.0.1:50051, [::1]:50052,localhost:7"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->run.targets,
+            (std::vector<std::string>{"10.0.0.1:50051", "[::1]:50052", "localhost:7"}));
+  for (const char* bad :
+       {"a:1,b", "a:1,,b:2", "a:0", "a:65536", ":80", "::1:80", "[]:80", "", "a:1,"}) {
+    absl::StatusOr<LoadOptions> e = Parse({"--input", "s", "--target", bad});
+    ASSERT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(e.status().message()), ::testing::StartsWith("--target: '")) << bad;
+  }
+  EXPECT_THAT(std::string(Parse({"--input", "s", "--target", "a:1,b"}).status().message()),
+              ::testing::HasSubstr("'b' in 'a:1,b' is not HOST:PORT"));
+  // Every target needs a channel of its own.
+  absl::StatusOr<LoadOptions> few =
+      Parse({"--input", "s", "--target", "a:1,b:2,c:3", "--channels", "2"});
+  ASSERT_EQ(few.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(few.status().message()),
+              ::testing::HasSubstr("--channels 2 is fewer than the 3 --target addresses"));
+}
+
+TEST(ParseLoadOptionsTest, RampSpansTheDuration) {
+  absl::StatusOr<LoadOptions> options =
+      Parse({"--input", "s", "--profile", "ramp:0:1000", "--duration", "20"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_DOUBLE_EQ(options->run.profile.At(10), 500);
+}
+
+TEST(ParseLoadOptionsTest, FindMaxStartsAtQps) {
+  absl::StatusOr<LoadOptions> options =
+      Parse({"--input", "s", "--find-max", "--slo-p99", "500ms", "--qps", "800"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_TRUE(options->find_max);
+  EXPECT_DOUBLE_EQ(options->find_max_options.slo_p99_s, 0.5);
+  EXPECT_DOUBLE_EQ(options->find_max_options.start_qps, 800);
+  // The SLO is also the objective that goodput counts against.
+  EXPECT_EQ(options->run.objective, std::chrono::milliseconds(500));
+}
+
+TEST(ParseLoadOptionsTest, PriorityIsInteractiveOrBatch) {
+  absl::StatusOr<LoadOptions> options = Parse({"--input", "s", "--priority", "batch"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->run.priority, "batch");
+  EXPECT_EQ(Parse({"--input", "s"})->run.priority, "");
+  absl::StatusOr<LoadOptions> bad = Parse({"--input", "s", "--priority", "urgent"});
+  ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr("--priority"));
+}
+
+TEST(ParseLoadOptionsTest, RejectsConflictsAndBadValues) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"--qps", "10"},  // no --input
+      {"--input", "s", "--concurrency", "4", "--qps", "10"},
+      {"--input", "s", "--concurrency", "4", "--find-max"},
+      {"--input", "s", "--profile", "ramp:1:2", "--qps", "10"},
+      {"--input", "s", "--profile", "ramp:1"},
+      {"--input", "s", "--qps", "0"},
+      {"--input", "s", "--channels", "0"},
+      {"--input", "s", "--duration", "0"},
+      {"--input", "s", "--max-error-rate", "2"},
+      {"--input", "s", "--bogus", "1"},
+      {"--input"},
+  };
+  for (const auto& args : bad) {
+    EXPECT_EQ(Parse(args).status().code(), absl::StatusCode::kInvalidArgument)
+        << ::testing::PrintToString(args);
+  }
+}
+
+TEST(ReadSentencesTest, ReadsNonEmptyLinesAndRejectsEmptyOrMissingFiles) {
+  const std::string path = ::testing::TempDir() + "/gecd_load_sentences.txt";
+  std::ofstream(path) << "He go home.\r\n\nShe like cats.\n";
+  absl::StatusOr<std::vector<std::string>> sentences = ReadSentences(path);
+  ASSERT_TRUE(sentences.ok()) << sentences.status();
+  EXPECT_EQ(*sentences, (std::vector<std::string>{"He go home.", "She like cats."}));
+
+  std::ofstream(path) << "\n\n";
+  EXPECT_EQ(ReadSentences(path).status().code(), absl::StatusCode::kInvalidArgument);
+  std::remove(path.c_str());
+  EXPECT_EQ(ReadSentences(path).status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace gecd::load

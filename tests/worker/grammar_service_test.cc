@@ -1,0 +1,893 @@
+#include "worker/grammar_service.h"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gecd/v1/grammar.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "testing/byte_level_tokenizer.h"
+#include "testing/scoped_temp_dir.h"
+#include "testing/test_paths.h"
+#include "text/edits.h"
+#include "worker/worker_server.h"
+
+namespace gecd::server {
+namespace {
+
+using gecd::v1::CorrectRequest;
+using gecd::v1::CorrectResponse;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+
+constexpr auto kWait = std::chrono::seconds(60);  // generous: a loaded 2-core machine
+
+// What the fake engine "corrects" a prompt to: its text in upper case, re-tokenized.
+std::vector<int32_t> FakeCorrection(const model::Tokenizer& tokenizer,
+                                    std::span<const int32_t> prompt) {
+  std::string text = tokenizer.Decode(prompt);
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return *tokenizer.Encode(text);
+}
+
+// An in-process EngineLink. Replies come from its own threads, as the real link's do (one
+// thread keeps their order; several race each other, as a stress test wants). In hold mode
+// requests wait until the test releases them (or cancels them), so a test controls completion
+// order and how many are in flight.
+class FakeEngine final : public EngineLink {
+ public:
+  explicit FakeEngine(const model::Tokenizer& tokenizer, int delivery_threads = 1)
+      : tokenizer_(tokenizer) {
+    for (int i = 0; i < delivery_threads; ++i) threads_.emplace_back([this] { Deliver(); });
+  }
+  ~FakeEngine() override {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& thread : threads_) thread.join();
+  }
+
+  absl::Status Submit(EngineRequest request, Done done) override {
+    std::lock_guard lock(mu_);
+    if (!ready_) return absl::UnavailableError("engine not ready");
+    if (hold_) {
+      held_.push_back({std::move(request), std::move(done)});
+    } else {
+      Reply(std::move(request), std::move(done), absl::OkStatus());
+    }
+    cv_.notify_all();
+    return absl::OkStatus();
+  }
+
+  void Cancel(uint64_t id) override {
+    std::lock_guard lock(mu_);
+    cancelled_.push_back(id);
+    auto it = std::find_if(held_.begin(), held_.end(),
+                           [id](const Held& h) { return h.request.id == id; });
+    if (it != held_.end()) {
+      Reply(std::move(it->request), std::move(it->done), absl::CancelledError("cancelled"));
+      held_.erase(it);
+    }
+    cv_.notify_all();
+  }
+
+  bool Ready() const override {
+    std::lock_guard lock(mu_);
+    return ready_;
+  }
+
+  void set_ready(bool ready) {
+    std::lock_guard lock(mu_);
+    ready_ = ready;
+  }
+  void set_hold(bool hold) {
+    std::lock_guard lock(mu_);
+    hold_ = hold;
+  }
+  // Waits until `n` requests are held; false on timeout.
+  bool WaitForHeld(size_t n, std::chrono::milliseconds timeout = kWait) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return held_.size() >= n; });
+  }
+  bool WaitForCancelled(size_t n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kWait, [&] { return cancelled_.size() >= n; });
+  }
+  // Answers every held request, the most recent first.
+  void ReleaseNewestFirst() {
+    std::lock_guard lock(mu_);
+    while (!held_.empty()) {
+      Reply(std::move(held_.back().request), std::move(held_.back().done), absl::OkStatus());
+      held_.pop_back();
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  struct Held {
+    EngineRequest request;
+    Done done;
+  };
+
+  void Reply(EngineRequest request, Done done, absl::Status status) {
+    EngineReply reply;
+    reply.status = std::move(status);
+    if (reply.status.ok()) reply.tokens = FakeCorrection(tokenizer_, request.prompt);
+    reply.queue_us = 7;
+    reply.engine_us = 11;
+    outbox_.push_back(
+        [done = std::move(done), reply = std::move(reply)]() mutable { done(std::move(reply)); });
+  }
+
+  void Deliver() {
+    std::unique_lock lock(mu_);
+    while (true) {
+      cv_.wait(lock, [this] { return stop_ || !outbox_.empty(); });
+      if (outbox_.empty()) return;
+      std::function<void()> next = std::move(outbox_.front());
+      outbox_.pop_front();
+      lock.unlock();
+      next();
+      lock.lock();
+    }
+  }
+
+  const model::Tokenizer& tokenizer_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool ready_ = true;
+  bool hold_ = false;
+  bool stop_ = false;
+  std::vector<Held> held_;
+  std::vector<uint64_t> cancelled_;
+  std::deque<std::function<void()>> outbox_;
+  std::vector<std::thread> threads_;  // last: they start after the state above exists
+};
+
+// 64-byte aligned storage for one process's metrics block.
+struct MetricsStorage {
+  MetricsStorage() : bytes(MetricsRegion::BytesFor(1) + 64), region(Init()) {}
+  MetricsRegion Init() {
+    auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(bytes.data()) + 63) &
+                                            ~uintptr_t{63});
+    return MetricsRegion::Initialize({base, MetricsRegion::BytesFor(1)});
+  }
+  uint64_t Requests(grpc::StatusCode code) const {
+    return region.Sum().requests[static_cast<size_t>(code)];
+  }
+  std::vector<uint8_t> bytes;
+  MetricsRegion region;
+};
+
+class GrammarServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    gecd::testing::WriteByteLevelTokenizer(model_dir_.path());
+    auto tokenizer = model::Tokenizer::LoadFromModelDir(model_dir_.path());
+    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+    tokenizer_ = *std::move(tokenizer);
+    engine_ = std::make_unique<FakeEngine>(*tokenizer_);
+    config_.server.max_input_chars = 100;
+    config_.server.max_in_flight = 4;
+  }
+
+  void StartServer(GrammarService::Options service_options = {}) {
+    WorkerServer::Options options;
+    options.listen = "127.0.0.1:0";
+    options.service = service_options;
+    options.health_poll = std::chrono::milliseconds(10);
+    auto server = WorkerServer::Start(config_, *tokenizer_, *engine_,
+                                      *metrics_.region.ForProcess(0), options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = gecd::v1::GrammarCorrection::NewStub(channel_);
+  }
+
+  std::string Expected(const std::string& text) {
+    return tokenizer_->Decode(FakeCorrection(*tokenizer_, *tokenizer_->Encode(text)));
+  }
+
+  grpc::Status Correct(const std::string& text, CorrectResponse* response,
+                       std::chrono::milliseconds timeout = kWait) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + timeout);
+    CorrectRequest request;
+    request.set_text(text);
+    request.set_request_id("r-" + text);
+    return stub_->Correct(&context, request, response);
+  }
+
+  // A unary call left running; get() waits for its status.
+  struct PendingCall {
+    grpc::ClientContext context;
+    CorrectRequest request;
+    CorrectResponse response;
+    std::promise<grpc::Status> status;
+  };
+  std::unique_ptr<PendingCall> StartCorrect(const std::string& text,
+                                            std::chrono::milliseconds timeout = kWait) {
+    auto call = std::make_unique<PendingCall>();
+    call->request.set_text(text);
+    call->context.set_deadline(std::chrono::system_clock::now() + timeout);
+    stub_->async()->Correct(&call->context, &call->request, &call->response,
+                            [c = call.get()](grpc::Status s) { c->status.set_value(s); });
+    return call;
+  }
+
+  // One unary call through the generic stub, for services we have no C++ stubs of.
+  grpc::Status GenericUnary(const std::string& method, const std::string& request_bytes,
+                            std::string* response_bytes) {
+    grpc::GenericStub stub(channel_);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + kWait);
+    grpc::Slice slice(request_bytes);
+    grpc::ByteBuffer request(&slice, 1), response;
+    std::promise<grpc::Status> done;
+    stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
+                   [&](grpc::Status s) { done.set_value(s); });
+    grpc::Status status = done.get_future().get();
+    std::vector<grpc::Slice> slices;
+    if (status.ok() && response.Dump(&slices).ok()) {
+      for (const grpc::Slice& s : slices) response_bytes->append(s.begin(), s.end());
+    }
+    return status;
+  }
+
+  // grpc.health.v1 Check for the whole server: 1 SERVING, 2 NOT_SERVING.
+  int HealthStatus() {
+    std::string response;
+    const grpc::Status status = GenericUnary("/grpc.health.v1.Health/Check", "", &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    // HealthCheckResponse{status = 1 (varint)}; an absent field is 0, UNKNOWN.
+    return response.size() == 2 && response[0] == 0x08 ? response[1] : 0;
+  }
+
+  // Polls an eventual server-side state.
+  static bool WaitUntil(const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + kWait;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  }
+
+  bool WaitForHealth(int want) {
+    const auto deadline = std::chrono::steady_clock::now() + kWait;
+    int got = HealthStatus();
+    // Polls an eventual state (the server's 10 ms health poll); each try is a full RPC.
+    while (got != want && std::chrono::steady_clock::now() < deadline) got = HealthStatus();
+    return got == want;
+  }
+
+  gecd::testing::ScopedTempDir model_dir_;
+  config::Config config_;
+  std::unique_ptr<model::Tokenizer> tokenizer_;
+  std::unique_ptr<FakeEngine> engine_;
+  MetricsStorage metrics_;
+  std::unique_ptr<WorkerServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<gecd::v1::GrammarCorrection::Stub> stub_;
+};
+
+TEST_F(GrammarServiceTest, UnaryAnswersWithCorrectionEditsAndCounts) {
+  StartServer();
+  const std::string text = "she go home, to café.";
+  CorrectResponse response;
+  ASSERT_TRUE(Correct(text, &response).ok());
+  EXPECT_EQ(response.request_id(), "r-" + text);
+  EXPECT_EQ(response.corrected_text(), Expected(text));
+  std::vector<gecd::text::TextEdit> edits;
+  for (const auto& e : response.edits()) edits.push_back({e.start(), e.end(), e.replacement()});
+  EXPECT_FALSE(edits.empty());
+  EXPECT_EQ(gecd::text::ApplyEdits(text, edits), response.corrected_text());
+  EXPECT_EQ(response.prompt_tokens(), tokenizer_->Encode(text)->size());
+  EXPECT_GT(response.output_tokens(), 0u);
+  EXPECT_EQ(response.queue_time_us(), 7u);
+  EXPECT_EQ(response.engine_time_us(), 11u);
+  EXPECT_EQ(metrics_.Requests(grpc::StatusCode::OK), 1u);
+}
+
+TEST_F(GrammarServiceTest, InvalidTextsAreRefusedNamingTheLimit) {
+  StartServer();
+  CorrectResponse response;
+  grpc::Status status = Correct("", &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("empty"));
+  status = Correct(std::string(101, 'a'), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("server.max_input_chars"));
+  EXPECT_EQ(metrics_.Requests(grpc::StatusCode::INVALID_ARGUMENT), 2u);
+}
+
+TEST_F(GrammarServiceTest, ControlCharactersAreRefusedAndWhitespaceComesBackUnchanged) {
+  StartServer();
+  engine_->set_hold(true);  // an answer that needed the engine would never come
+  CorrectResponse response;
+  grpc::Status status = Correct(std::string("She go\0 home.", 14), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("U+0000 at byte 6"));
+  status = Correct(std::string(3, '\0'), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  for (const std::string& text : {std::string(100, ' '), std::string(" \n\t ")}) {
+    response.Clear();
+    status = Correct(text, &response, std::chrono::seconds(5));
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(response.corrected_text(), text);
+    EXPECT_EQ(response.edits_size(), 0);
+    EXPECT_EQ(response.output_tokens(), 0u);
+  }
+  EXPECT_FALSE(engine_->WaitForHeld(1, std::chrono::milliseconds(100)));
+}
+
+// A text of random non-words, which the spelling stage would look up word by word.
+std::string NonWords(size_t bytes) {
+  std::string text;
+  uint32_t state = 12345;
+  while (text.size() + 8 < bytes) {
+    for (int i = 0; i < 7; ++i) {
+      state = state * 1103515245 + 12345;
+      text.push_back(static_cast<char>('a' + (state >> 16) % 26));
+    }
+    text.push_back(' ');
+  }
+  return text;
+}
+
+TEST_F(GrammarServiceTest, SpellingRunsAfterTheCheapChecksAndAdmissionWithinItsCaps) {
+  if (!std::filesystem::exists("/usr/share/hunspell/en_US.dic")) {
+    GTEST_SKIP() << "Debian package hunspell-en-us not installed";
+  }
+  const std::string lexicon = model_dir_.path() + "/lexicon.tsv";
+  std::ofstream(lexicon) << "friend\t10\n";
+  auto spelling = model::SpellCorrector::Create("/usr/share/hunspell/en_US", lexicon, 3);
+  ASSERT_TRUE(spelling.ok()) << spelling.status();
+  config_.server.max_input_chars = 2000;
+  config_.model.max_input_tokens = 100;
+  config_.spelling.max_lookups = 3;
+  StartServer({.spelling = spelling->get()});
+  const auto spelled = [&] { return metrics_.region.Sum().spelling_lookups; };
+  CorrectResponse response;
+
+  // Over the token limit as written: refused before a single look-up.
+  grpc::Status status = Correct(NonWords(2000), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("model.max_input_tokens"));
+  EXPECT_EQ(spelled(), 0u);
+  EXPECT_EQ(metrics_.region.Sum().spelling_duration.counts[0], 0u);
+
+  // Not admitted: no spelling work either.
+  engine_->set_hold(true);
+  std::vector<std::unique_ptr<PendingCall>> admitted;
+  for (int i = 0; i < config_.server.max_in_flight; ++i) admitted.push_back(StartCorrect("friend"));
+  ASSERT_TRUE(engine_->WaitForHeld(admitted.size()));
+  status = Correct(NonWords(80), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(spelled(), 0u);
+  engine_->ReleaseNewestFirst();
+  for (auto& call : admitted) EXPECT_TRUE(call->status.get_future().get().ok());
+  engine_->set_hold(false);
+
+  // Admitted: at most spelling.max_lookups look-ups, the rest kept and counted.
+  ASSERT_TRUE(Correct(NonWords(80), &response).ok());
+  EXPECT_EQ(spelled(), 3u);
+  EXPECT_GT(metrics_.region.Sum().spelling_skipped, 0u);
+  EXPECT_THAT(FormatPrometheus(metrics_.region.Sum(), {}),
+              HasSubstr("gecd_spelling_lookups_total 3"));
+}
+
+TEST_F(GrammarServiceTest, StreamAnswersAsSentencesFinishWithTheirIds) {
+  StartServer();
+  engine_->set_hold(true);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kWait);
+  auto stream = stub_->CorrectStream(&context);
+  const std::vector<std::string> texts = {"first one", "second one", "third one"};
+  for (size_t i = 0; i < texts.size(); ++i) {
+    CorrectRequest request;
+    request.set_text(texts[i]);
+    request.set_request_id(std::to_string(i));
+    ASSERT_TRUE(stream->Write(request));
+  }
+  ASSERT_TRUE(engine_->WaitForHeld(texts.size()));
+  // A failing sentence is answered on the stream without ending it.
+  CorrectRequest empty;
+  empty.set_request_id("empty");
+  ASSERT_TRUE(stream->Write(empty));
+  CorrectResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_EQ(response.request_id(), "empty");
+  EXPECT_EQ(response.status().code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+
+  engine_->ReleaseNewestFirst();
+  std::vector<std::string> order;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    ASSERT_TRUE(stream->Read(&response));
+    order.push_back(response.request_id());
+    EXPECT_EQ(response.status().code(), 0);
+    EXPECT_EQ(response.corrected_text(), Expected(texts[std::stoul(response.request_id())]));
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"2", "1", "0"}));
+  stream->WritesDone();
+  EXPECT_FALSE(stream->Read(&response));
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_F(GrammarServiceTest, StreamStopsReadingAtItsWindow) {
+  StartServer({.stream_window = 2});
+  engine_->set_hold(true);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kWait);
+  auto stream = stub_->CorrectStream(&context);
+  for (int i = 0; i < 5; ++i) {
+    CorrectRequest request;
+    request.set_text("sentence");
+    request.set_request_id(std::to_string(i));
+    ASSERT_TRUE(stream->Write(request));
+  }
+  ASSERT_TRUE(engine_->WaitForHeld(2));
+  // Only the window reached the engine; the rest wait in flow control, not in the worker.
+  EXPECT_EQ(server_->service().in_flight(), 2);
+  engine_->set_hold(false);
+  engine_->ReleaseNewestFirst();
+  std::vector<std::string> ids;
+  CorrectResponse response;
+  while (ids.size() < 5) {
+    ASSERT_TRUE(stream->Read(&response));
+    ids.push_back(response.request_id());
+    EXPECT_LE(server_->service().in_flight(), 2);
+  }
+  EXPECT_THAT(ids, UnorderedElementsAre("0", "1", "2", "3", "4"));
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+// Engine answers racing the stream's reads and writes from several threads: every sentence of
+// every stream is answered exactly once, with its own text's correction.
+TEST_F(GrammarServiceTest, StreamAnswersEverySentenceOnceUnderRacingCompletions) {
+  engine_ = std::make_unique<FakeEngine>(*tokenizer_, /*delivery_threads=*/4);
+  config_.server.max_in_flight = 1000;
+  StartServer({.stream_window = 8});
+  constexpr int kStreams = 4;
+  constexpr int kSentences = 3000;
+  std::vector<std::thread> clients;
+  std::vector<std::map<std::string, int>> answered(kStreams);
+  std::vector<int> mismatched(kStreams, 0);
+  // Not vector<bool>: each client thread sets its own element, and vector<bool>'s share a word
+  // (a data race ThreadSanitizer reported).
+  std::vector<char> finished_ok(kStreams, false);
+  for (int s = 0; s < kStreams; ++s) {
+    clients.emplace_back([&, s] {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + kWait);
+      auto stream = stub_->CorrectStream(&context);
+      std::thread writer([&] {
+        for (int i = 0; i < kSentences; ++i) {
+          CorrectRequest request;
+          request.set_text(absl::StrCat("s", s, " n", i));
+          request.set_request_id(std::to_string(i));
+          if (!stream->Write(request)) break;
+        }
+        stream->WritesDone();
+      });
+      CorrectResponse response;
+      while (stream->Read(&response)) {
+        ++answered[s][response.request_id()];
+        const std::string text = absl::StrCat("s", s, " n", response.request_id());
+        if (response.status().code() != 0 || response.corrected_text() != Expected(text)) {
+          ++mismatched[s];
+        }
+      }
+      writer.join();
+      finished_ok[s] = stream->Finish().ok();
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  for (int s = 0; s < kStreams; ++s) {
+    EXPECT_TRUE(finished_ok[s]) << "stream " << s;
+    EXPECT_EQ(mismatched[s], 0) << "stream " << s;
+    int unanswered = 0, repeated = 0;
+    for (int i = 0; i < kSentences; ++i) {
+      const auto it = answered[s].find(std::to_string(i));
+      if (it == answered[s].end()) {
+        ++unanswered;
+      } else if (it->second != 1) {
+        ++repeated;
+      }
+    }
+    EXPECT_EQ(unanswered, 0) << "stream " << s;
+    EXPECT_EQ(repeated, 0) << "stream " << s;
+    EXPECT_EQ(answered[s].size(), static_cast<size_t>(kSentences)) << "stream " << s;
+  }
+  EXPECT_EQ(server_->service().in_flight(), 0);
+}
+
+TEST_F(GrammarServiceTest, BeyondMaxInFlightIsRefusedWhileAdmittedComplete) {
+  StartServer();
+  engine_->set_hold(true);
+  std::vector<std::unique_ptr<PendingCall>> admitted;
+  for (int i = 0; i < config_.server.max_in_flight; ++i) admitted.push_back(StartCorrect("ok"));
+  ASSERT_TRUE(engine_->WaitForHeld(admitted.size()));
+  CorrectResponse response;
+  const grpc::Status refused = Correct("one more", &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("server.max_in_flight"));
+  engine_->ReleaseNewestFirst();
+  for (auto& call : admitted) {
+    EXPECT_TRUE(call->status.get_future().get().ok());
+    EXPECT_EQ(call->response.corrected_text(), Expected("ok"));
+  }
+  // Admission is released: a new request passes.
+  engine_->set_hold(false);
+  EXPECT_TRUE(Correct("again", &response).ok());
+}
+
+TEST_F(GrammarServiceTest, OverloadIsRefusedAtOnceWhenThePredictedTimeExceedsTheBudget) {
+  config_.server.max_in_flight = 1000;
+  config_.server.slo_p99_ms = 800;
+  std::atomic<int64_t> now_us{1'000'000};
+  StartServer({.admission_clock = [&] { return now_us.load(); }});
+  // One sentence served in 100 ms alone: the same sentence with k others in flight is predicted
+  // to take (k + 1) * 100 ms, since each step runs them all.
+  engine_->set_hold(true);
+  auto first = StartCorrect("ok");
+  ASSERT_TRUE(engine_->WaitForHeld(1));
+  now_us += 100'000;
+  engine_->ReleaseNewestFirst();
+  ASSERT_TRUE(first->status.get_future().get().ok());
+
+  // Behind three, 400 ms: one with a 250 ms deadline is refused at once.
+  std::vector<std::unique_ptr<PendingCall>> admitted;
+  for (int i = 0; i < 3; ++i) admitted.push_back(StartCorrect("ok"));
+  ASSERT_TRUE(engine_->WaitForHeld(3));
+  CorrectResponse response;
+  grpc::Status refused = Correct("ok", &response, std::chrono::milliseconds(250));
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("deadline"));
+  // Without a tight deadline the objective holds: eight in all (800 ms), not nine; a client
+  // whose own deadline is looser than the objective gets no more.
+  for (int i = 0; i < 5; ++i) admitted.push_back(StartCorrect("ok"));
+  ASSERT_TRUE(engine_->WaitForHeld(8));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  CorrectRequest request;
+  request.set_text("ok");
+  refused = stub_->Correct(&context, request, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("predicted 900 ms (8 sentences in flight"));
+  EXPECT_THAT(refused.error_message(), HasSubstr("server.slo_p99_ms"));
+  // The refusal says when to come back: about one sentence's share of the excess, ±50%.
+  const auto& trailers = context.GetServerTrailingMetadata();
+  const auto pushback = trailers.find("grpc-retry-pushback-ms");
+  ASSERT_NE(pushback, trailers.end());
+  const int pushback_ms = std::stoi(std::string(pushback->second.data(), pushback->second.size()));
+  EXPECT_GE(pushback_ms, 50);
+  EXPECT_LE(pushback_ms, 150);
+  EXPECT_EQ(server_->service().in_flight(), 8);
+  const MetricsSnapshot snapshot = metrics_.region.Sum();
+  EXPECT_EQ(snapshot.shed[ProcessMetrics::kShedDeadline], 1u);
+  EXPECT_EQ(snapshot.shed[ProcessMetrics::kShedSlo], 1u);
+  EXPECT_EQ(metrics_.Requests(grpc::StatusCode::RESOURCE_EXHAUSTED), 2u);
+
+  now_us += 800'000;
+  engine_->ReleaseNewestFirst();
+  for (auto& call : admitted) EXPECT_TRUE(call->status.get_future().get().ok());
+  EXPECT_EQ(server_->service().in_flight(), 0);
+}
+
+// Under overload most calls are refusals, so a refusal must cost no validation or tokenization:
+// admission decides on the text's length before anything reads it.
+TEST_F(GrammarServiceTest, ARefusalIsDecidedBeforeTheTextIsRead) {
+  config_.server.max_in_flight = 1;
+  StartServer();
+  engine_->set_hold(true);
+  auto held = StartCorrect("ok");
+  ASSERT_TRUE(engine_->WaitForHeld(1));
+  CorrectResponse response;
+  // Invalid UTF-8 would be INVALID_ARGUMENT once read; at the in-flight limit it is not read.
+  gecd::internal::CorrectRequest bad;
+  bad.set_text("caf\xc3 ok");
+  std::string response_bytes;
+  const grpc::Status refused =
+      GenericUnary("/gecd.v1.GrammarCorrection/Correct", bad.SerializeAsString(), &response_bytes);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  engine_->ReleaseNewestFirst();
+  EXPECT_TRUE(held->status.get_future().get().ok());
+  // Admitted, it is read and refused for what it is; the admission is given back.
+  const grpc::Status invalid =
+      GenericUnary("/gecd.v1.GrammarCorrection/Correct", bad.SerializeAsString(), &response_bytes);
+  EXPECT_EQ(invalid.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(server_->service().in_flight(), 0);
+  engine_->set_hold(false);
+  EXPECT_TRUE(Correct("again", &response).ok());
+}
+
+// The batch class waits for the room interactive work leaves (kBatchShare of the objective)
+// instead of being refused, and is answered once room appears; interactive sentences are still
+// admitted up to the whole objective meanwhile.
+TEST_F(GrammarServiceTest, BatchSentencesWaitForRoomThatInteractiveLeaves) {
+  config_.server.max_in_flight = 1000;
+  config_.server.slo_p99_ms = 800;
+  std::atomic<int64_t> now_us{1'000'000};
+  StartServer({.admission_clock = [&] { return now_us.load(); }});
+  engine_->set_hold(true);
+  auto first = StartCorrect("ok");  // alone in 100 ms: k ahead predict (k + 1) * 100 ms
+  ASSERT_TRUE(engine_->WaitForHeld(1));
+  now_us += 100'000;
+  engine_->ReleaseNewestFirst();
+  ASSERT_TRUE(first->status.get_future().get().ok());
+
+  std::vector<std::unique_ptr<PendingCall>> interactive;
+  for (int i = 0; i < 6; ++i) interactive.push_back(StartCorrect("ok"));
+  ASSERT_TRUE(engine_->WaitForHeld(6));
+  // A seventh batch sentence would take 700 ms, past the 600 ms batch may fill: it waits.
+  PendingCall batch;
+  batch.request.set_text("ok");
+  batch.context.AddMetadata("x-gecd-priority", "batch");
+  batch.context.set_deadline(std::chrono::system_clock::now() + kWait);
+  stub_->async()->Correct(&batch.context, &batch.request, &batch.response,
+                          [&](grpc::Status s) { batch.status.set_value(s); });
+  std::future<grpc::Status> batch_status = batch.status.get_future();
+  EXPECT_EQ(batch_status.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  // An interactive one still fits the objective (700 <= 800).
+  interactive.push_back(StartCorrect("ok"));
+  ASSERT_TRUE(engine_->WaitForHeld(7));
+  EXPECT_EQ(server_->service().in_flight(), 7);
+
+  // Room appears as the engine answers: the batch sentence starts and is answered.
+  engine_->set_hold(false);
+  now_us += 700'000;
+  engine_->ReleaseNewestFirst();
+  for (auto& call : interactive) EXPECT_TRUE(call->status.get_future().get().ok());
+  ASSERT_EQ(batch_status.wait_for(kWait), std::future_status::ready);
+  EXPECT_TRUE(batch_status.get().ok());
+  EXPECT_EQ(batch.response.corrected_text(), Expected("ok"));
+}
+
+TEST_F(GrammarServiceTest, AnUnknownPriorityIsInvalidArgumentNamingIt) {
+  StartServer();
+  CorrectResponse response;
+  {
+    grpc::ClientContext context;
+    CorrectRequest request;
+    request.set_text("ok");
+    request.set_priority("urgent");
+    const grpc::Status status = stub_->Correct(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("priority 'urgent' (the request's priority field) is not one of: "
+                          "interactive, batch"));
+  }
+  {
+    grpc::ClientContext context;
+    context.AddMetadata("x-gecd-priority", "low");
+    CorrectRequest request;
+    request.set_text("ok");
+    const grpc::Status status = stub_->Correct(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(), HasSubstr("'low' (the x-gecd-priority metadata)"));
+  }
+  {
+    grpc::ClientContext context;
+    context.AddMetadata("x-gecd-priority", "batch");
+    CorrectRequest request;
+    request.set_text("ok");
+    request.set_priority("interactive");  // the field wins
+    EXPECT_TRUE(stub_->Correct(&context, request, &response).ok());
+  }
+}
+
+TEST_F(GrammarServiceTest, InvalidUtf8ReachesTheValidator) {
+  StartServer();
+  // What a client whose `text` is bytes sends; the public message is a string, so the test
+  // serializes the server's own wire message and sends it raw.
+  gecd::internal::CorrectRequest request;
+  request.set_text("caf\xc3 ok");
+  std::string response_bytes;
+  const grpc::Status status = GenericUnary("/gecd.v1.GrammarCorrection/Correct",
+                                           request.SerializeAsString(), &response_bytes);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("UTF-8"));
+}
+
+TEST_F(GrammarServiceTest, DeadlineCancelsTheEngineRequest) {
+  StartServer();
+  engine_->set_hold(true);
+  // Long enough for the request to reach the engine on a loaded machine.
+  auto call = StartCorrect("too slow", std::chrono::seconds(2));
+  ASSERT_TRUE(engine_->WaitForHeld(1));
+  EXPECT_EQ(call->status.get_future().get().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_TRUE(engine_->WaitForCancelled(1));
+}
+
+TEST_F(GrammarServiceTest, ClientCancellationCancelsTheEngineRequest) {
+  StartServer();
+  engine_->set_hold(true);
+  auto call = StartCorrect("never mind");
+  ASSERT_TRUE(engine_->WaitForHeld(1));
+  call->context.TryCancel();
+  EXPECT_EQ(call->status.get_future().get().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(engine_->WaitForCancelled(1));
+}
+
+TEST_F(GrammarServiceTest, EngineNotReadyIsUnavailable) {
+  engine_->set_ready(false);
+  StartServer();
+  CorrectResponse response;
+  EXPECT_EQ(Correct("hello", &response).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(GrammarServiceTest, HealthFollowsEngineReadiness) {
+  engine_->set_ready(false);
+  StartServer();
+  EXPECT_TRUE(WaitForHealth(2));
+  engine_->set_ready(true);
+  EXPECT_TRUE(WaitForHealth(1));
+  engine_->set_ready(false);
+  EXPECT_TRUE(WaitForHealth(2));
+}
+
+TEST_F(GrammarServiceTest, DrainAnswersAdmittedRequests) {
+  StartServer();
+  engine_->set_hold(true);
+  auto call = StartCorrect("in flight");
+  ASSERT_TRUE(engine_->WaitForHeld(1));
+  std::thread drain([&] { server_->Drain(kWait); });
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (!server_->service().draining() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_TRUE(server_->service().draining());
+  engine_->ReleaseNewestFirst();
+  EXPECT_TRUE(call->status.get_future().get().ok());
+  drain.join();
+}
+
+TEST_F(GrammarServiceTest, DrainFinishesOpenStreamsWithUnavailable) {
+  config_.server.drain_quiet_ms = 0;
+  StartServer();
+  // One idle stream, one with a sentence in the engine.
+  grpc::ClientContext idle_context, busy_context;
+  idle_context.set_deadline(std::chrono::system_clock::now() + kWait);
+  busy_context.set_deadline(std::chrono::system_clock::now() + kWait);
+  auto idle = stub_->CorrectStream(&idle_context);
+  auto busy = stub_->CorrectStream(&busy_context);
+  engine_->set_hold(true);
+  CorrectRequest request;
+  request.set_text("in flight");
+  request.set_request_id("b");
+  ASSERT_TRUE(busy->Write(request));
+  ASSERT_TRUE(engine_->WaitForHeld(1));
+  ASSERT_TRUE(WaitUntil([&] { return server_->service().open_streams() == 2; }));
+
+  const auto started = std::chrono::steady_clock::now();
+  std::thread drain([&] { server_->Drain(kWait); });
+  // The idle stream ends at once, UNAVAILABLE (retry elsewhere), not CANCELLED at the grace
+  // period's end.
+  CorrectResponse response;
+  EXPECT_FALSE(idle->Read(&response));
+  const grpc::Status idle_status = idle->Finish();
+  EXPECT_EQ(idle_status.error_code(), grpc::StatusCode::UNAVAILABLE) << idle_status.error_message();
+  // The busy one gets its answer first.
+  engine_->ReleaseNewestFirst();
+  ASSERT_TRUE(busy->Read(&response));
+  EXPECT_EQ(response.request_id(), "b");
+  EXPECT_EQ(response.status().code(), 0);
+  EXPECT_FALSE(busy->Read(&response));
+  EXPECT_EQ(busy->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  drain.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, kWait / 2);
+  EXPECT_EQ(server_->service().open_streams(), 0);
+}
+
+// Calls that keep coming while the worker drains get UNAVAILABLE (clients retry it elsewhere),
+// never CANCELLED: the gRPC server shuts down (cancelling whatever reaches it then) only once
+// they have stopped for server.drain_quiet_ms.
+TEST_F(GrammarServiceTest, DrainAnswersUnavailableUntilCallsStopNeverCancelled) {
+  config_.server.drain_quiet_ms = 200;  // 0, i.e. shutting down once nothing runs: ~8 CANCELLED
+  StartServer();
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::map<grpc::StatusCode, int> codes;
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 8; ++t) {
+    clients.emplace_back([&] {
+      while (!stop.load()) {
+        CorrectResponse response;
+        const grpc::Status status = Correct("hello", &response, std::chrono::seconds(10));
+        std::lock_guard lock(mu);
+        ++codes[status.error_code()];
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::thread drain([&] { server_->Drain(kWait); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  stop = true;
+  for (std::thread& client : clients) client.join();
+  drain.join();
+  std::string seen;
+  for (const auto& [code, n] : codes) absl::StrAppend(&seen, static_cast<int>(code), ":", n, " ");
+  EXPECT_EQ(codes.count(grpc::StatusCode::CANCELLED), 0u) << seen;
+  EXPECT_GT(codes[grpc::StatusCode::OK], 0) << seen;
+  EXPECT_GT(codes[grpc::StatusCode::UNAVAILABLE], 0) << seen;
+}
+
+TEST_F(GrammarServiceTest, ReflectionListsTheService) {
+  StartServer();
+  grpc::GenericStub stub(channel_);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kWait);
+  grpc::CompletionQueue cq;
+  auto call = stub.PrepareCall(
+      &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  void* tag;
+  bool ok;
+  const auto step = [&](int want) {
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    ASSERT_TRUE(ok);
+    ASSERT_EQ(tag, reinterpret_cast<void*>(want));
+  };
+  call->StartCall(reinterpret_cast<void*>(1));
+  step(1);
+  // ServerReflectionRequest{list_services = "*"} (field 7, a string).
+  grpc::Slice slice(std::string("\x3a\x01*", 3));
+  grpc::ByteBuffer request(&slice, 1), response;
+  call->Write(request, reinterpret_cast<void*>(2));
+  step(2);
+  call->Read(&response, reinterpret_cast<void*>(3));
+  step(3);
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& s : slices) bytes.append(s.begin(), s.end());
+  EXPECT_THAT(bytes, HasSubstr("gecd.v1.GrammarCorrection"));
+  EXPECT_THAT(bytes, HasSubstr("grpc.health.v1.Health"));
+  context.TryCancel();
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(4));
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
+// The Python end-to-end client (tests/e2e/client_test.py, Debian's python3-grpcio) against
+// this in-process worker; the daemon's integration tests run it against `gecd serve`.
+TEST_F(GrammarServiceTest, PythonClientAgrees) {
+  StartServer();
+  const std::string command = absl::StrCat("/usr/bin/python3 ", gecd::testing::SourceDir(),
+                                           "/tests/e2e/client_test.py 127.0.0.1:", server_->port());
+  const int status = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(status)) << command;
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "python3-grpcio or grpc_python_plugin missing";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << command;
+}
+
+}  // namespace
+}  // namespace gecd::server
