@@ -152,8 +152,8 @@ class SystemdLink {
 // `gecd serve`'s supervisor: creates the segment and the status endpoint, starts the engine
 // and the workers (restarting them with RestartBackoff), tracks readiness, tells systemd, and
 // on SIGTERM drains: workers first, then the engine, SIGKILL past the grace period. Runs on
-// one thread (Run's loop); Ready() is also called from the HTTP thread, and reads only the
-// segment and an atomic.
+// one thread (Run's loop); the HTTP thread calls Ready() and the /metrics handler, which read
+// only the segment and atomics.
 class Supervisor {
  public:
   Supervisor(const config::Config& config, std::string config_path, std::string overrides,
