@@ -1,10 +1,10 @@
 // gecd tune: measures which values of the settings that decide throughput let one daemon of
-// this config sustain the highest request rate within a p99 SLO (loadgen/tuner.h: coordinate
-// descent, gecd-load's find-max against daemons it starts itself), writes the config with
-// those values, and prints the per-pod figures an autoscaler needs: the rate, the requests in
-// flight at that rate, and the HPA AverageValue target for gecd_request_concurrency.
+// this config sustain the highest request rate within a p99 SLO (loadgen/tuner.h's DaemonTuner:
+// coordinate descent, gecd-load's find-max against daemons it starts itself), writes the config
+// with those values, and prints the per-pod figures an autoscaler needs: the rate, the requests
+// in flight at that rate, and the HPA AverageValue target for gecd_request_concurrency. This
+// file parses the flags and reports; the search is the tuner's.
 #ifdef GECD_HAVE_SERVER
-#include <stdlib.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -31,9 +30,7 @@
 #include "common/status_macros.h"
 #include "config/config.h"
 #include "config/config_edit.h"
-#include "loadgen/daemon_candidate.h"
 #include "loadgen/load_options.h"
-#include "loadgen/serve_process.h"
 #include "loadgen/tuner.h"
 #include "nlohmann/json.hpp"
 
@@ -43,44 +40,14 @@ namespace {
 using Json = nlohmann::ordered_json;
 namespace fs = std::filesystem;
 
-// The trials' sentences without --input: short learner sentences like the service's traffic.
-constexpr const char* kSampleSentences[] = {
-    "She go to school every day with her brother.",
-    "I has seen that film three times last year.",
-    "They was very happy when the results came out.",
-    "He don't like to eat vegetables at dinner time.",
-    "We is going to the beach if the weather is good.",
-    "My sister have two cats and a small dog at home.",
-    "The childrens played in the park until it got dark.",
-    "Yesterday I buyed a new phone from the shop.",
-    "There is many reasons why people move to cities.",
-    "She can sings very well but she is shy on stage.",
-    "If I would have known, I would have come earlier.",
-    "The informations in this report is not correct.",
-};
-
-// Requests in flight in the closed-loop capacity probe: few, because a closed loop re-sends a
-// refusal at once, and a probe must measure the engine, not admission (with the fixed queue
-// limit admission had before server.slo_p99_ms, 16 in flight against the default config and
-// model got no OK answer in 3 s; 4: 36 req/s).
-constexpr int kProbeConcurrency = 4;
-
-// Fewer requests than this in a trial's window say nothing of its p99: find-max goes no lower.
-constexpr double kMinRequestsPerTrial = 10;
-
 struct TuneOptions {
-  std::string config_path;  // absolute; "" for the built-in defaults
-  std::vector<std::string> overrides;
-  config::Config config;
-  double slo_p99_s = 1;
-  double budget_s = 600;
+  // The search: the daemons' config (config_path absolute; "" for the built-in defaults) and
+  // --set overrides, the SLO, the budget, the trials.
+  load::DaemonTuneOptions search;
+  config::Config config;  // as the daemons read it
   double headroom = 0.3;
-  double max_error_rate = 0.01;
-  double trial_s = 3;
-  double warmup_s = 1;
   std::string out_path = "tuned.yaml";
   std::string json_path;
-  std::string input_path;
 };
 
 absl::StatusOr<double> DurationFlag(const Args& args, const std::string& name, double value,
@@ -109,19 +76,32 @@ absl::StatusOr<double> FractionFlag(const Args& args, const std::string& name, d
   return v;
 }
 
+// The config's values of the settings the search tunes.
+load::Settings InitialSettings(const config::Config& cfg) {
+  load::Settings initial = {
+      {load::kMaxBatchSizeKey, absl::StrCat(cfg.engine.max_batch_size)},
+      {load::kMaxStepTokensKey, absl::StrCat(cfg.engine.max_step_tokens)},
+      {load::kWorkersKey, absl::StrCat(cfg.server.workers)},
+  };
+  if (cfg.engine.backend == "cuda") {
+    initial[load::kGraphBatchSizesKey] = cfg.engine.graph_batch_sizes;
+  }
+  return initial;
+}
+
 absl::StatusOr<TuneOptions> ParseOptions(const Args& args) {
   if (!args.positionals().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("tune takes no positional arguments, got '", args.positionals()[0], "'"));
   }
   TuneOptions o;
-  ASSIGN_OR_RETURN(o.slo_p99_s, DurationFlag(args, "slo-p99", o.slo_p99_s, false));
-  ASSIGN_OR_RETURN(o.budget_s, DurationFlag(args, "budget", o.budget_s, false));
-  ASSIGN_OR_RETURN(o.trial_s, DurationFlag(args, "trial", o.trial_s, false));
-  ASSIGN_OR_RETURN(o.warmup_s, DurationFlag(args, "warmup", o.warmup_s, true));
+  ASSIGN_OR_RETURN(o.search.slo_p99_s, DurationFlag(args, "slo-p99", o.search.slo_p99_s, false));
+  ASSIGN_OR_RETURN(o.search.budget_s, DurationFlag(args, "budget", o.search.budget_s, false));
+  ASSIGN_OR_RETURN(o.search.trial_s, DurationFlag(args, "trial", o.search.trial_s, false));
+  ASSIGN_OR_RETURN(o.search.warmup_s, DurationFlag(args, "warmup", o.search.warmup_s, true));
   ASSIGN_OR_RETURN(o.headroom, FractionFlag(args, "headroom", o.headroom, 0, 1, false));
-  ASSIGN_OR_RETURN(o.max_error_rate,
-                   FractionFlag(args, "max-error-rate", o.max_error_rate, 0, 1, true));
+  ASSIGN_OR_RETURN(o.search.max_error_rate,
+                   FractionFlag(args, "max-error-rate", o.search.max_error_rate, 0, 1, true));
   for (const char* name : {"out", "json", "input", "config"}) {
     if (args.Has(name) && args.Get(name)->empty()) {
       return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a file name"));
@@ -129,12 +109,14 @@ absl::StatusOr<TuneOptions> ParseOptions(const Args& args) {
   }
   o.out_path = args.Get("out").value_or(o.out_path);
   o.json_path = args.Get("json").value_or("");
-  o.input_path = args.Get("input").value_or("");
+  o.search.input_path = args.Get("input").value_or("");
   // As for serve: the daemons it starts read the config again.
   ASSIGN_OR_RETURN(DaemonFlags flags, LoadDaemonFlags(args));
-  o.config_path = std::move(flags.config_path);
-  o.overrides = std::move(flags.overrides);
+  o.search.config_path = std::move(flags.config_path);
+  o.search.sets = std::move(flags.overrides);
   o.config = std::move(flags.config);
+  o.search.initial = InitialSettings(o.config);
+  o.search.cuda = o.config.engine.backend == "cuda";
   return o;
 }
 
@@ -193,17 +175,18 @@ absl::Status WriteTunedConfig(const TuneOptions& o, const load::Settings& settin
   const fs::path out = fs::absolute(o.out_path);
   const std::string to_dir = out.parent_path().string();
   std::string text;
-  if (!o.config_path.empty()) {
-    ASSIGN_OR_RETURN(text, ReadFileToString(o.config_path));
+  if (!o.search.config_path.empty()) {
+    ASSIGN_OR_RETURN(text, ReadFileToString(o.search.config_path));
     ASSIGN_OR_RETURN(
-        text, config::MoveConfigText(text, fs::path(o.config_path).parent_path().string(), to_dir));
+        text, config::MoveConfigText(text, fs::path(o.search.config_path).parent_path().string(),
+                                     to_dir));
   }
   const auto rebased = [&](const std::string& path) {
     return config::RelocatePath(fs::absolute(path).string(), to_dir);
   };
   config::KeyValues values;
   bool model_dir_set = false;
-  for (const std::string& kv : o.overrides) {
+  for (const std::string& kv : o.search.sets) {
     const size_t eq = kv.find('=');
     std::string key = kv.substr(0, eq);
     std::string value = kv.substr(eq + 1);
@@ -215,7 +198,7 @@ absl::Status WriteTunedConfig(const TuneOptions& o, const load::Settings& settin
     model_dir_set = model_dir_set || key == "model.dir";
     values.emplace_back(std::move(key), std::move(value));
   }
-  if (o.config_path.empty() && !model_dir_set) {
+  if (o.search.config_path.empty() && !model_dir_set) {
     values.emplace_back("model.dir", rebased(o.config.model.dir));  // the built-in default
   }
   for (const auto& [key, value] : settings) values.emplace_back(key, value);
@@ -278,136 +261,70 @@ Json CandidatesJson(const load::TuneResult& r) {
   return {{"candidates", candidates}, {"untried", untried}};
 }
 
-// Runs the search and reports it; the exit code.
-absl::StatusOr<int> Tune(const TuneOptions& o) {
-  const config::Config& cfg = o.config;
-  std::vector<std::string> sentences(std::begin(kSampleSentences), std::end(kSampleSentences));
-  if (!o.input_path.empty()) {
-    absl::StatusOr<std::vector<std::string>> read = load::ReadSentences(o.input_path);
-    if (!read.ok()) return absl::InvalidArgumentError(read.status().message());  // a bad flag
-    sentences = *std::move(read);
-  }
-  const bool cuda = cfg.engine.backend == "cuda";
-  load::Settings initial = {
-      {load::kMaxBatchSizeKey, absl::StrCat(cfg.engine.max_batch_size)},
-      {load::kMaxStepTokensKey, absl::StrCat(cfg.engine.max_step_tokens)},
-      {load::kWorkersKey, absl::StrCat(cfg.server.workers)},
-  };
-  if (cuda) initial[load::kGraphBatchSizesKey] = cfg.engine.graph_batch_sizes;
-  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-
-  std::string log_dir = (fs::temp_directory_path() / "gecd-tune.XXXXXX").string();
-  if (mkdtemp(log_dir.data()) == nullptr) {
-    return absl::InternalError(absl::StrCat("cannot create a directory for the daemons' logs in ",
-                                            fs::temp_directory_path().string()));
-  }
-  bool keep_logs = false;
-
-  load::RunConfig run;
-  run.sentences = sentences;
-  run.duration_s = o.trial_s;
-  run.warmup_s = o.warmup_s;
-  // Twice the SLO: an answer later than that fails the trial anyway, and a trial above
-  // capacity drains its backlog within it.
-  run.deadline_ms = std::max(1, static_cast<int>(std::ceil(2e3 * o.slo_p99_s)));
-
-  load::TunerOptions options;
-  options.budget_s = o.budget_s;
-  options.find_max.slo_p99_s = o.slo_p99_s;
-  options.find_max.max_error_rate = o.max_error_rate;
-  options.find_max.max_trials = 12;
-  // Connecting the channels and the sampler's last poll come on top of warm-up, window and
-  // drain; a stop is at most the grace period the daemons get (they drain no traffic).
-  options.trial_cost_s = o.warmup_s + o.trial_s + run.deadline_ms / 1e3 + 0.5;
-  const double grace_s = 1;
-  options.stop_cost_s = grace_s + 1;
-  options.start_cost_s = 2;
-  options.min_qps = kMinRequestsPerTrial / o.trial_s;
-
-  int daemons = 0;
-  const load::StartFn start =
-      [&](const load::Settings& s) -> absl::StatusOr<std::unique_ptr<load::CandidateServer>> {
-    load::ServeOptions serve;
-    serve.binary = "/proc/self/exe";
-    serve.config_path = o.config_path;
-    serve.sets = o.overrides;
-    for (const auto& [key, value] : s) serve.sets.push_back(absl::StrCat(key, "=", value));
-    // Quick stops between candidates, and logs this process can read.
-    serve.sets.push_back("server.drain_quiet_ms=0");
-    serve.sets.push_back(absl::StrCat("server.grace_period_ms=", grace_s * 1000));
-    serve.sets.push_back("logging.format=text");
-    serve.log_path = absl::StrCat(log_dir, "/daemon-", ++daemons, ".log");
-    serve.ready_timeout_s = std::clamp(o.budget_s, 30.0, 300.0);
-    serve.stop_timeout_s = options.stop_cost_s;
-    absl::StatusOr<std::unique_ptr<load::ServeProcess>> server = load::ServeProcess::Start(serve);
-    if (!server.ok()) {
-      keep_logs = true;
-      return absl::FailedPreconditionError(server.status().message());
-    }
-    return std::make_unique<load::DaemonCandidate>(*std::move(server), run, kProbeConcurrency);
-  };
-
+void PrintHeader(const TuneOptions& o, const load::DaemonTuner& tuner) {
   std::printf(
       "gecd tune: %s, backend %s, SLO p99 <= %.0f ms with errors <= %.2f%%, budget %.0f s\n",
-      o.config_path.empty() ? "built-in config" : o.config_path.c_str(), cfg.engine.backend.c_str(),
-      o.slo_p99_s * 1e3, o.max_error_rate * 100, o.budget_s);
+      o.search.config_path.empty() ? "built-in config" : o.search.config_path.c_str(),
+      o.config.engine.backend.c_str(), o.search.slo_p99_s * 1e3, o.search.max_error_rate * 100,
+      o.search.budget_s);
   std::vector<std::string> keys;
-  for (const auto& [key, value] : initial) keys.push_back(key);
-  std::printf("trials: %.1f s + %.1f s warm-up, deadline %d ms; searching %s\n", o.trial_s,
-              o.warmup_s, run.deadline_ms, absl::StrJoin(keys, ", ").c_str());
+  for (const auto& [key, value] : tuner.options().initial) keys.push_back(key);
+  std::printf("trials: %.1f s + %.1f s warm-up, deadline %d ms; searching %s\n", o.search.trial_s,
+              o.search.warmup_s, tuner.deadline_ms(), absl::StrJoin(keys, ", ").c_str());
   std::fflush(stdout);
+}
 
+// The search, under a progress bar of the budget that names each candidate and trial.
+absl::StatusOr<load::TuneResult> SearchWithProgress(load::DaemonTuner& tuner) {
+  const load::Settings& initial = tuner.options().initial;
   const auto t0 = std::chrono::steady_clock::now();
   const auto now_s = [t0] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
-  absl::StatusOr<load::TuneResult> result;
-  {
-    ProgressBar bar("tune (s of budget)", static_cast<size_t>(std::ceil(o.budget_s)));
-    size_t drawn = 0;
-    int candidate = 0;
-    const auto progress = [&](const std::string& note) {
-      const size_t elapsed = static_cast<size_t>(now_s());
-      bar.Advance(elapsed > drawn ? elapsed - drawn : 0, note);
-      drawn = std::max(drawn, elapsed);
-    };
-    load::TuneCallbacks callbacks;
-    callbacks.candidate_started = [&](const load::Settings& s) {
-      progress(absl::StrCat("#", ++candidate, " ", Changes(s, initial), ": starting"));
-    };
-    callbacks.trial_done = [&](const load::Settings& s, const load::Trial& t) {
-      progress(absl::StrFormat("#%d %s: %.1f req/s p99 %.0f ms %s", candidate, Changes(s, initial),
-                               t.offered_qps, t.measured.p99_s * 1e3, t.passed ? "pass" : "fail"));
-    };
-    result = load::Tune(load::ThroughputSearchSpace(cores, cuda), initial, start, options, now_s,
-                        callbacks);
-    progress("done");
-  }
-  const std::string logs_note = absl::StrCat(" (daemon logs: ", log_dir, ")");
-  if (!result.ok()) {
-    const absl::Status& s = result.status();
-    if (absl::IsFailedPrecondition(s)) {
-      std::fprintf(stderr, "gecd tune: the config's own settings do not start: %s%s\n",
-                   std::string(s.message()).c_str(), logs_note.c_str());
-      return 2;
-    }
-    if (absl::IsDeadlineExceeded(s)) {
-      fs::remove_all(log_dir);
-      std::fprintf(stderr, "gecd tune: --budget %.0fs is too short: %s\n", o.budget_s,
-                   std::string(s.message()).c_str());
-      return 2;
-    }
-    return absl::Status(
-        s.code(), absl::StrCat("measuring the config's own settings: ", s.message(), logs_note));
-  }
-  std::printf("\n");
-  PrintCandidates(*result, initial);
-  const load::CandidateResult& best = result->best;
-  const load::PodFigures f = load::PerPodFigures(best, o.headroom);
+  ProgressBar bar("tune (s of budget)", static_cast<size_t>(std::ceil(tuner.options().budget_s)));
+  size_t drawn = 0;
+  int candidate = 0;
+  const auto progress = [&](const std::string& note) {
+    const size_t elapsed = static_cast<size_t>(now_s());
+    bar.Advance(elapsed > drawn ? elapsed - drawn : 0, note);
+    drawn = std::max(drawn, elapsed);
+  };
+  load::TuneCallbacks callbacks;
+  callbacks.candidate_started = [&](const load::Settings& s) {
+    progress(absl::StrCat("#", ++candidate, " ", Changes(s, initial), ": starting"));
+  };
+  callbacks.trial_done = [&](const load::Settings& s, const load::Trial& t) {
+    progress(absl::StrFormat("#%d %s: %.1f req/s p99 %.0f ms %s", candidate, Changes(s, initial),
+                             t.offered_qps, t.measured.p99_s * 1e3, t.passed ? "pass" : "fail"));
+  };
+  absl::StatusOr<load::TuneResult> result = tuner.Run(now_s, callbacks);
+  progress("done");
+  return result;
+}
 
-  Json json = {{"slo_met", result->slo_met},
-               {"slo_p99_ms", o.slo_p99_s * 1e3},
-               {"max_error_rate", o.max_error_rate},
+// A search that measured nothing: the exit code, or the error to report.
+absl::StatusOr<int> SearchFailed(const TuneOptions& o, load::DaemonTuner& tuner,
+                                 const absl::Status& s) {
+  const std::string logs_note = absl::StrCat(" (daemon logs: ", tuner.log_dir(), ")");
+  if (absl::IsFailedPrecondition(s)) {
+    std::fprintf(stderr, "gecd tune: the config's own settings do not start: %s%s\n",
+                 std::string(s.message()).c_str(), logs_note.c_str());
+    return 2;
+  }
+  if (absl::IsDeadlineExceeded(s)) {
+    tuner.RemoveLogs();
+    std::fprintf(stderr, "gecd tune: --budget %.0fs is too short: %s\n", o.search.budget_s,
+                 std::string(s.message()).c_str());
+    return 2;
+  }
+  return absl::Status(
+      s.code(), absl::StrCat("measuring the config's own settings: ", s.message(), logs_note));
+}
+
+Json ResultJson(const TuneOptions& o, const load::TuneResult& r, const load::PodFigures& f) {
+  Json json = {{"slo_met", r.slo_met},
+               {"slo_p99_ms", o.search.slo_p99_s * 1e3},
+               {"max_error_rate", o.search.max_error_rate},
                {"headroom", o.headroom},
                {"rps", f.rps},
                {"achieved_rps", f.achieved_rps},
@@ -417,64 +334,92 @@ absl::StatusOr<int> Tune(const TuneOptions& o) {
                {"p99_ms", f.p99_s * 1e3},
                {"mean_latency_ms", f.mean_latency_s * 1e3},
                {"hpa_target", f.hpa_target},
-               {"settings", SettingsJson(best.settings)},
-               {"config", o.config_path.empty() ? Json() : Json(o.config_path)},
-               {"out", result->slo_met ? Json(fs::absolute(o.out_path).string()) : Json()},
-               {"budget_s", o.budget_s},
-               {"elapsed_s", result->elapsed_s}};
-  json.update(CandidatesJson(*result));
+               {"settings", SettingsJson(r.best.settings)},
+               {"config", o.search.config_path.empty() ? Json() : Json(o.search.config_path)},
+               {"out", r.slo_met ? Json(fs::absolute(o.out_path).string()) : Json()},
+               {"budget_s", o.search.budget_s},
+               {"elapsed_s", r.elapsed_s}};
+  json.update(CandidatesJson(r));
+  return json;
+}
 
+void PrintClosestMiss(const TuneOptions& o, const load::CandidateResult& best) {
+  const load::Trial& closest = *best.best_trial;
+  const std::string p99 = closest.measured.achieved_qps > 0
+                              ? absl::StrFormat("p99 %.1f ms", closest.measured.p99_s * 1e3)
+                              : "no OK answer";
+  std::printf(
+      "\nno setting met the SLO (p99 <= %.0f ms, errors <= %.2f%%). The closest: %s at %.1f "
+      "req/s: %s, errors %.2f%%. No tuned config written.\n",
+      o.search.slo_p99_s * 1e3, o.search.max_error_rate * 100, Describe(best.settings).c_str(),
+      closest.offered_qps, p99.c_str(), closest.measured.error_rate * 100);
+}
+
+// The comment at the top of the tuned config: what was measured, and what was tuned.
+std::string TunedSummary(const TuneOptions& o, const load::PodFigures& f,
+                         const load::Settings& settings) {
+  std::string summary = absl::StrFormat(
+      "# Tuned by `gecd tune` on %s from %s (backend %s).\n"
+      "# Within p99 <= %.0f ms and errors <= %.2f%%, one daemon sustained %.1f requests/s\n"
+      "# with %.2f in flight; HPA AverageValue target for gecd_request_concurrency: %.2f\n"
+      "# (headroom %.2f). Tuned:\n",
+      UtcNow(), o.search.config_path.empty() ? "the built-in defaults" : o.search.config_path,
+      o.config.engine.backend, o.search.slo_p99_s * 1e3, o.search.max_error_rate * 100, f.rps,
+      f.concurrency, f.hpa_target, o.headroom);
+  for (const auto& [key, value] : settings) {
+    absl::StrAppend(&summary, "#   ", key, "=", value, "\n");
+  }
+  return summary;
+}
+
+void PrintTuned(const TuneOptions& o, const load::PodFigures& f, const load::Settings& settings) {
+  const std::string little = absl::StrFormat("Little's law %.2f", f.littles_law_concurrency);
+  const std::string basis = f.gauge_concurrency >= 0
+                                ? absl::StrCat("gecd_request_concurrency mean; ", little)
+                                : "Little's law: achieved rate x mean latency";
+  std::printf("\ntuned settings: %s\n", Describe(settings).c_str());
+  std::printf("per pod, SLO p99 <= %.0f ms, errors <= %.2f%%:\n", o.search.slo_p99_s * 1e3,
+              o.search.max_error_rate * 100);
+  std::printf("  sustainable rate   %.1f req/s (achieved %.1f, p99 %.1f ms, mean %.1f ms)\n", f.rps,
+              f.achieved_rps, f.p99_s * 1e3, f.mean_latency_s * 1e3);
+  std::printf("  concurrency        %.2f in flight (%s)\n", f.concurrency, basis.c_str());
+  std::printf("  HPA target         %.2f = %.2f x (1 - %.2f)  (averageValue: \"%lldm\")\n",
+              f.hpa_target, f.concurrency, o.headroom,
+              static_cast<long long>(std::llround(f.hpa_target * 1000)));
+  std::printf("wrote %s\n", o.out_path.c_str());
+}
+
+// Runs the search (load::DaemonTuner) and reports it; the exit code.
+absl::StatusOr<int> Tune(const TuneOptions& o) {
+  ASSIGN_OR_RETURN(std::unique_ptr<load::DaemonTuner> tuner, load::DaemonTuner::Create(o.search));
+  PrintHeader(o, *tuner);
+  absl::StatusOr<load::TuneResult> result = SearchWithProgress(*tuner);
+  if (!result.ok()) return SearchFailed(o, *tuner, result.status());
+  std::printf("\n");
+  PrintCandidates(*result, tuner->options().initial);
+  const load::CandidateResult& best = result->best;
+  const load::PodFigures f = load::PerPodFigures(best, o.headroom);
+  Json json = ResultJson(o, *result, f);
   int exit_code = 0;
   if (!result->slo_met) {
-    const load::Trial& closest = *best.best_trial;
-    const std::string p99 = closest.measured.achieved_qps > 0
-                                ? absl::StrFormat("p99 %.1f ms", closest.measured.p99_s * 1e3)
-                                : "no OK answer";
-    std::printf(
-        "\nno setting met the SLO (p99 <= %.0f ms, errors <= %.2f%%). The closest: %s at %.1f "
-        "req/s: %s, errors %.2f%%. No tuned config written.\n",
-        o.slo_p99_s * 1e3, o.max_error_rate * 100, Describe(best.settings).c_str(),
-        closest.offered_qps, p99.c_str(), closest.measured.error_rate * 100);
-    json["closest"] = TrialJson(closest);
+    PrintClosestMiss(o, best);
+    json["closest"] = TrialJson(*best.best_trial);
     exit_code = 1;
   } else {
-    const std::string little = absl::StrFormat("Little's law %.2f", f.littles_law_concurrency);
-    const std::string basis = f.gauge_concurrency >= 0
-                                  ? absl::StrCat("gecd_request_concurrency mean; ", little)
-                                  : "Little's law: achieved rate x mean latency";
-    std::string summary = absl::StrFormat(
-        "# Tuned by `gecd tune` on %s from %s (backend %s).\n"
-        "# Within p99 <= %.0f ms and errors <= %.2f%%, one daemon sustained %.1f requests/s\n"
-        "# with %.2f in flight; HPA AverageValue target for gecd_request_concurrency: %.2f\n"
-        "# (headroom %.2f). Tuned:\n",
-        UtcNow(), o.config_path.empty() ? "the built-in defaults" : o.config_path,
-        cfg.engine.backend, o.slo_p99_s * 1e3, o.max_error_rate * 100, f.rps, f.concurrency,
-        f.hpa_target, o.headroom);
-    for (const auto& [key, value] : best.settings) {
-      absl::StrAppend(&summary, "#   ", key, "=", value, "\n");
-    }
-    RETURN_IF_ERROR(WriteTunedConfig(o, best.settings, summary));
-    std::printf("\ntuned settings: %s\n", Describe(best.settings).c_str());
-    std::printf("per pod, SLO p99 <= %.0f ms, errors <= %.2f%%:\n", o.slo_p99_s * 1e3,
-                o.max_error_rate * 100);
-    std::printf("  sustainable rate   %.1f req/s (achieved %.1f, p99 %.1f ms, mean %.1f ms)\n",
-                f.rps, f.achieved_rps, f.p99_s * 1e3, f.mean_latency_s * 1e3);
-    std::printf("  concurrency        %.2f in flight (%s)\n", f.concurrency, basis.c_str());
-    std::printf("  HPA target         %.2f = %.2f x (1 - %.2f)  (averageValue: \"%lldm\")\n",
-                f.hpa_target, f.concurrency, o.headroom,
-                static_cast<long long>(std::llround(f.hpa_target * 1000)));
-    std::printf("wrote %s\n", o.out_path.c_str());
+    RETURN_IF_ERROR(WriteTunedConfig(o, best.settings, TunedSummary(o, f, best.settings)));
+    PrintTuned(o, f, best.settings);
   }
   std::printf("searched %.0f s of the %.0f s budget: %zu candidates measured, %zu left untried\n",
-              result->elapsed_s, o.budget_s, result->candidates.size(), result->untried.size());
+              result->elapsed_s, o.search.budget_s, result->candidates.size(),
+              result->untried.size());
   if (!o.json_path.empty()) {
     RETURN_IF_ERROR(WriteStringToFile(o.json_path, json.dump(2) + "\n"));
     std::printf("wrote %s\n", o.json_path.c_str());
   }
-  if (keep_logs) {
-    std::printf("some daemons did not start; their logs are in %s\n", log_dir.c_str());
+  if (tuner->daemon_failed()) {
+    std::printf("some daemons did not start; their logs are in %s\n", tuner->log_dir().c_str());
   } else {
-    fs::remove_all(log_dir);
+    tuner->RemoveLogs();
   }
   return exit_code;
 }

@@ -44,6 +44,31 @@ CudaBackend::~CudaBackend() {
 
 absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
                                const CudaBackendOptions& options) {
+  RETURN_IF_ERROR(CheckShapeAndOptions(checkpoint, options));
+  RETURN_IF_ERROR(SelectDevice(options.device));
+  SetShape(checkpoint.config(), options);
+  RETURN_IF_ERROR(stream_.Create());
+  RETURN_IF_ERROR(gemm_.Init());
+  // The device's context is made by the first runtime calls above.
+  ProcessStartup().Mark("CUDA context");
+  ASSIGN_OR_RETURN(weights_,
+                   CudaWeights::Load(checkpoint, {.fp8 = options.quantization ==
+                                                         CudaBackendOptions::Quantization::kFp8,
+                                                  .attention_fp8 = options.attention_fp8,
+                                                  .per_tensor = per_tensor_}));
+  RETURN_IF_ERROR(AllocateWorkspaces());
+  RETURN_IF_ERROR(AllocateKvCache());
+  RETURN_IF_ERROR(AllocateStepBuffers());
+  SetGraphBuckets();
+  RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_.get()), "Create sync"));
+  // The graphs are captured by the first step of each size (the daemon's warm-up runs them).
+  ProcessStartup().Mark("KV cache and step buffers");
+  spdlog::info("cuda backend: {}", Describe());
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::CheckShapeAndOptions(const model::Checkpoint& checkpoint,
+                                               const CudaBackendOptions& options) {
   const model::ModelConfig& c = checkpoint.config();
   if (c.hidden_size <= 0 || c.num_hidden_layers <= 0 || c.num_attention_heads <= 0 ||
       c.num_key_value_heads <= 0 || c.head_dim <= 0 || c.head_dim % 2 != 0 || c.head_dim > 256 ||
@@ -61,13 +86,20 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
         "CudaBackend: kv_block_size, max_step_tokens, max_batch_size must be positive and "
         "kv_cache_memory_fraction in (0, 1]");
   }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::SelectDevice(int device) {
   int devices = 0;
   RETURN_IF_ERROR(CudaStatus(cudaGetDeviceCount(&devices), "cudaGetDeviceCount"));
-  if (options.device < 0 || options.device >= devices) {
-    return absl::InvalidArgumentError(absl::StrCat("CudaBackend: device ", options.device,
-                                                   " not among the ", devices, " visible"));
+  if (device < 0 || device >= devices) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CudaBackend: device ", device, " not among the ", devices, " visible"));
   }
-  RETURN_IF_ERROR(CudaStatus(cudaSetDevice(options.device), "cudaSetDevice"));
+  return CudaStatus(cudaSetDevice(device), "cudaSetDevice");
+}
+
+void CudaBackend::SetShape(const model::ModelConfig& c, const CudaBackendOptions& options) {
   options_ = options;
   config_ = c;
   per_tensor_ = options.fp8_scaling == CudaBackendOptions::Fp8Scaling::kPerTensor;
@@ -76,20 +108,10 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
   q_width_ = c.num_attention_heads * c.head_dim;
   kv_width_ = c.num_key_value_heads * c.head_dim;
   qkv_width_ = q_width_ + 2 * kv_width_;
-  const int hidden = c.hidden_size, inter = c.intermediate_size;
+}
 
-  RETURN_IF_ERROR(stream_.Create());
-  RETURN_IF_ERROR(gemm_.Init());
-  // The device's context is made by the first runtime calls above.
-  ProcessStartup().Mark("CUDA context");
-
-  ASSIGN_OR_RETURN(weights_,
-                   CudaWeights::Load(checkpoint, {.fp8 = options.quantization ==
-                                                         CudaBackendOptions::Quantization::kFp8,
-                                                  .attention_fp8 = options.attention_fp8,
-                                                  .per_tensor = per_tensor_}));
-
-  // Workspaces.
+absl::Status CudaBackend::AllocateWorkspaces() {
+  const int hidden = config_.hidden_size, inter = config_.intermediate_size;
   const size_t t = max_step_tokens_, bmax = max_batch_size_;
   const size_t wide = std::max({hidden, inter, q_width_});
   const size_t max_out = std::max({static_cast<size_t>(qkv_width_), 2 * static_cast<size_t>(inter),
@@ -108,29 +130,33 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
     RETURN_IF_ERROR(gemm_acc_.Allocate(t * max_out * sizeof(float)));
   }
   RETURN_IF_ERROR(last_.Allocate(bmax * hidden * 2));
-  RETURN_IF_ERROR(logits_.Allocate(bmax * c.vocab_size * sizeof(float)));
+  RETURN_IF_ERROR(logits_.Allocate(bmax * config_.vocab_size * sizeof(float)));
   RETURN_IF_ERROR(out_tokens_.Allocate(bmax * sizeof(int32_t)));
   RETURN_IF_ERROR(resolved_.Allocate(t * sizeof(int32_t)));
   RETURN_IF_ERROR(candidate_.Allocate(bmax * sizeof(int32_t)));
   RETURN_IF_ERROR(copy_bias_.Allocate(bmax * sizeof(float)));
+  return absl::OkStatus();
+}
 
+absl::Status CudaBackend::AllocateKvCache() {
+  const model::ModelConfig& c = config_;
   // KV cache: a fraction of what is free now, plus one scratch block for padded graph rows.
   layout_ = {.num_layers = c.num_hidden_layers,
              .num_kv_heads = c.num_key_value_heads,
              .head_dim = c.head_dim,
-             .block_size = options.kv_block_size};
+             .block_size = options_.kv_block_size};
   size_t free_bytes = 0, total_bytes = 0;
   RETURN_IF_ERROR(CudaStatus(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
   device_total_memory_ = total_bytes;
   const size_t block_bytes = static_cast<size_t>(layout_.ElementsPerBlock()) * 2;
   int64_t blocks =
-      options.num_kv_blocks > 0
-          ? options.num_kv_blocks
-          : static_cast<int64_t>(free_bytes * options.kv_cache_memory_fraction / block_bytes) - 1;
+      options_.num_kv_blocks > 0
+          ? options_.num_kv_blocks
+          : static_cast<int64_t>(free_bytes * options_.kv_cache_memory_fraction / block_bytes) - 1;
   blocks = std::min<int64_t>(blocks, 1 << 30);
   // The key the cache's size came from names it in errors.
   const char* kv_key =
-      options.num_kv_blocks > 0 ? "engine.kv_cache_blocks" : "engine.kv_cache_memory_fraction";
+      options_.num_kv_blocks > 0 ? "engine.kv_cache_blocks" : "engine.kv_cache_memory_fraction";
   if (blocks <= 0) {
     return absl::ResourceExhaustedError(
         absl::StrCat(kv_key, ": ", free_bytes, " bytes free on the device hold no KV block"));
@@ -138,15 +164,15 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
   layout_.num_blocks = static_cast<int>(blocks);
   const size_t per_cache = static_cast<size_t>(blocks + 1) * block_bytes / 2;
   if (2 * per_cache > free_bytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(kv_key, ": a KV cache of ", blocks, " blocks (", 2 * per_cache,
-                     " bytes) exceeds the ", free_bytes, " bytes free on device ", options.device));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        kv_key, ": a KV cache of ", blocks, " blocks (", 2 * per_cache, " bytes) exceeds the ",
+        free_bytes, " bytes free on device ", options_.device));
   }
   for (DeviceBuffer* cache : {&k_cache_, &v_cache_}) {
     if (absl::Status s = cache->Allocate(per_cache); !s.ok()) {
       return absl::ResourceExhaustedError(absl::StrCat(kv_key, ": cannot allocate the KV cache (",
                                                        2 * per_cache, " bytes) on device ",
-                                                       options.device, ": ", s.message()));
+                                                       options_.device, ": ", s.message()));
     }
   }
   int64_t max_context = layout_.capacity_tokens();
@@ -154,7 +180,11 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
     max_context = std::min<int64_t>(max_context, c.max_position_embeddings);
   }
   max_context_ = static_cast<int>(std::min<int64_t>(max_context, 1 << 30));
+  return absl::OkStatus();
+}
 
+absl::Status CudaBackend::AllocateStepBuffers() {
+  const size_t bmax = max_batch_size_;
   // Step inputs: 4 per-token arrays, sampled rows and their copy rows, block ids (+1 scratch
   // entry), then copy texts (room for 64 tokens per sampled row to start with: GEC texts are
   // sentences).
@@ -168,21 +198,18 @@ absl::Status CudaBackend::Init(const model::Checkpoint& checkpoint,
     RETURN_IF_ERROR(start_[e].Create());
     RETURN_IF_ERROR(done_[e].Create());
   }
-  RETURN_IF_ERROR(
-      CudaStatus(cudaMemsetAsync(out_tokens_.get(), 0, bmax * sizeof(int32_t), stream_.get()),
-                 "clear out_tokens"));
-  for (int g : options.graph_batch_sizes) {
+  return CudaStatus(cudaMemsetAsync(out_tokens_.get(), 0, bmax * sizeof(int32_t), stream_.get()),
+                    "clear out_tokens");
+}
+
+void CudaBackend::SetGraphBuckets() {
+  for (int g : options_.graph_batch_sizes) {
     if (g > 0 && g <= max_batch_size_) buckets_.push_back(g);
   }
   std::sort(buckets_.begin(), buckets_.end());
   buckets_.erase(std::unique(buckets_.begin(), buckets_.end()), buckets_.end());
   graphs_.resize(buckets_.size());
   graph_failed_.assign(buckets_.size(), false);
-  RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_.get()), "Create sync"));
-  // The graphs are captured by the first step of each size (the daemon's warm-up runs them).
-  ProcessStartup().Mark("KV cache and step buffers");
-  spdlog::info("cuda backend: {}", Describe());
-  return absl::OkStatus();
 }
 
 std::string CudaBackend::Describe() const {
@@ -446,39 +473,60 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
     in_flight_.push_back(f);
     return absl::OkStatus();
   }
+  const StepShape shape = ShapeFor(batch, sampled);
+  const StepInputLayout at(shape.rows, shape.sample_rows);
+  const size_t ints = PackInputs(batch, shape, at, pinned_in_[f.slot].as<int32_t>());
+  RETURN_IF_ERROR(EnqueueStep(f, shape, at, ints));
+  if (shape.bucket >= 0 && !shape.replay) CaptureGraph(shape.bucket);
+  last_sampled_ = sampled;
+  ++next_step_;
+  in_flight_.push_back(f);
+  if (!options_.async) {
+    const int ev = static_cast<int>(f.step % kEventRing);
+    RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(done_[ev].get()), "step (sync mode)"));
+  }
+  return absl::OkStatus();
+}
+
+int CudaBackend::DecodeBucket(const StepBatch& batch) const {
   // Decode-only steps that fit a bucket replay its graph.
-  bool all_decode = graphs_enabled_ && !buckets_.empty();
+  if (!graphs_enabled_ || buckets_.empty()) return -1;
   for (const BatchSequence& s : batch.sequences) {
-    if (s.num_tokens != 1 || !s.sample) {
-      all_decode = false;
-      break;
-    }
+    if (s.num_tokens != 1 || !s.sample) return -1;
   }
-  int bucket = -1;
-  if (all_decode) {
-    for (size_t i = 0; i < buckets_.size(); ++i) {
-      if (buckets_[i] >= tokens && !graph_failed_[i]) {
-        bucket = static_cast<int>(i);
-        break;
-      }
-    }
+  const int tokens = batch.num_tokens();
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    if (buckets_[i] >= tokens && !graph_failed_[i]) return static_cast<int>(i);
   }
-  // A bucket's first step runs eagerly with the graph's exact padded shape (loading every
-  // kernel module and caching every GEMM plan, which capture must not do), and its graph is
-  // captured right after; later steps replay it.
-  const bool replay = bucket >= 0 && graphs_[bucket].valid();
+  return -1;
+}
+
+CudaBackend::StepShape CudaBackend::ShapeFor(const StepBatch& batch, int sampled) const {
+  const int tokens = batch.num_tokens();
+  StepShape shape;
+  shape.bucket = DecodeBucket(batch);
+  if (shape.bucket >= 0) {
+    // A bucket's first step runs eagerly with the graph's exact padded shape (loading every
+    // kernel module and caching every GEMM plan, which capture must not do), and its graph is
+    // captured right after; later steps replay it.
+    shape.replay = graphs_[shape.bucket].valid();
+    shape.rows = buckets_[shape.bucket];
+    shape.sample_rows = shape.rows;
+    return shape;
+  }
   // Eager steps pad their token rows to a multiple of kRowQuantum (padded rows behave like a
   // graph's), so GEMM shapes, and the cuBLASLt plans cached per shape, stay few.
   constexpr int kRowQuantum = 64;
-  const int rows =
-      bucket >= 0 ? buckets_[bucket]
-                  : std::max(tokens, std::min(max_step_tokens_, (tokens + kRowQuantum - 1) /
-                                                                    kRowQuantum * kRowQuantum));
-  const int sample_rows = bucket >= 0 ? rows : sampled;
+  shape.rows = std::max(
+      tokens, std::min(max_step_tokens_, (tokens + kRowQuantum - 1) / kRowQuantum * kRowQuantum));
+  shape.sample_rows = sampled;
+  return shape;
+}
 
+size_t CudaBackend::PackInputs(const StepBatch& batch, const StepShape& shape,
+                               const StepInputLayout& at, int32_t* pin) const {
   // One host pass into the pinned slot, laid out as StepInputLayout says.
-  const StepInputLayout at(rows, sample_rows);
-  int32_t* pin = pinned_in_[f.slot].as<int32_t>();
+  const int tokens = batch.num_tokens();
   int32_t* p_tokens = pin + at.tokens;
   int32_t* p_prev = pin + at.prev_index;
   int32_t* p_pos = pin + at.positions;
@@ -514,64 +562,65 @@ absl::Status CudaBackend::Submit(const StepBatch& batch) {
                       .advance = s.copy.advance});
     p_samples[sample++] = s.token_offset + s.num_tokens - 1;
   }
-  for (int t = tokens; t < rows; ++t) {  // padding: position 0 of the scratch block
+  for (int t = tokens; t < shape.rows; ++t) {  // padding: position 0 of the scratch block
     p_tokens[t] = 0;
     p_prev[t] = -1;
     p_pos[t] = 0;
     p_off[t] = nblocks;
   }
-  for (int q = sample; q < sample_rows; ++q) {
+  for (int q = sample; q < shape.sample_rows; ++q) {
     p_samples[q] = q;
     put_copy(q, {});
   }
-  const size_t ints = texts_at + batch.copy_tokens.size();
+  return texts_at + batch.copy_tokens.size();
+}
 
+absl::Status CudaBackend::EnqueueStep(const InFlight& f, const StepShape& shape,
+                                      const StepInputLayout& at, size_t ints) {
   cudaStream_t st = stream_.get();
   const int ev = static_cast<int>(f.step % kEventRing);
   RETURN_IF_ERROR(CudaStatus(cudaEventRecord(start_[ev].get(), st), "record start"));
-  RETURN_IF_ERROR(CudaStatus(
-      cudaMemcpyAsync(inputs_.get(), pin, ints * sizeof(int32_t), cudaMemcpyHostToDevice, st),
-      "copy step inputs"));
-  if (replay) {
-    RETURN_IF_ERROR(graphs_[bucket].Launch(st));
+  RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(inputs_.get(), pinned_in_[f.slot].get(),
+                                             ints * sizeof(int32_t), cudaMemcpyHostToDevice, st),
+                             "copy step inputs"));
+  if (shape.replay) {
+    RETURN_IF_ERROR(graphs_[shape.bucket].Launch(st));
     ++stats_.graph_steps;
   } else {
-    RETURN_IF_ERROR(EnqueueForward(rows, sample_rows, DeviceInputs(at)));
+    RETURN_IF_ERROR(EnqueueForward(shape.rows, shape.sample_rows, DeviceInputs(at)));
   }
-  if (sampled > 0) {
-    RETURN_IF_ERROR(
-        CudaStatus(cudaMemcpyAsync(pinned_tokens_[f.slot].get(), out_tokens_.get(),
-                                   sampled * sizeof(int32_t), cudaMemcpyDeviceToHost, st),
-                   "copy next tokens"));
-    if (f.logits) {
-      const size_t bytes = static_cast<size_t>(sampled) * config_.vocab_size * sizeof(float);
-      if (pinned_logits_[f.slot].bytes() < bytes) {
-        RETURN_IF_ERROR(pinned_logits_[f.slot].Allocate(bytes));
-      }
-      RETURN_IF_ERROR(CudaStatus(cudaMemcpyAsync(pinned_logits_[f.slot].get(), logits_.get(), bytes,
-                                                 cudaMemcpyDeviceToHost, st),
-                                 "copy logits"));
-    }
-  }
+  RETURN_IF_ERROR(EnqueueOutputCopies(f));
   RETURN_IF_ERROR(CudaStatus(cudaEventRecord(done_[ev].get(), st), "record done"));
   event_step_[ev] = f.step;
-  if (bucket >= 0 && !replay) {
-    // Capturing records work without running it, so this step's work is unaffected; a
-    // failure only means this bucket's decode steps stay eager.
-    absl::StatusOr<kernels::GraphExec*> g = GraphFor(bucket);
-    if (!g.ok()) {
-      graph_failed_[bucket] = true;
-      spdlog::warn("cuda backend: {}; decode steps of {} rows run eagerly",
-                   std::string(g.status().message()), buckets_[bucket]);
-    }
-  }
-  last_sampled_ = sampled;
-  ++next_step_;
-  in_flight_.push_back(f);
-  if (!options_.async) {
-    RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(done_[ev].get()), "step (sync mode)"));
-  }
   return absl::OkStatus();
+}
+
+absl::Status CudaBackend::EnqueueOutputCopies(const InFlight& f) {
+  if (f.sampled == 0) return absl::OkStatus();
+  cudaStream_t st = stream_.get();
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMemcpyAsync(pinned_tokens_[f.slot].get(), out_tokens_.get(),
+                                 f.sampled * sizeof(int32_t), cudaMemcpyDeviceToHost, st),
+                 "copy next tokens"));
+  if (!f.logits) return absl::OkStatus();
+  const size_t bytes = static_cast<size_t>(f.sampled) * config_.vocab_size * sizeof(float);
+  if (pinned_logits_[f.slot].bytes() < bytes) {
+    RETURN_IF_ERROR(pinned_logits_[f.slot].Allocate(bytes));
+  }
+  return CudaStatus(cudaMemcpyAsync(pinned_logits_[f.slot].get(), logits_.get(), bytes,
+                                    cudaMemcpyDeviceToHost, st),
+                    "copy logits");
+}
+
+void CudaBackend::CaptureGraph(int bucket) {
+  // Capturing records work without running it, so this step's work is unaffected; a failure
+  // only means this bucket's decode steps stay eager.
+  absl::StatusOr<kernels::GraphExec*> g = GraphFor(bucket);
+  if (!g.ok()) {
+    graph_failed_[bucket] = true;
+    spdlog::warn("cuda backend: {}; decode steps of {} rows run eagerly",
+                 std::string(g.status().message()), buckets_[bucket]);
+  }
 }
 
 absl::Status CudaBackend::Collect(StepResult* result) {

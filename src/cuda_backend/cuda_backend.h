@@ -121,8 +121,42 @@ class CudaBackend final : public Backend {
     bool logits = false;
   };
 
+  // How one step runs: its graph bucket (-1: none) and whether it replays that bucket's
+  // captured graph, its token rows (padded) and its sampled rows (padded to the graph's).
+  struct StepShape {
+    int bucket = -1;
+    bool replay = false;
+    int rows = 0;
+    int sample_rows = 0;
+  };
+
   CudaBackend() = default;
+  // Create's steps, in order.
   absl::Status Init(const model::Checkpoint& checkpoint, const CudaBackendOptions& options);
+  static absl::Status CheckShapeAndOptions(const model::Checkpoint& checkpoint,
+                                           const CudaBackendOptions& options);
+  static absl::Status SelectDevice(int device);
+  // options_, config_ and the widths derived from them.
+  void SetShape(const model::ModelConfig& c, const CudaBackendOptions& options);
+  absl::Status AllocateWorkspaces();  // the step workspaces, for max_step_tokens / batch size
+  // The KV cache (layout_, max_context_): what num_kv_blocks says, or a fraction of what is free.
+  absl::Status AllocateKvCache();
+  // The step inputs, the pinned output slots and the step events.
+  absl::Status AllocateStepBuffers();
+  void SetGraphBuckets();  // buckets_ from options_.graph_batch_sizes
+
+  // Submit's steps, in order.
+  // The graph bucket an all-decode step fits (a graph not failed), or -1.
+  int DecodeBucket(const StepBatch& batch) const;
+  StepShape ShapeFor(const StepBatch& batch, int sampled) const;
+  // Writes the step's inputs into `pin` as `at` lays them out; the ints written.
+  size_t PackInputs(const StepBatch& batch, const StepShape& shape, const StepInputLayout& at,
+                    int32_t* pin) const;
+  // Enqueues the step's input copy, its forward pass (or graph), its output copies and events.
+  absl::Status EnqueueStep(const InFlight& f, const StepShape& shape, const StepInputLayout& at,
+                           size_t ints);
+  absl::Status EnqueueOutputCopies(const InFlight& f);  // the samples (and logits) to the host
+  void CaptureGraph(int bucket);  // after the bucket's first (eager) step; a failure is logged
   absl::Status Validate(const StepBatch& batch, int* sampled) const;
   // The device copy of the step inputs, as `at` lays them out.
   StepInputs DeviceInputs(const StepInputLayout& at) const;

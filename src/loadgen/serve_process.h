@@ -24,9 +24,10 @@ struct ServeOptions {
 
 // One `gecd serve` child process on free 127.0.0.1 ports (server.listen and
 // server.metrics_listen are set after `sets`), for tools that measure daemons they start
-// themselves. It runs in its own process group, so a terminal's Ctrl-C reaches the tool alone,
-// and gets SIGTERM if the tool dies. Destruction stops it as an operator does (SIGTERM: it
-// drains and removes its segment), with SIGKILL after stop_timeout_s.
+// themselves, started with SpawnProcess (common/loopback.h, the launcher the supervisor and the
+// tests' DaemonProcess use too). It runs in its own process group, so a terminal's Ctrl-C
+// reaches the tool alone, and gets SIGTERM if the tool dies. Destruction stops it as an operator
+// does (SIGTERM: it drains and removes its segment), with SIGKILL after stop_timeout_s.
 class ServeProcess {
  public:
   // Returns once /readyz answers 200. FailedPrecondition when it exits first, with the error it

@@ -1,17 +1,56 @@
 #include "loadgen/tuner.h"
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iterator>
 #include <limits>
 #include <set>
+#include <thread>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "loadgen/daemon_candidate.h"
+#include "loadgen/load_options.h"
+#include "loadgen/serve_process.h"
 
 namespace gecd::load {
 namespace {
+
+// The trials' sentences without an input file: short learner sentences like the service's
+// traffic.
+constexpr const char* kSampleSentences[] = {
+    "She go to school every day with her brother.",
+    "I has seen that film three times last year.",
+    "They was very happy when the results came out.",
+    "He don't like to eat vegetables at dinner time.",
+    "We is going to the beach if the weather is good.",
+    "My sister have two cats and a small dog at home.",
+    "The childrens played in the park until it got dark.",
+    "Yesterday I buyed a new phone from the shop.",
+    "There is many reasons why people move to cities.",
+    "She can sings very well but she is shy on stage.",
+    "If I would have known, I would have come earlier.",
+    "The informations in this report is not correct.",
+};
+
+// Requests in flight in the closed-loop capacity probe: few, because a closed loop re-sends a
+// refusal at once, and a probe must measure the engine, not admission (with the fixed queue
+// limit admission had before server.slo_p99_ms, 16 in flight against the default config and
+// model got no OK answer in 3 s; 4: 36 req/s).
+constexpr int kProbeConcurrency = 4;
+
+// Fewer requests than this in a trial's window say nothing of its p99: find-max goes no lower.
+constexpr double kMinRequestsPerTrial = 10;
+
+// The grace period the candidates' daemons get to stop (they drain no traffic).
+constexpr double kDaemonGraceS = 1;
 
 int IntOr(const Settings& settings, const std::string& key, int fallback) {
   int value;
@@ -294,6 +333,78 @@ PodFigures PerPodFigures(const CandidateResult& best, double headroom) {
   f.hpa_target = f.concurrency * (1 - headroom);
   return f;
 }
+
+absl::StatusOr<std::unique_ptr<DaemonTuner>> DaemonTuner::Create(DaemonTuneOptions options) {
+  std::vector<std::string> sentences(std::begin(kSampleSentences), std::end(kSampleSentences));
+  if (!options.input_path.empty()) {
+    absl::StatusOr<std::vector<std::string>> read = ReadSentences(options.input_path);
+    if (!read.ok()) return absl::InvalidArgumentError(read.status().message());  // a bad flag
+    sentences = *std::move(read);
+  }
+  namespace fs = std::filesystem;
+  std::string log_dir = (fs::temp_directory_path() / "gecd-tune.XXXXXX").string();
+  if (mkdtemp(log_dir.data()) == nullptr) {
+    return absl::InternalError(absl::StrCat("cannot create a directory for the daemons' logs in ",
+                                            fs::temp_directory_path().string()));
+  }
+  return std::unique_ptr<DaemonTuner>(
+      new DaemonTuner(std::move(options), std::move(sentences), std::move(log_dir)));
+}
+
+DaemonTuner::DaemonTuner(DaemonTuneOptions options, std::vector<std::string> sentences,
+                         std::string log_dir)
+    : options_(std::move(options)), log_dir_(std::move(log_dir)) {
+  const DaemonTuneOptions& o = options_;
+  run_.sentences = std::move(sentences);
+  run_.duration_s = o.trial_s;
+  run_.warmup_s = o.warmup_s;
+  // Twice the SLO: an answer later than that fails the trial anyway, and a trial above
+  // capacity drains its backlog within it.
+  run_.deadline_ms = std::max(1, static_cast<int>(std::ceil(2e3 * o.slo_p99_s)));
+
+  tuner_.budget_s = o.budget_s;
+  tuner_.find_max.slo_p99_s = o.slo_p99_s;
+  tuner_.find_max.max_error_rate = o.max_error_rate;
+  tuner_.find_max.max_trials = 12;
+  // Connecting the channels and the sampler's last poll come on top of warm-up, window and
+  // drain; a stop is at most the grace period the daemons get (they drain no traffic).
+  tuner_.trial_cost_s = o.warmup_s + o.trial_s + run_.deadline_ms / 1e3 + 0.5;
+  tuner_.stop_cost_s = kDaemonGraceS + 1;
+  tuner_.start_cost_s = 2;
+  tuner_.min_qps = kMinRequestsPerTrial / o.trial_s;
+}
+
+absl::StatusOr<std::unique_ptr<CandidateServer>> DaemonTuner::StartCandidate(
+    const Settings& settings) {
+  ServeOptions serve;
+  serve.binary = options_.binary;
+  serve.config_path = options_.config_path;
+  serve.sets = options_.sets;
+  for (const auto& [key, value] : settings) serve.sets.push_back(absl::StrCat(key, "=", value));
+  // Quick stops between candidates, and logs this process can read.
+  serve.sets.push_back("server.drain_quiet_ms=0");
+  serve.sets.push_back(absl::StrCat("server.grace_period_ms=", kDaemonGraceS * 1000));
+  serve.sets.push_back("logging.format=text");
+  serve.log_path = absl::StrCat(log_dir_, "/daemon-", ++daemons_, ".log");
+  serve.ready_timeout_s = std::clamp(options_.budget_s, 30.0, 300.0);
+  serve.stop_timeout_s = tuner_.stop_cost_s;
+  absl::StatusOr<std::unique_ptr<ServeProcess>> server = ServeProcess::Start(serve);
+  if (!server.ok()) {
+    daemon_failed_ = true;
+    return absl::FailedPreconditionError(server.status().message());
+  }
+  return std::make_unique<DaemonCandidate>(*std::move(server), run_, kProbeConcurrency);
+}
+
+absl::StatusOr<TuneResult> DaemonTuner::Run(const std::function<double()>& now_s,
+                                            const TuneCallbacks& callbacks) {
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const StartFn start = [this](const Settings& settings) { return StartCandidate(settings); };
+  return Tune(ThroughputSearchSpace(cores, options_.cuda), options_.initial, start, tuner_, now_s,
+              callbacks);
+}
+
+void DaemonTuner::RemoveLogs() { std::filesystem::remove_all(log_dir_); }
 
 double SloMiss(const TrialMeasurement& measured, const FindMaxOptions& options) {
   const double latency = measured.p99_s / options.slo_p99_s;

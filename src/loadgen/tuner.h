@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "loadgen/find_max.h"
+#include "loadgen/load_runner.h"
 
 // `gecd tune`'s search: which values of the settings that decide a daemon's throughput let it
 // sustain the highest request rate within a latency SLO, measured with the open-loop find-max
@@ -137,6 +138,59 @@ struct PodFigures {
 
 // The figures of `best`'s best trial; all 0 (gauge -1) when it has none or it did not pass.
 PodFigures PerPodFigures(const CandidateResult& best, double headroom);
+
+// What `gecd tune` searches with: daemons of one config, each candidate's settings on top.
+struct DaemonTuneOptions {
+  std::string binary = "/proc/self/exe";  // the gecd executable the daemons run
+  std::string config_path;                // "" for the built-in defaults
+  std::vector<std::string> sets;          // KEY=VALUE for every daemon, after the config
+  Settings initial;                       // the config's values of the keys searched
+  bool cuda = false;                      // engine.backend cuda: graph sizes are searched too
+  std::string input_path;                 // the trials' sentences; "" for built-in samples
+  double slo_p99_s = 1;
+  double max_error_rate = 0.01;
+  double budget_s = 600;
+  double trial_s = 3;   // each find-max trial's measured window
+  double warmup_s = 1;  // before each trial's window
+};
+
+// gecd tune's search against real daemons: Tune over ThroughputSearchSpace, where starting a
+// candidate starts a `gecd serve` (ServeProcess, free 127.0.0.1 ports, quick drain and grace,
+// its log in log_dir()) and measures it with gecd-load's find-max (DaemonCandidate: a
+// closed-loop probe, then open-loop trials of the input sentences, each request's deadline
+// twice the SLO). Owns the daemons' log directory; it is removed only by RemoveLogs, so that
+// an error can point at it. Not thread-safe: one search at a time, from one thread.
+class DaemonTuner {
+ public:
+  // The trial sentences are read and the log directory made here: InvalidArgument when
+  // input_path cannot be read, Internal when no directory can be made.
+  static absl::StatusOr<std::unique_ptr<DaemonTuner>> Create(DaemonTuneOptions options);
+
+  const DaemonTuneOptions& options() const { return options_; }
+  int deadline_ms() const { return run_.deadline_ms; }  // each trial request's gRPC deadline
+  const std::string& log_dir() const { return log_dir_; }
+  // Some daemon did not start: its log is worth keeping.
+  bool daemon_failed() const { return daemon_failed_; }
+
+  // The search (Tune's result and errors): FailedPrecondition when the initial settings'
+  // daemon does not start, DeadlineExceeded when the budget ends before their first trial.
+  // `now_s` is a monotonic clock in seconds.
+  absl::StatusOr<TuneResult> Run(const std::function<double()>& now_s,
+                                 const TuneCallbacks& callbacks);
+  void RemoveLogs();
+
+ private:
+  DaemonTuner(DaemonTuneOptions options, std::vector<std::string> sentences, std::string log_dir);
+  // One candidate's daemon, started and ready, as a CandidateServer.
+  absl::StatusOr<std::unique_ptr<CandidateServer>> StartCandidate(const Settings& settings);
+
+  const DaemonTuneOptions options_;
+  const std::string log_dir_;
+  RunConfig run_;  // every trial's shape
+  TunerOptions tuner_;
+  int daemons_ = 0;  // started so far, to name their logs
+  bool daemon_failed_ = false;
+};
 
 // How far a trial is from passing: the larger of p99 / SLO and error rate / limit (<= 1 passes
 // if both hold).

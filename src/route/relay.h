@@ -32,6 +32,11 @@
 // Owns `threads` event-loop threads, each with its own listening socket on one port
 // (SO_REUSEPORT: the kernel spreads client connections) and its own connections to every
 // endpoint, so a call lives on one thread and takes no lock but the EndpointSet's pick.
+// This class owns the threads, the listening sockets and the counts shared across them; the
+// rest lives in: relay_loop.h (one thread's event loop and its connections), relay_call.h
+// (one call's state machine), relay_session_callbacks.h (nghttp2's callbacks, frames to call
+// events). in_flight, last_arrival and StartDraining may be called from any thread; Stop from
+// the owner's.
 namespace gecd::route {
 
 class RelayLoop;
@@ -71,8 +76,8 @@ class Relay {
   void Stop();
 
  private:
-  friend class RelayLoop;
-  friend class RelayCall;
+  friend class RelayLoop;  // options_
+  friend class RelayCall;  // options_, endpoints_, metrics_, admission, draining, last arrival
   Relay(Options options, EndpointSet& endpoints, RouteMetrics& metrics);
 
   // Counts a gecd call in, or false (not counted) past max_in_flight.

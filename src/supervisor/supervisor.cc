@@ -1,7 +1,6 @@
 #include "supervisor/supervisor.h"
 
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/loopback.h"
 #include "common/startup_phases.h"
 #include "common/status_macros.h"
 #include "config/config.h"
@@ -39,8 +39,6 @@
 #include "supervisor/watchdog.h"
 #include "tokenizer/tokenizer.h"
 
-extern char** environ;
-
 namespace gecd::server {
 
 std::chrono::milliseconds RestartBackoff::OnExit(std::chrono::milliseconds uptime) {
@@ -60,15 +58,6 @@ using std::chrono::milliseconds;
 // times, the drain deadline.
 constexpr auto kPollInterval = milliseconds(50);
 
-std::string DescribeExit(int wait_status) {
-  if (WIFEXITED(wait_status)) return absl::StrCat("exited with code ", WEXITSTATUS(wait_status));
-  if (WIFSIGNALED(wait_status)) {
-    return absl::StrCat("killed by signal ", WTERMSIG(wait_status), " (",
-                        strsignal(WTERMSIG(wait_status)), ")");
-  }
-  return "stopped";
-}
-
 // One supervised process slot: the engine or one worker, through all its restarts.
 struct Child {
   int worker = -1;  // -1 for the engine
@@ -86,6 +75,85 @@ struct Child {
   }
 };
 
+// The supervisor's side of systemd: the watchdog pings, sent while the engine makes progress
+// (when systemd asked for them, WatchdogSec=), and the READY=1, STATUS= and STOPPING=1
+// notifications. Used by the supervisor's loop thread alone.
+class SystemdLink {
+ public:
+  // Reads the watchdog interval systemd set, if any.
+  void Start() {
+    absl::StatusOr<std::optional<std::chrono::microseconds>> watchdog =
+        Watchdog::IntervalFromEnvironment();
+    if (!watchdog.ok()) {
+      spdlog::warn("no systemd watchdog pings: {}", watchdog.status().ToString());
+    } else if (*watchdog) {
+      watchdog_.emplace(**watchdog);
+      spdlog::info("systemd watchdog: {} ms, pinged while the engine makes progress",
+                   std::chrono::duration_cast<milliseconds>(**watchdog).count());
+    }
+  }
+
+  // How long the loop may wait: kPollInterval, or less to ping within the watchdog's half
+  // interval.
+  std::chrono::nanoseconds PollInterval() const {
+    return watchdog_ ? std::clamp<std::chrono::nanoseconds>(watchdog_->ping_period() / 2,
+                                                            milliseconds(1), kPollInterval)
+                     : std::chrono::nanoseconds(kPollInterval);
+  }
+
+  bool watching() const { return watchdog_.has_value(); }
+  bool stalled() const { return watchdog_ && watchdog_->stalled(); }
+
+  // WATCHDOG=1 while the engine finishes steps, or has no work queued (`queued`: a ready
+  // engine has work queued; only a ready engine is held to making steps).
+  void Watch(bool queued, uint64_t engine_steps, pid_t engine_pid) {
+    if (!watchdog_) return;
+    const bool was_stalled = watchdog_->stalled();
+    if (watchdog_->Observe(Clock::now(), engine_steps, queued)) Notify("WATCHDOG=1");
+    if (watchdog_->stalled() == was_stalled) return;
+    if (watchdog_->stalled()) {
+      spdlog::error(
+          "engine (pid {}) has work queued and finished no step for {} ms; "
+          "withholding systemd watchdog pings",
+          engine_pid, std::chrono::duration_cast<milliseconds>(watchdog_->ping_period()).count());
+    } else {
+      spdlog::warn("engine making progress again; systemd watchdog pings resumed");
+    }
+  }
+
+  // STATUS=`line` when it changed; READY=1 goes with the first line sent while `ready`, in one
+  // datagram.
+  void SetStatus(std::string line, bool ready) {
+    if (line == status_) return;
+    status_ = std::move(line);
+    std::string state = absl::StrCat("STATUS=", status_);
+    if (ready && !notified_ready_) {
+      notified_ready_ = true;
+      state = absl::StrCat("READY=1\n", state);
+    }
+    Notify(state);
+  }
+
+  void Stopping(std::string line) {
+    status_ = std::move(line);
+    Notify(absl::StrCat("STOPPING=1\nSTATUS=", status_));
+  }
+
+ private:
+  static void Notify(const std::string& state) {
+    if (absl::Status s = NotifySystemd(state); !s.ok()) spdlog::warn("{}", s.ToString());
+  }
+
+  std::optional<Watchdog> watchdog_;  // set when systemd asked for pings (WatchdogSec=)
+  std::string status_;                // the STATUS= line last sent
+  bool notified_ready_ = false;
+};
+
+// `gecd serve`'s supervisor: creates the segment and the status endpoint, starts the engine
+// and the workers (restarting them with RestartBackoff), tracks readiness, tells systemd, and
+// on SIGTERM drains: workers first, then the engine, SIGKILL past the grace period. Runs on
+// one thread (Run's loop); the HTTP thread calls Ready() and the /metrics handler, which read
+// only the segment and atomics.
 class Supervisor {
  public:
   Supervisor(const config::Config& config, std::string config_path, std::string overrides,
@@ -106,26 +174,38 @@ class Supervisor {
   bool engine_start_failed() const { return engine_start_failure_.has_value(); }
 
  private:
+  // Start-up, in order.
   absl::Status Start();
+  absl::Status CreateSegment(int num_workers);
+  absl::Status StartStatusServer();  // /metrics, /healthz, /readyz
+  void StartChildren(int num_workers);
+
+  // The children.
   absl::Status Spawn(Child& child);
   std::vector<std::string> ChildEnvironment(const Child& child) const;
   void ReapExited();
   void OnExit(Child& child, int wait_status);
+  // A dead engine's epoch ends: workers fail what they had in flight with it.
+  void EndEngineEpoch();
   void StartDueRestarts();
+  void KillAll();
+  bool AnyRunning(bool workers_only) const;
+
+  // Readiness and what systemd is told.
   void UpdateReadiness();
   bool Ready() const;
   bool EngineReady() const;
   // Whether the workers' gRPC servers listen: all of them until they first have, then any.
   bool WorkersListening() const;
-  // systemd: WATCHDOG=1 while the engine is healthy, STATUS= when the state line changes.
-  void Watch();
   std::string StatusLine() const;
-  void UpdateStatus();
-  void Notify(const std::string& state);
+
+  // The loop and the drain.
+  // What one turn of the loop does besides waiting; false once the drain is over.
+  bool Advance();
+  // Waits up to `poll` for SIGTERM, SIGINT or SIGCHLD, and acts on the first two.
+  void WaitForSignal(const timespec& poll);
   void BeginShutdown(int signal);
   void AdvanceShutdown();
-  void KillAll();
-  bool AnyRunning(bool workers_only) const;
 
   const config::Config& config_;
   const std::string config_path_;
@@ -140,16 +220,14 @@ class Supervisor {
   std::atomic<uint64_t> worker_restarts_{0};
   std::unique_ptr<StatusHttpServer> http_;
   std::vector<Child> children_;  // the engine, then worker 0..N-1
+  SystemdLink systemd_;
 
   bool ready_ = false;
-  bool notified_ready_ = false;
   bool was_ever_ready_ = false;  // the start-up summary is logged once
   // Every worker has listened since start-up (read and written by Ready(), which /readyz calls
   // on the HTTP thread).
   mutable std::atomic<bool> all_workers_listened_{false};
-  std::optional<Watchdog> watchdog_;  // set when systemd asked for pings (WatchdogSec=)
-  std::string status_;                // the STATUS= line last sent
-  bool engine_was_ready_ = false;     // some engine set engine_ready_epoch to its epoch
+  bool engine_was_ready_ = false;  // some engine set engine_ready_epoch to its epoch
   std::optional<std::string> engine_start_failure_;  // why the first engine could not start
   bool shutting_down_ = false;
   bool engine_stopped_ = false;
@@ -172,6 +250,16 @@ absl::Status Supervisor::Start() {
   const int num_workers = config_.server.workers > 0
                               ? config_.server.workers
                               : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  RETURN_IF_ERROR(CreateSegment(num_workers));
+  RETURN_IF_ERROR(StartStatusServer());
+  ProcessStartup().Mark("segment and /metrics");
+  systemd_.Start();
+  StartChildren(num_workers);
+  ProcessStartup().Mark("children started");
+  return absl::OkStatus();
+}
+
+absl::Status Supervisor::CreateSegment(int num_workers) {
   ipc::SegmentOptions options;
   options.num_workers = num_workers;
   options.ring_slots = config_.server.ring_slots;
@@ -182,7 +270,10 @@ absl::Status Supervisor::Start() {
   header_ = segment_.header();
   metrics_ = MetricsRegion::Initialize(segment_.metrics_region());
   spdlog::info("shared memory segment {} ({} workers)", segment_.name(), num_workers);
+  return absl::OkStatus();
+}
 
+absl::Status Supervisor::StartStatusServer() {
   StatusHttpServer::Handlers handlers;
   handlers.metrics = [this] {
     return FormatPrometheus(metrics_->Sum(), {{"engine", engine_restarts_.load()},
@@ -192,18 +283,10 @@ absl::Status Supervisor::Start() {
   ASSIGN_OR_RETURN(http_, StatusHttpServer::Start(config_.server.metrics_listen, handlers));
   spdlog::info("metrics, /healthz and /readyz on {} (port {})", config_.server.metrics_listen,
                http_->port());
-  ProcessStartup().Mark("segment and /metrics");
+  return absl::OkStatus();
+}
 
-  absl::StatusOr<std::optional<std::chrono::microseconds>> watchdog =
-      Watchdog::IntervalFromEnvironment();
-  if (!watchdog.ok()) {
-    spdlog::warn("no systemd watchdog pings: {}", watchdog.status().ToString());
-  } else if (*watchdog) {
-    watchdog_.emplace(**watchdog);
-    spdlog::info("systemd watchdog: {} ms, pinged while the engine makes progress",
-                 std::chrono::duration_cast<milliseconds>(**watchdog).count());
-  }
-
+void Supervisor::StartChildren(int num_workers) {
   header_->engine_epoch.store(1);
   children_.resize(1 + num_workers);
   for (int i = 0; i < num_workers; ++i) {
@@ -213,58 +296,33 @@ absl::Status Supervisor::Start() {
   children_[0].title = "gecd: engine";
   for (Child& child : children_) child.restart_at = Clock::now();
   StartDueRestarts();
-  ProcessStartup().Mark("children started");
-  return absl::OkStatus();
 }
 
 std::vector<std::string> Supervisor::ChildEnvironment(const Child& child) const {
   // Our own variables are replaced, not inherited; systemd's are the supervisor's alone.
-  static constexpr std::string_view kOwned[] = {kRoleEnv,        kShmEnv,       kWorkerIndexEnv,
-                                                kConfigEnv,      kOverridesEnv, "NOTIFY_SOCKET",
-                                                "WATCHDOG_USEC", "WATCHDOG_PID"};
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string_view var(*e);
-    const bool owned = std::any_of(std::begin(kOwned), std::end(kOwned), [&](std::string_view k) {
-      return var.size() > k.size() && var.substr(0, k.size()) == k && var[k.size()] == '=';
-    });
-    if (!owned) env.emplace_back(var);
-  }
-  env.push_back(absl::StrCat(kRoleEnv, "=", child.kind()));
-  env.push_back(absl::StrCat(kShmEnv, "=", segment_.name()));
-  env.push_back(absl::StrCat(kConfigEnv, "=", config_path_));
-  env.push_back(absl::StrCat(kOverridesEnv, "=", overrides_));
-  if (!child.is_engine()) env.push_back(absl::StrCat(kWorkerIndexEnv, "=", child.worker));
-  return env;
+  std::vector<std::string> ours = {
+      absl::StrCat(kRoleEnv, "=", child.kind()), absl::StrCat(kShmEnv, "=", segment_.name()),
+      absl::StrCat(kConfigEnv, "=", config_path_), absl::StrCat(kOverridesEnv, "=", overrides_)};
+  if (!child.is_engine()) ours.push_back(absl::StrCat(kWorkerIndexEnv, "=", child.worker));
+  return ProcessEnvironment({kRoleEnv, kShmEnv, kWorkerIndexEnv, kConfigEnv, kOverridesEnv,
+                             "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"},
+                            ours);
 }
 
 absl::Status Supervisor::Spawn(Child& child) {
-  // Everything the child needs is built before fork: between fork and exec only
-  // async-signal-safe calls are allowed, as the HTTP thread may hold the allocator's lock.
-  std::vector<std::string> env = ChildEnvironment(child);
-  std::vector<char*> envp;
-  for (std::string& var : env) envp.push_back(var.data());
-  envp.push_back(nullptr);
-  std::string title = child.title;
-  char* argv[] = {title.data(), nullptr};
   if (child.is_engine()) segment_.ClearEngineFailure();
-  sigset_t none;
-  sigemptyset(&none);
-  const pid_t parent = getpid();
-
-  const pid_t pid = fork();
-  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
-  if (pid == 0) {
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    // Its own process group, so a terminal's Ctrl-C reaches only the supervisor, which drains
-    // in order; and no child outlives a supervisor that was killed.
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);
-    close_range(3, ~0U, 0);
-    execve("/proc/self/exe", argv, envp.data());
-    _exit(127);
-  }
+  ChildProcessOptions options;
+  options.executable = "/proc/self/exe";
+  options.argv = {child.title};
+  options.env = ChildEnvironment(child);
+  // The loop takes its signals synchronously (blocked); the child handles its own.
+  options.clear_signal_mask = true;
+  // Its own process group, so a terminal's Ctrl-C reaches only the supervisor, which drains
+  // in order; and no child outlives a supervisor that was killed.
+  options.own_process_group = true;
+  options.parent_death_signal = SIGKILL;
+  options.close_inherited_fds = true;
+  ASSIGN_OR_RETURN(const pid_t pid, SpawnProcess(options));
   child.pid = pid;
   child.started = Clock::now();
   spdlog::info("started {} (pid {})", child.title, pid);
@@ -302,36 +360,55 @@ void Supervisor::OnExit(Child& child, int wait_status) {
   child.pid = 0;
   metrics_->ForProcess(child.metrics_index())->ResetGauges();
   if (child.is_engine()) {
-    // Read before it is cleared: an engine that became ready and died within one poll interval
-    // counts as having been ready.
-    const uint64_t ready_epoch = header_->engine_ready_epoch.load();
-    if (ready_epoch != 0 && ready_epoch == header_->engine_epoch.load()) engine_was_ready_ = true;
-    // Not ready until the next engine warms up; the new epoch tells workers to fail what they
-    // had in flight with the dead one.
-    header_->engine_ready_epoch.store(0);
-    header_->engine_has_work.store(0);  // the next engine starts with none
-    header_->engine_epoch.fetch_add(1);
+    EndEngineEpoch();
   } else {
     // The engine frees the dead worker's sequences and resets its rings before the
     // replacement attaches.
     segment_.ResetWorkerChannel(child.worker);
   }
   if (shutting_down_) {
-    spdlog::info("{} (pid {}) {}", child.title, pid, DescribeExit(wait_status));
+    spdlog::info("{} (pid {}) {}", child.title, pid, DescribeWaitStatus(wait_status));
     return;
   }
   if (child.is_engine() && !engine_was_ready_) {
     spdlog::error("{} (pid {}) {} before it was ever ready; not restarting it", child.title, pid,
-                  DescribeExit(wait_status));
+                  DescribeWaitStatus(wait_status));
     const std::string reason = segment_.EngineFailure();
-    engine_start_failure_ = reason.empty() ? DescribeExit(wait_status) : reason;
+    engine_start_failure_ = reason.empty() ? DescribeWaitStatus(wait_status) : reason;
     return;
   }
   const milliseconds delay =
       child.backoff.OnExit(std::chrono::duration_cast<milliseconds>(now - child.started));
-  spdlog::warn("{} (pid {}) {}; restarting in {} ms", child.title, pid, DescribeExit(wait_status),
-               delay.count());
+  spdlog::warn("{} (pid {}) {}; restarting in {} ms", child.title, pid,
+               DescribeWaitStatus(wait_status), delay.count());
   child.restart_at = now + delay;
+}
+
+void Supervisor::EndEngineEpoch() {
+  // Read before it is cleared: an engine that became ready and died within one poll interval
+  // counts as having been ready.
+  const uint64_t ready_epoch = header_->engine_ready_epoch.load();
+  if (ready_epoch != 0 && ready_epoch == header_->engine_epoch.load()) engine_was_ready_ = true;
+  // Not ready until the next engine warms up; the new epoch tells workers to fail what they
+  // had in flight with the dead one.
+  header_->engine_ready_epoch.store(0);
+  header_->engine_has_work.store(0);  // the next engine starts with none
+  header_->engine_epoch.fetch_add(1);
+}
+
+void Supervisor::KillAll() {
+  for (Child& child : children_) {
+    if (child.pid == 0) continue;
+    kill(child.pid, SIGKILL);
+    waitpid(child.pid, nullptr, 0);
+    child.pid = 0;
+  }
+}
+
+bool Supervisor::AnyRunning(bool workers_only) const {
+  return std::any_of(children_.begin(), children_.end(), [&](const Child& c) {
+    return c.pid != 0 && !(workers_only && c.is_engine());
+  });
 }
 
 bool Supervisor::Ready() const {
@@ -353,32 +430,9 @@ bool Supervisor::EngineReady() const {
   return epoch != 0 && header_->engine_ready_epoch.load() == epoch;
 }
 
-void Supervisor::Watch() {
-  if (!watchdog_) return;
-  const bool was_stalled = watchdog_->stalled();
-  // Only a ready engine is held to making steps (it serves the drain too): loading a model is
-  // bounded by TimeoutStartSec, and a restart by its backoff.
-  const bool queued = EngineReady() && segment_.EngineWorkQueued();
-  if (watchdog_->Observe(Clock::now(), header_->engine_steps.load(std::memory_order_acquire),
-                         queued)) {
-    Notify("WATCHDOG=1");
-  }
-  if (watchdog_->stalled() != was_stalled) {
-    if (watchdog_->stalled()) {
-      spdlog::error(
-          "engine (pid {}) has work queued and finished no step for {} ms; "
-          "withholding systemd watchdog pings",
-          children_[0].pid,
-          std::chrono::duration_cast<milliseconds>(watchdog_->ping_period()).count());
-    } else {
-      spdlog::warn("engine making progress again; systemd watchdog pings resumed");
-    }
-  }
-}
-
 std::string Supervisor::StatusLine() const {
   if (shutting_down_) return "draining";
-  if (watchdog_ && watchdog_->stalled()) return "engine stalled: work queued, no step progress";
+  if (systemd_.stalled()) return "engine stalled: work queued, no step progress";
   if (ready_) {
     const size_t workers = children_.size() - 1;
     return absl::StrCat("serving: ", workers, workers == 1 ? " worker" : " workers",
@@ -386,23 +440,6 @@ std::string Supervisor::StatusLine() const {
   }
   if (engine_was_ready_) return "engine restarting";
   return "starting: engine loading the model";
-}
-
-void Supervisor::UpdateStatus() {
-  std::string line = StatusLine();
-  if (line == status_) return;
-  status_ = std::move(line);
-  // READY=1 goes with the first "serving" line, in one datagram.
-  std::string state = absl::StrCat("STATUS=", status_);
-  if (ready_ && !notified_ready_) {
-    notified_ready_ = true;
-    state = absl::StrCat("READY=1\n", state);
-  }
-  Notify(state);
-}
-
-void Supervisor::Notify(const std::string& state) {
-  if (absl::Status s = NotifySystemd(state); !s.ok()) spdlog::warn("{}", s.ToString());
 }
 
 void Supervisor::UpdateReadiness() {
@@ -419,13 +456,59 @@ void Supervisor::UpdateReadiness() {
   spdlog::info(ready ? "ready" : "not ready: engine not warmed up, or no worker listening");
 }
 
+absl::Status Supervisor::Run() {
+  RETURN_IF_ERROR(Start());
+  const timespec poll = {0, systemd_.PollInterval().count()};
+  while (true) {
+    ReapExited();
+    if (engine_start_failure_) {
+      // The destructor stops the workers and removes the segment.
+      return absl::FailedPreconditionError(
+          absl::StrCat("the engine could not start: ", *engine_start_failure_));
+    }
+    if (!Advance()) break;
+    WaitForSignal(poll);
+  }
+  spdlog::info("stopped");
+  return absl::OkStatus();
+}
+
+bool Supervisor::Advance() {
+  if (shutting_down_) {
+    AdvanceShutdown();
+    if (!AnyRunning(false)) return false;
+  } else {
+    StartDueRestarts();
+    UpdateReadiness();
+  }
+  systemd_.SetStatus(StatusLine(), ready_);
+  if (systemd_.watching()) {
+    // Only a ready engine is held to making steps (it serves the drain too): loading a model
+    // is bounded by TimeoutStartSec, and a restart by its backoff.
+    const bool queued = EngineReady() && segment_.EngineWorkQueued();
+    systemd_.Watch(queued, header_->engine_steps.load(std::memory_order_acquire), children_[0].pid);
+  }
+  return true;
+}
+
+void Supervisor::WaitForSignal(const timespec& poll) {
+  siginfo_t info;
+  const int signal = sigtimedwait(&signals_, &info, &poll);
+  if (signal != SIGTERM && signal != SIGINT) return;
+  if (!shutting_down_) {
+    BeginShutdown(signal);
+  } else {
+    spdlog::warn("{} again: stopping now", strsignal(signal));
+    shutdown_deadline_ = Clock::now();
+  }
+}
+
 void Supervisor::BeginShutdown(int signal) {
   shutting_down_ = true;
   shutdown_deadline_ = Clock::now() + milliseconds(config_.server.grace_period_ms);
   header_->draining.store(1);
   spdlog::info("{}: draining for up to {} ms", strsignal(signal), config_.server.grace_period_ms);
-  status_ = StatusLine();
-  Notify(absl::StrCat("STOPPING=1\nSTATUS=", status_));
+  systemd_.Stopping(StatusLine());
   // Workers first: the engine keeps serving what they still have in flight.
   for (Child& child : children_) {
     child.restart_at.reset();
@@ -448,60 +531,6 @@ void Supervisor::AdvanceShutdown() {
       kill(child.pid, SIGKILL);
     }
   }
-}
-
-void Supervisor::KillAll() {
-  for (Child& child : children_) {
-    if (child.pid == 0) continue;
-    kill(child.pid, SIGKILL);
-    waitpid(child.pid, nullptr, 0);
-    child.pid = 0;
-  }
-}
-
-bool Supervisor::AnyRunning(bool workers_only) const {
-  return std::any_of(children_.begin(), children_.end(), [&](const Child& c) {
-    return c.pid != 0 && !(workers_only && c.is_engine());
-  });
-}
-
-absl::Status Supervisor::Run() {
-  RETURN_IF_ERROR(Start());
-  // Often enough to ping within the watchdog's half interval.
-  const auto poll_interval = watchdog_
-                                 ? std::clamp<std::chrono::nanoseconds>(
-                                       watchdog_->ping_period() / 2, milliseconds(1), kPollInterval)
-                                 : std::chrono::nanoseconds(kPollInterval);
-  const timespec poll = {0, poll_interval.count()};
-  while (true) {
-    ReapExited();
-    if (engine_start_failure_) {
-      // The destructor stops the workers and removes the segment.
-      return absl::FailedPreconditionError(
-          absl::StrCat("the engine could not start: ", *engine_start_failure_));
-    }
-    if (shutting_down_) {
-      AdvanceShutdown();
-      if (!AnyRunning(false)) break;
-    } else {
-      StartDueRestarts();
-      UpdateReadiness();
-    }
-    UpdateStatus();
-    Watch();
-    siginfo_t info;
-    const int signal = sigtimedwait(&signals_, &info, &poll);
-    if (signal == SIGTERM || signal == SIGINT) {
-      if (!shutting_down_) {
-        BeginShutdown(signal);
-      } else {
-        spdlog::warn("{} again: stopping now", strsignal(signal));
-        shutdown_deadline_ = Clock::now();
-      }
-    }
-  }
-  spdlog::info("stopped");
-  return absl::OkStatus();
 }
 
 }  // namespace

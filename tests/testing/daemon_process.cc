@@ -9,13 +9,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -127,20 +124,17 @@ DaemonProcess::DaemonProcess(Command command, const std::vector<std::string>& se
     : grpc_port_(FreeTcpPort()),
       metrics_port_(FreeTcpPort()),
       log_path_(MakeTempDir() + "/gecd.log") {
-  std::vector<std::string> args;
+  ChildProcessOptions child;
+  child.executable = BinaryDir() + "/gecd";
+  std::vector<std::string>& args = child.argv;
   if (command == Command::kRoute) {
-    args = {BinaryDir() + "/gecd",
-            "route",
-            "--set",
-            absl::StrCat("route.listen=127.0.0.1:", grpc_port_),
-            "--set",
-            absl::StrCat("route.metrics_listen=127.0.0.1:", metrics_port_),
-            "--set",
-            absl::StrCat("route.grace_period_ms=", kGracePeriod.count()),
-            "--set",
-            "route.slow_start_s=0"};
+    args = {child.executable, "route",
+            "--set",          absl::StrCat("route.listen=127.0.0.1:", grpc_port_),
+            "--set",          absl::StrCat("route.metrics_listen=127.0.0.1:", metrics_port_),
+            "--set",          absl::StrCat("route.grace_period_ms=", kGracePeriod.count()),
+            "--set",          "route.slow_start_s=0"};
   } else {
-    args = {BinaryDir() + "/gecd", "serve", "--set", "server.workers=2", "--set",
+    args = {child.executable, "serve", "--set", "server.workers=2", "--set",
             absl::StrCat("server.listen=127.0.0.1:", grpc_port_), "--set",
             absl::StrCat("server.metrics_listen=127.0.0.1:", metrics_port_), "--set",
             absl::StrCat("server.grace_period_ms=", kGracePeriod.count()),
@@ -154,17 +148,19 @@ DaemonProcess::DaemonProcess(Command command, const std::vector<std::string>& se
     args.push_back("--set");
     args.push_back(s);
   }
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_ = fork();
-  if (pid_ == 0) {
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    if (std::freopen(log_path_.c_str(), "w", stderr) == nullptr) _exit(126);
-    execv(argv[0], argv.data());
-    std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
-    _exit(127);
+  std::vector<std::string_view> replaced;
+  std::vector<std::string> added;
+  for (const auto& [k, v] : env) {
+    replaced.push_back(k);
+    added.push_back(absl::StrCat(k, "=", v));
   }
+  child.env = ProcessEnvironment(replaced, added);
+  child.log_path = log_path_;
+  // In the test's process group, as a test's Ctrl-C should stop its daemons too.
+  child.own_process_group = false;
+  absl::StatusOr<pid_t> pid = SpawnProcess(child);
+  EXPECT_TRUE(pid.ok()) << pid.status();
+  pid_ = pid.value_or(0);
 }
 
 DaemonProcess::~DaemonProcess() {
@@ -179,13 +175,7 @@ DaemonProcess::~DaemonProcess() {
 std::string DaemonProcess::grpc_target() const { return absl::StrCat("127.0.0.1:", grpc_port_); }
 
 std::optional<int> DaemonProcess::WaitExit(milliseconds timeout) {
-  WaitFor(
-      [&] {
-        int status = 0;
-        if (waitpid(pid_, &status, WNOHANG) == pid_) exit_status_ = status;
-        return exit_status_.has_value();
-      },
-      timeout);
+  if (!exit_status_ && pid_ > 0) exit_status_ = WaitChildExit(pid_, timeout);
   return exit_status_;
 }
 

@@ -69,7 +69,9 @@ std::string WriteModelDir(const RandomModelOptions& options);
 // The default model for daemon tests: a small random model, vocab 512, written once.
 const std::string& SmallModelDir();
 
-// One `gecd serve` process, its stderr in a file. The base command line runs 2 workers on the
+// One `gecd serve` process, its stdout and stderr in a file, started with SpawnProcess
+// (common/loopback.h, the launcher `gecd tune`'s ServeProcess and the supervisor use too) in
+// the test's process group. The base command line runs 2 workers on the
 // `echo` backend with SmallModelDir() on free 127.0.0.1 ports and a 5 s grace period; `sets`
 // (KEY=VALUE, applied after the base ones, so they override them) change that. The destructor
 // stops it with SIGTERM, as an operator does (so it removes its segment), and kills whatever
