@@ -11,8 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "route/relay_loop.h"
 #include "daemon/listen_address.h"
+#include "route/relay_loop.h"
 
 namespace gecd::route {
 namespace {

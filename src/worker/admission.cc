@@ -61,7 +61,7 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
   const double limit_us = deadline_first ? Us(budget) : slo_us;
   const double margin = Margin();
   if (step_us_.weight <= 0 && in_flight_ >= (batch ? kStartWindow / 2 : kStartWindow)) {
-    decision.refusal = Refusal::kSlo;
+    decision.refusal = Refusal::kNoEstimate;
     decision.retry_after = kDefaultRetryAfter;
     decision.message = absl::StrFormat(
         "overloaded: %d sentences in flight before the first answer told how long they take; "

@@ -51,8 +51,9 @@ namespace gecd::server {
 //
 // A sentence with nothing ahead is always admitted, so the estimate keeps being measured however
 // slow one sentence is; idle time counts for nothing. Until a first completion nothing
-// predicts, so at most kStartWindow are admitted: a flood at start-up, all admitted, would run
-// in one batch whose steps last for seconds, and miss the objective for everyone. With no
+// predicts, so at most kStartWindow are admitted (kNoEstimate beyond): a flood at start-up, all
+// admitted, would run in one batch whose steps last for seconds, and miss the objective for
+// everyone. With no
 // completions (an engine that stopped answering) nothing learned moves, so admission stops once the
 // in-flight count alone predicts the budget is spent. Each worker measures its own sentences
 // against its own share of the engine. Thread-safe.
@@ -71,11 +72,13 @@ class AdmissionController {
     std::chrono::milliseconds smoothing{1000};
   };
 
-  enum class Refusal { kNone, kMaxInFlight, kSlo, kDeadline };
+  // kNoEstimate: kStartWindow in flight before a first answer; the caller may let it wait for
+  // that answer (worker/waiting_room.h) rather than refuse it.
+  enum class Refusal { kNone, kMaxInFlight, kSlo, kDeadline, kNoEstimate };
   // kInteractive: admitted while predicted within the objective (or its deadline, if sooner).
   // kBatch: admitted only while predicted within kBatchShare of the objective, so that batch
   // work fills what interactive work leaves and interactive arrivals still find room; its own
-  // deadline is the caller's to keep (it waits for room, server/batch_queue.h).
+  // deadline is the caller's to keep (it waits for room, worker/waiting_room.h).
   enum class Priority { kInteractive, kBatch };
   static constexpr double kBatchShare = 0.75;
   // What Release needs of an admitted sentence.

@@ -64,6 +64,7 @@ std::chrono::microseconds Budget(std::chrono::system_clock::time_point deadline)
 ProcessMetrics::ShedReason ShedReasonOf(AdmissionController::Refusal refusal) {
   switch (refusal) {
     case AdmissionController::Refusal::kSlo:
+    case AdmissionController::Refusal::kNoEstimate:
       return ProcessMetrics::kShedSlo;
     case AdmissionController::Refusal::kDeadline:
       return ProcessMetrics::kShedDeadline;
@@ -281,7 +282,7 @@ GrammarService::GrammarService(const config::Config& config, const model::Tokeni
       model_max_output_tokens_(static_cast<uint32_t>(config.model.max_output_tokens)),
       admission_({.max_in_flight = config.server.max_in_flight, .slo = slo_},
                  options.admission_clock ? options.admission_clock : MonotonicMicros),
-      batch_queue_(static_cast<size_t>(config.server.max_in_flight)) {
+      waiting_room_(static_cast<size_t>(config.server.max_in_flight)) {
   // As the generated gecd::v1::GrammarCorrection::CallbackService does, with our request type.
   AddMethod(new grpc::internal::RpcServiceMethod(kCorrectMethod,
                                                  grpc::internal::RpcMethod::NORMAL_RPC, nullptr));
@@ -330,7 +331,7 @@ int GrammarService::open_streams() const {
 void GrammarService::StartDraining() {
   draining_.store(true, std::memory_order_relaxed);
   // Batch sentences still waiting have not started: the client sends them elsewhere.
-  batch_queue_.Close(absl::UnavailableError("server is shutting down"));
+  waiting_room_.Close(absl::UnavailableError("server is shutting down"));
   // A stream marked finished here cannot reach OnDone (which needs streams_mu_) before its
   // Finish below: gRPC ends a call only after Finish.
   std::vector<StreamCall*> finish;
@@ -347,7 +348,7 @@ void GrammarService::Release(const AdmissionController::Ticket& ticket, int outp
   const double ratio = admission_.Release(ticket, output_tokens);
   if (ratio > 0) metrics_.ObservePredictionRatio(ratio);
   metrics_.RequestReleased();
-  batch_queue_.Poke();  // room for a batch sentence, perhaps
+  waiting_room_.Poke();  // room for a batch sentence, perhaps
 }
 
 absl::StatusOr<AdmissionController::Priority> GrammarService::PriorityOf(
@@ -370,8 +371,8 @@ absl::StatusOr<AdmissionController::Priority> GrammarService::PriorityOf(
 void GrammarService::CancelSentence(uint64_t id, Deadline deadline) {
   const bool expired = std::chrono::system_clock::now() >= deadline;
   // One still waiting for room is answered here; one started, by the engine.
-  if (batch_queue_.Cancel(id, expired ? absl::DeadlineExceededError("deadline exceeded")
-                                      : absl::CancelledError("cancelled"))) {
+  if (waiting_room_.Cancel(id, expired ? absl::DeadlineExceededError("deadline exceeded")
+                                       : absl::CancelledError("cancelled"))) {
     return;
   }
   engine_.Cancel(id);
@@ -418,46 +419,56 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
   const int output_cap = static_cast<int>(
       max_output_tokens == 0 ? model_max_output_tokens_
                              : std::min<uint32_t>(max_output_tokens, model_max_output_tokens_));
-  if (*priority == AdmissionController::Priority::kBatch) {
-    AdmissionController::Decision admitted = admission_.Admit(
-        AdmissionController::kNoDeadline, request.text().size(), output_cap, *priority);
-    if (admitted.admitted()) {
-      Start(id, request.text(), max_output_tokens, deadline, arrival_us, admitted.ticket, reply);
-      return;
-    }
-    // No room now: it waits, up to its deadline, for what interactive work leaves.
-    batch_queue_.Push(
-        {.id = id,
-         .try_start =
-             [this, id, text = std::string(request.text()), max_output_tokens, output_cap, deadline,
-              arrival_us, reply] {
-               AdmissionController::Decision admitted =
-                   admission_.Admit(AdmissionController::kNoDeadline, text.size(), output_cap,
-                                    AdmissionController::Priority::kBatch);
-               if (!admitted.admitted()) return false;
-               Start(id, text, max_output_tokens, deadline, arrival_us, admitted.ticket, reply);
-               return true;
-             },
-         .fail =
-             [this, reply](absl::Status status) {
-               if (status.code() == absl::StatusCode::kResourceExhausted) {
-                 metrics_.RequestShed(ProcessMetrics::kShedMaxInFlight);
-               }
-               reply(ToGrpc(status), {}, {});
-             }});
-    return;
-  }
   // Admission first, on the text's length alone, so that a refusal costs no validation,
-  // tokenization or spelling: under overload refusals are most of the calls.
-  AdmissionController::Decision admitted =
-      admission_.Admit(Budget(deadline), request.text().size(), output_cap, *priority);
-  if (!admitted.admitted()) {
-    metrics_.RequestShed(ShedReasonOf(admitted.refusal));
-    reply(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::move(admitted.message)), {},
-          admitted.retry_after);
-    return;
+  // tokenization or spelling: under overload refusals are most of the calls. Batch sentences
+  // keep their own deadline (they wait for room); interactive ones are held to the objective.
+  const AdmissionController::Priority klass = *priority;
+  auto admit = [this, klass, deadline, output_cap](size_t text_bytes) {
+    return admission_.Admit(klass == AdmissionController::Priority::kBatch
+                                ? AdmissionController::kNoDeadline
+                                : Budget(deadline),
+                            text_bytes, output_cap, klass);
+  };
+  // Whether a sentence that was not admitted waits in the waiting room rather than being
+  // refused: the batch class always, any class while admission has nothing to predict from.
+  auto waits = [klass](const AdmissionController::Decision& d) {
+    return klass == AdmissionController::Priority::kBatch ||
+           d.refusal == AdmissionController::Refusal::kNoEstimate;
+  };
+  auto refuse = [this, reply](AdmissionController::Decision& d) {
+    metrics_.RequestShed(ShedReasonOf(d.refusal));
+    reply(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::move(d.message)), {},
+          d.retry_after);
+  };
+  AdmissionController::Decision admitted = admit(request.text().size());
+  if (admitted.admitted()) {
+    Start(id, request.text(), max_output_tokens, deadline, arrival_us, admitted.ticket, reply);
+  } else if (!waits(admitted)) {
+    refuse(admitted);
+  } else {
+    waiting_room_.Push({.id = id,
+                        .try_start =
+                            [this, id, text = std::string(request.text()), max_output_tokens,
+                             deadline, arrival_us, reply, admit, waits, refuse] {
+                              AdmissionController::Decision admitted = admit(text.size());
+                              if (admitted.admitted()) {
+                                Start(id, text, max_output_tokens, deadline, arrival_us,
+                                      admitted.ticket, reply);
+                              } else if (waits(admitted)) {
+                                return false;
+                              } else {
+                                refuse(admitted);
+                              }
+                              return true;
+                            },
+                        .fail =
+                            [this, reply](absl::Status status) {
+                              if (status.code() == absl::StatusCode::kResourceExhausted) {
+                                metrics_.RequestShed(ProcessMetrics::kShedMaxInFlight);
+                              }
+                              reply(ToGrpc(status), {}, {});
+                            }});
   }
-  Start(id, request.text(), max_output_tokens, deadline, arrival_us, admitted.ticket, reply);
 }
 
 void GrammarService::Start(uint64_t id, std::string_view text, uint32_t max_output_tokens,

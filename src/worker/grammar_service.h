@@ -19,8 +19,8 @@
 #include "text/prompt_builder.h"
 #include "tokenizer/tokenizer.h"
 #include "worker/admission.h"
-#include "worker/batch_queue.h"
 #include "worker/engine_link.h"
+#include "worker/waiting_room.h"
 
 // gecd.v1.GrammarCorrection on gRPC's callback API. Each sentence goes first through admission
 // (AdmissionController: server.max_in_flight, and its predicted time in the server against the
@@ -89,16 +89,17 @@ class GrammarService final : public grpc::Service {
   static absl::StatusOr<AdmissionController::Priority> PriorityOf(
       const grpc::CallbackServerContext& context, const gecd::internal::CorrectRequest& request);
   // The call behind sentence `id` ended early (client gone or `deadline` passed): a sentence
-  // waiting in the batch queue is answered, one in the engine is cancelled there.
+  // in the waiting room is answered, one in the engine is cancelled there.
   void CancelSentence(uint64_t id, Deadline deadline);
 
   // Registers a new stream; returns whether the worker already drains. RemoveStream: OnDone.
   bool AddStream(StreamCall* stream) ABSL_LOCKS_EXCLUDED(streams_mu_);
   void RemoveStream(StreamCall* stream) ABSL_LOCKS_EXCLUDED(streams_mu_);
   uint64_t NextId() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
-  // Admits (or refuses, or queues, for the batch class), validates and submits one sentence
-  // under engine id `id`. `done` runs exactly once: inline when the sentence is refused or
-  // invalid, else on the engine link's or the batch queue's thread.
+  // Admits (or refuses, or has wait in the waiting room: the batch class, and any sentence
+  // before a first answer), validates and submits one sentence under engine id `id`. `done` runs
+  // exactly once: inline when the sentence is refused or invalid, else on the engine link's or the
+  // waiting room's thread.
   void Process(uint64_t id, const gecd::internal::CorrectRequest& request, Deadline deadline,
                absl::StatusOr<AdmissionController::Priority> priority, SentenceDone done);
   // An admitted sentence (`ticket`): the checks, the spelling stage, and the engine.
@@ -118,7 +119,7 @@ class GrammarService final : public grpc::Service {
   const uint32_t model_max_output_tokens_;           // model.max_output_tokens
   AdmissionController admission_;
   // Declared after everything its thread's sentences use, so that it stops first.
-  BatchQueue batch_queue_;
+  WaitingRoom waiting_room_;
   std::atomic<uint64_t> next_id_{1};
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> last_call_us_{0};

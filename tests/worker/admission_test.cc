@@ -67,7 +67,7 @@ TEST_F(AdmissionTest, AColdStartIsHeldToTheStartWindow) {
   AdmissionController admission = Make(1024, 1000);
   std::vector<Ticket> held = Hold(admission, AdmissionController::kStartWindow, 40);
   const AdmissionController::Decision refused = admission.Admit(kNone, 40);
-  EXPECT_EQ(refused.refusal, Refusal::kSlo);
+  EXPECT_EQ(refused.refusal, Refusal::kNoEstimate);
   EXPECT_THAT(refused.message, HasSubstr("first answer"));
   EXPECT_GT(refused.retry_after.count(), 0);
   Advance(milliseconds(100));

@@ -1,4 +1,4 @@
-#include "worker/batch_queue.h"
+#include "worker/waiting_room.h"
 
 #include <utility>
 
@@ -6,12 +6,12 @@
 
 namespace gecd::server {
 
-BatchQueue::BatchQueue(size_t capacity, std::chrono::milliseconds retry_every)
+WaitingRoom::WaitingRoom(size_t capacity, std::chrono::milliseconds retry_every)
     : capacity_(capacity), retry_every_(retry_every) {
   thread_ = std::thread([this] { Loop(); });
 }
 
-BatchQueue::~BatchQueue() {
+WaitingRoom::~WaitingRoom() {
   Close(absl::UnavailableError("server is shutting down"));
   {
     MutexLock lock(&mu_);
@@ -21,7 +21,7 @@ BatchQueue::~BatchQueue() {
   thread_.join();
 }
 
-void BatchQueue::Push(Waiting waiting) {
+void WaitingRoom::Push(Waiting waiting) {
   MutexLock lock(&mu_);
   if (!closed_.ok()) {
     rejected_.emplace_back(std::move(waiting), closed_);
@@ -37,7 +37,7 @@ void BatchQueue::Push(Waiting waiting) {
   cv_.Signal();
 }
 
-bool BatchQueue::Cancel(uint64_t id, absl::Status status) {
+bool WaitingRoom::Cancel(uint64_t id, absl::Status status) {
   Waiting cancelled;
   {
     MutexLock lock(&mu_);
@@ -55,13 +55,13 @@ bool BatchQueue::Cancel(uint64_t id, absl::Status status) {
   return true;
 }
 
-void BatchQueue::Poke() {
+void WaitingRoom::Poke() {
   MutexLock lock(&mu_);
   poked_ = true;
   cv_.Signal();
 }
 
-void BatchQueue::Close(absl::Status status) {
+void WaitingRoom::Close(absl::Status status) {
   MutexLock lock(&mu_);
   if (!closed_.ok()) return;
   closed_ = status;
@@ -70,12 +70,12 @@ void BatchQueue::Close(absl::Status status) {
   cv_.Signal();
 }
 
-size_t BatchQueue::waiting() const {
+size_t WaitingRoom::waiting() const {
   MutexLock lock(&mu_);
   return waiting_.size();
 }
 
-void BatchQueue::Loop() {
+void WaitingRoom::Loop() {
   mu_.Lock();
   while (true) {
     while (!stopping_ && !poked_ && rejected_.empty()) {

@@ -1,4 +1,4 @@
-#include "worker/batch_queue.h"
+#include "worker/waiting_room.h"
 
 #include <atomic>
 #include <chrono>
@@ -21,7 +21,7 @@ constexpr milliseconds kWait(10'000);
 // failed, and how.
 class Sentences {
  public:
-  BatchQueue::Waiting Make(uint64_t id) {
+  WaitingRoom::Waiting Make(uint64_t id) {
     return {.id = id,
             .try_start =
                 [this, id] {
@@ -66,9 +66,9 @@ class Sentences {
   std::map<uint64_t, absl::StatusCode> failed_ ABSL_GUARDED_BY(mu_);
 };
 
-TEST(BatchQueueTest, StartsInArrivalOrderAsRoomAppears) {
+TEST(WaitingRoomTest, StartsInArrivalOrderAsRoomAppears) {
   Sentences s;
-  BatchQueue queue(10, milliseconds(10'000));  // only pokes, not the periodic retry
+  WaitingRoom queue(10, milliseconds(10'000));  // only pokes, not the periodic retry
   for (uint64_t id = 1; id <= 4; ++id) queue.Push(s.Make(id));
   ASSERT_TRUE(s.WaitFor([&] { return queue.waiting() == 4; }));
   s.AddRoom(2);
@@ -83,18 +83,18 @@ TEST(BatchQueueTest, StartsInArrivalOrderAsRoomAppears) {
   EXPECT_TRUE(s.failed().empty());
 }
 
-TEST(BatchQueueTest, RetriesWithoutAPoke) {
+TEST(WaitingRoomTest, RetriesWithoutAPoke) {
   Sentences s;
-  BatchQueue queue(10, milliseconds(5));
+  WaitingRoom queue(10, milliseconds(5));
   queue.Push(s.Make(1));
   ASSERT_TRUE(s.WaitFor([&] { return queue.waiting() == 1; }));
   s.AddRoom(1);  // nobody pokes: the periodic retry finds it
   ASSERT_TRUE(s.WaitFor([&] { return s.started().size() == 1; }));
 }
 
-TEST(BatchQueueTest, ACancelledSentenceLeavesAndIsAnsweredOnce) {
+TEST(WaitingRoomTest, ACancelledSentenceLeavesAndIsAnsweredOnce) {
   Sentences s;
-  BatchQueue queue(10, milliseconds(10'000));
+  WaitingRoom queue(10, milliseconds(10'000));
   queue.Push(s.Make(1));
   queue.Push(s.Make(2));
   ASSERT_TRUE(s.WaitFor([&] { return queue.waiting() == 2; }));
@@ -109,9 +109,9 @@ TEST(BatchQueueTest, ACancelledSentenceLeavesAndIsAnsweredOnce) {
   EXPECT_EQ(s.started(), std::vector<uint64_t>{2});
 }
 
-TEST(BatchQueueTest, AFullRoomRefusesTheNewcomer) {
+TEST(WaitingRoomTest, AFullRoomRefusesTheNewcomer) {
   Sentences s;
-  BatchQueue queue(2, milliseconds(10'000));
+  WaitingRoom queue(2, milliseconds(10'000));
   for (uint64_t id = 1; id <= 3; ++id) queue.Push(s.Make(id));
   ASSERT_TRUE(s.WaitFor([&] { return !s.failed().empty(); }));
   EXPECT_EQ(s.failed(),
@@ -119,9 +119,9 @@ TEST(BatchQueueTest, AFullRoomRefusesTheNewcomer) {
   EXPECT_EQ(queue.waiting(), 2u);
 }
 
-TEST(BatchQueueTest, ClosingFailsWhatWaitsAndWhatComes) {
+TEST(WaitingRoomTest, ClosingFailsWhatWaitsAndWhatComes) {
   Sentences s;
-  auto queue = std::make_unique<BatchQueue>(10, milliseconds(10'000));
+  auto queue = std::make_unique<WaitingRoom>(10, milliseconds(10'000));
   queue->Push(s.Make(1));
   queue->Push(s.Make(2));
   queue->Close(absl::UnavailableError("server is shutting down"));
@@ -134,10 +134,10 @@ TEST(BatchQueueTest, ClosingFailsWhatWaitsAndWhatComes) {
   queue.reset();  // joins
 }
 
-TEST(BatchQueueTest, DestroyingTheQueueAnswersWhatWaits) {
+TEST(WaitingRoomTest, DestroyingTheQueueAnswersWhatWaits) {
   Sentences s;
   {
-    BatchQueue queue(10, milliseconds(10'000));
+    WaitingRoom queue(10, milliseconds(10'000));
     queue.Push(s.Make(1));
   }
   EXPECT_EQ(s.failed(),

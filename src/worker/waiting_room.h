@@ -1,5 +1,5 @@
-#ifndef GECD_WORKER_BATCH_QUEUE_H_
-#define GECD_WORKER_BATCH_QUEUE_H_
+#ifndef GECD_WORKER_WAITING_ROOM_H_
+#define GECD_WORKER_WAITING_ROOM_H_
 
 #include <chrono>
 #include <cstddef>
@@ -12,35 +12,38 @@
 #include "absl/status/status.h"
 #include "common/mutex.h"
 
-// The waiting room of the batch priority class: sentences that accept to wait, up to their
-// deadline, for capacity that interactive sentences leave, instead of being refused at once.
+// A worker's waiting room: sentences that wait, up to their deadline, instead of being refused
+// at once. The batch priority class waits here for the capacity interactive sentences leave;
+// and any sentence that arrives while admission has nothing to predict from (before a daemon's
+// first answer, beyond AdmissionController::kStartWindow) waits for the first answer.
 namespace gecd::server {
 
 // Owns the waiting sentences, first come first served, and the thread that starts them: each
 // time room may have appeared (Poke: a sentence left the engine) and at least every
-// `retry_every`, it offers the oldest its start, then the next, until one finds no room.
+// `retry_every`, it offers the oldest its start, then the next, until one must go on waiting.
 // Starting runs the caller's code on that thread (admission, then the sentence's validation,
-// spelling and submission), so the batch class never takes a gRPC thread while it waits or
-// starts. A waiting sentence leaves without starting when cancelled (its deadline, the client),
-// when the queue closes, or, on arrival, when the room is full: each such sentence is answered
-// through its `fail` exactly once, never inline in Push. Thread-safe.
-class BatchQueue {
+// spelling and submission, or its refusal), so waiting sentences never take a gRPC thread. A
+// waiting sentence leaves without starting when cancelled (its deadline, the client), when the
+// queue closes, or, on arrival, when the room is full: each such sentence is answered through its
+// `fail` exactly once, never inline in Push. Thread-safe.
+class WaitingRoom {
  public:
   struct Waiting {
     uint64_t id = 0;
-    // Admits and starts the sentence if there is room; false (nothing done) when there is not.
+    // Starts the sentence if admission lets it, or answers it (a refusal now that admission
+    // can predict); false, having done nothing, when it must go on waiting.
     std::function<bool()> try_start;
     // Answers the sentence that will never start, with why.
     std::function<void(absl::Status)> fail;
   };
 
   // `capacity`: sentences that may wait at once; beyond it arrivals fail RESOURCE_EXHAUSTED.
-  explicit BatchQueue(size_t capacity,
-                      std::chrono::milliseconds retry_every = std::chrono::milliseconds(50));
+  explicit WaitingRoom(size_t capacity,
+                       std::chrono::milliseconds retry_every = std::chrono::milliseconds(50));
   // Fails what still waits with UNAVAILABLE, then stops the thread.
-  ~BatchQueue();
-  BatchQueue(const BatchQueue&) = delete;
-  BatchQueue& operator=(const BatchQueue&) = delete;
+  ~WaitingRoom();
+  WaitingRoom(const WaitingRoom&) = delete;
+  WaitingRoom& operator=(const WaitingRoom&) = delete;
 
   // Queues `waiting` behind the others; when the room is full or closed, its `fail` runs on the
   // queue's thread with RESOURCE_EXHAUSTED or UNAVAILABLE.
@@ -77,4 +80,4 @@ class BatchQueue {
 
 }  // namespace gecd::server
 
-#endif  // GECD_WORKER_BATCH_QUEUE_H_
+#endif  // GECD_WORKER_WAITING_ROOM_H_
