@@ -4,7 +4,8 @@
 For each workload (bench/short_sentences.txt; JFLEG dev sources when ../shared has them):
   1. find-max: the highest open-loop rate with p99 < 1 s (gecd-load --find-max);
   2. closed loops of 8, 16, 64, 256 and 1,024 clients that re-send at once: goodput (OK within
-     1 s per second), its share of find-max, refusals, admitted p99;
+     1 s per second), its share of find-max, refusals, admitted p99, the engine's CPU and the
+     workers' CPU per call; then 64 to 1,024 clients that honour grpc-retry-pushback-ms;
   3. open loop at 1x, 2x and 3x find-max with 1 s and 5 s deadlines: goodput, admitted p99 per
      length bucket, refusal p99.
 Then a burst of 1,000 batch-priority calls with 30 s deadlines, and a kill -9 of the engine
@@ -117,21 +118,25 @@ def p99_by_length(report):
                      for bucket, v in report.get("latency_ms_by_length", {}).items())
 
 
-def closed_loops(build, out, daemon, workload, sentences, capacity, sizes, duration):
+def closed_loops(build, out, daemon, workload, sentences, capacity, sizes, duration,
+                 honor_pushback=False):
     rows = []
     for n in sizes:
         engine_before, workers_before = daemon.cpu_seconds()
         start = time.time()
-        r = load(build, out, f"{workload}-closed-{n}", daemon,
+        name = f"{workload}-closed-{n}" + ("-pushback" if honor_pushback else "")
+        r = load(build, out, name, daemon,
                  ["--input", sentences, "--concurrency", str(n), "--warmup", "2s",
-                  "--duration", duration, "--deadline-ms", "5000", "--channels", "8"])
+                  "--duration", duration, "--deadline-ms", "5000", "--channels", "8"] +
+                 (["--honor-pushback"] if honor_pushback else []))
         wall = time.time() - start
         engine_after, workers_after = daemon.cpu_seconds()
         completed = r["ok"] + r["errors"]
         # Over the whole run (warm-up included): the engine's share of a core, and what the
         # workers spent per call answered or refused.
         calls = completed * (wall / r["elapsed_s"]) if r["elapsed_s"] else completed
-        rows.append(f"| {workload} | closed {n} | {r['goodput_qps']:.1f} | "
+        rows.append(f"| {workload} | closed {n}{', pushback honoured' if honor_pushback else ''} | "
+                    f"{r['goodput_qps']:.1f} | "
                     f"{100 * r['goodput_qps'] / capacity:.0f}% | "
                     f"{100 * r['refused']['count'] / max(completed, 1):.1f}% | "
                     f"{r['latency_ms']['p99']:.0f} | {p99_by_length(r)} | "
@@ -186,6 +191,9 @@ def main():
                   flush=True)
             rows += closed_loops(args.build, out, daemon, workload, sentences,
                                  capacities[workload], sizes, duration)
+            rows += closed_loops(args.build, out, daemon, workload, sentences,
+                                 capacities[workload], [n for n in sizes if n >= 64], duration,
+                                 honor_pushback=True)
             rows += open_loops(args.build, out, daemon, workload, sentences,
                                capacities[workload], duration)
         print("\n| workload | load | goodput req/s | of find-max | refused | admitted p99 ms "

@@ -200,6 +200,8 @@ const std::vector<Field>& Fields() {
       Int("server.workers", &Config::server, &ServerSection::workers, 0, 256),
       Int("server.max_in_flight", &Config::server, &ServerSection::max_in_flight, 1, 1 << 20),
       Int("server.slo_p99_ms", &Config::server, &ServerSection::slo_p99_ms, 1, 3600 * 1000),
+      Int("server.max_refusals_per_second", &Config::server,
+          &ServerSection::max_refusals_per_second, 0, 1000 * 1000),
       Int("server.max_input_chars", &Config::server, &ServerSection::max_input_chars, 1, 1 << 20),
       Int("server.max_streams_per_connection", &Config::server,
           &ServerSection::max_streams_per_connection, 1, 1 << 20),

@@ -50,6 +50,9 @@ struct ServerSection {
   // The latency objective: a sentence predicted to take longer (or past its deadline, if sooner)
   // is refused at once with RESOURCE_EXHAUSTED (server/admission.h).
   int slo_p99_ms = 1000;
+  // Refusals a worker answers at once per second (beyond: each waits its turn, so that clients
+  // re-sending at once cannot spin the CPU away from the engine); 0 = no pacing.
+  int max_refusals_per_second = 1000;
   int max_input_chars = 2000;             // longer texts: INVALID_ARGUMENT
   int max_streams_per_connection = 1024;  // concurrent calls (HTTP/2 streams) per connection
   int grace_period_ms = 10000;            // SIGTERM: time to finish admitted requests

@@ -35,6 +35,8 @@ QPS, latency percentiles (of successful requests) and errors by status code.
   --stream               send on CorrectStream (one stream per channel) instead of Correct
   --channels N           connections, each with its own channel args (8)
   --threads N            completion-queue threads (2)
+  --honor-pushback       closed loop: after a refusal, wait the server's grpc-retry-pushback-ms
+                         before the slot's next send (default: at once)
   --priority P           the requests' priority class: interactive (the server's default) or
                          batch (waits in the server for room, up to --deadline-ms)
   --seed N               arrival schedule seed (1)
@@ -144,6 +146,10 @@ absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& arg
     }
     if (flag == "--find-max") {
       options.find_max = true;
+      continue;
+    }
+    if (flag == "--honor-pushback") {
+      run.honor_pushback = true;
       continue;
     }
     ASSIGN_OR_RETURN(const std::string value, FlagValue(parsed, args, i));

@@ -7,9 +7,11 @@
 #include <unordered_map>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/mutex.h"
 #include "gecd/v1/grammar.grpc.pb.h"
+#include "grpcpp/alarm.h"
 #include "grpcpp/grpcpp.h"
 #include "loadgen/arrival_schedule.h"
 
@@ -123,8 +125,12 @@ class Driver {
   absl::Status Connect();
   RunResult Run();
 
-  // A request ended: record it and, in closed loop, send its successor.
-  void Finished(Clock::time_point intended, int code, size_t text_bytes);
+  // A request ended: record it and, in closed loop, send its successor (after `pushback`, the
+  // server's word on a refusal, when the run honours it).
+  void Finished(Clock::time_point intended, int code, size_t text_bytes,
+                std::chrono::milliseconds pushback = std::chrono::milliseconds(0));
+  // A closed-loop slot whose pushback is over: its next send, if the window is still open.
+  void IssueAfterPushback();
   LoadRecorder& recorder() { return *recorder_; }
   const std::string& priority() const { return config_.priority; }
   void BeginWork() { active_.fetch_add(1, std::memory_order_relaxed); }
@@ -161,9 +167,33 @@ class Driver {
   CondVar drained_;
 };
 
+// A closed-loop slot waiting out a refusal's pushback before its next send; deletes itself.
+class DelayedIssue final : public CqTag {
+ public:
+  DelayedIssue(Driver* driver, grpc::CompletionQueue* cq, Clock::time_point at);
+  void Proceed(bool ok) override;
+
+ private:
+  Driver* driver_;
+  grpc::Alarm alarm_;
+};
+
+// The server's grpc-retry-pushback-ms trailer; 0 when absent or malformed.
+int64_t PushbackMs(const grpc::ClientContext& context) {
+  const auto& trailers = context.GetServerTrailingMetadata();
+  const auto it = trailers.find("grpc-retry-pushback-ms");
+  int64_t ms = 0;
+  if (it == trailers.end() ||
+      !absl::SimpleAtoi(absl::string_view(it->second.data(), it->second.size()), &ms)) {
+    return 0;
+  }
+  return std::max<int64_t>(ms, 0);
+}
+
 void UnaryCall::Proceed(bool ok) {
   Driver* driver = driver_;
-  driver->Finished(intended_, status_.error_code(), request_.text().size());
+  driver->Finished(intended_, status_.error_code(), request_.text().size(),
+                   std::chrono::milliseconds(PushbackMs(context_)));
   delete this;
   driver->EndWork();
 }
@@ -319,10 +349,40 @@ void Driver::Issue(Clock::time_point intended) {
       ->Start(lane.stub.get(), lane.cq, NextSentence(), config_.deadline_ms, config_.priority);
 }
 
-void Driver::Finished(Clock::time_point intended, int code, size_t text_bytes) {
+void Driver::Finished(Clock::time_point intended, int code, size_t text_bytes,
+                      std::chrono::milliseconds pushback) {
   const Clock::time_point now = Clock::now();
   recorder_->RecordDone(intended, now, code, text_bytes);
-  if (config_.concurrency > 0 && now < window_end_) Issue(now);
+  if (config_.concurrency == 0 || now >= window_end_) return;
+  if (config_.honor_pushback && pushback.count() > 0) {
+    // A slot whose pushback outlasts the window sends no more.
+    if (now + pushback >= window_end_) return;
+    BeginWork();  // the slot is still busy: Run waits for it
+    Lane& lane = lanes_[next_lane_.fetch_add(1, std::memory_order_relaxed) % lanes_.size()];
+    new DelayedIssue(this, lane.cq, now + pushback);
+    return;
+  }
+  Issue(now);
+}
+
+void Driver::IssueAfterPushback() {
+  const Clock::time_point now = Clock::now();
+  if (now < window_end_) Issue(now);
+  EndWork();
+}
+
+DelayedIssue::DelayedIssue(Driver* driver, grpc::CompletionQueue* cq, Clock::time_point at)
+    : driver_(driver) {
+  alarm_.Set(cq,
+             std::chrono::system_clock::now() +
+                 std::chrono::duration_cast<std::chrono::system_clock::duration>(at - Clock::now()),
+             this);
+}
+
+void DelayedIssue::Proceed(bool ok) {
+  Driver* driver = driver_;
+  delete this;
+  driver->IssueAfterPushback();
 }
 
 void Driver::EndWork() {

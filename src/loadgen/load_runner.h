@@ -32,7 +32,10 @@ struct RunConfig {
   // An OK answer within this counts as goodput (RunResult::within_objective): --slo-p99.
   std::chrono::microseconds objective{1'000'000};
   uint64_t seed = 1;
-  std::string priority;                // the requests' priority class ("": the server's default)
+  std::string priority;  // the requests' priority class ("": the server's default)
+  // Closed loop: after a refusal with the grpc-retry-pushback-ms trailer, the slot waits that
+  // long before its next send, as a gRPC client with a retry policy does; false: at once.
+  bool honor_pushback = false;
   std::vector<std::string> sentences;  // cycled; must not be empty
   // Called once the channels are connected, with the measured window's start and end, so that
   // whatever samples the server meanwhile can sample that window.

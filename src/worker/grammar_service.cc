@@ -27,6 +27,9 @@ constexpr char kCorrectMethod[] = "/gecd.v1.GrammarCorrection/Correct";
 constexpr char kCorrectStreamMethod[] = "/gecd.v1.GrammarCorrection/CorrectStream";
 // The trailer that tells a refused client when to retry (gRPC's retry design, A6).
 constexpr char kRetryPushbackKey[] = "grpc-retry-pushback-ms";
+// Refusals answered at once above server.max_refusals_per_second before pacing starts: a burst
+// of arrivals at an overloaded worker is refused together.
+constexpr int kRefusalBurst = 100;
 // The call metadata that sets the priority class of a call's sentences.
 constexpr char kPriorityKey[] = "x-gecd-priority";
 static_assert(std::string_view(gecd::v1::GrammarCorrection::service_full_name()) ==
@@ -282,6 +285,7 @@ GrammarService::GrammarService(const config::Config& config, const model::Tokeni
       model_max_output_tokens_(static_cast<uint32_t>(config.model.max_output_tokens)),
       admission_({.max_in_flight = config.server.max_in_flight, .slo = slo_},
                  options.admission_clock ? options.admission_clock : MonotonicMicros),
+      refusal_pacer_(config.server.max_refusals_per_second, kRefusalBurst),
       waiting_room_(static_cast<size_t>(config.server.max_in_flight)) {
   // As the generated gecd::v1::GrammarCorrection::CallbackService does, with our request type.
   AddMethod(new grpc::internal::RpcServiceMethod(kCorrectMethod,
@@ -437,8 +441,9 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
   };
   auto refuse = [this, reply](AdmissionController::Decision& d) {
     metrics_.RequestShed(ShedReasonOf(d.refusal));
-    reply(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::move(d.message)), {},
-          d.retry_after);
+    refusal_pacer_.Refuse([reply, message = std::move(d.message), retry_after = d.retry_after] {
+      reply(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, message), {}, retry_after);
+    });
   };
   AdmissionController::Decision admitted = admit(request.text().size());
   if (admitted.admitted()) {

@@ -20,6 +20,7 @@
 #include "tokenizer/tokenizer.h"
 #include "worker/admission.h"
 #include "worker/engine_link.h"
+#include "worker/refusal_pacer.h"
 #include "worker/waiting_room.h"
 
 // gecd.v1.GrammarCorrection on gRPC's callback API. Each sentence goes first through admission
@@ -119,6 +120,8 @@ class GrammarService final : public grpc::Service {
   const uint32_t model_max_output_tokens_;           // model.max_output_tokens
   AdmissionController admission_;
   // Declared after everything its thread's sentences use, so that it stops first.
+  // Before waiting_room_, whose sentences may be refused through it.
+  RefusalPacer refusal_pacer_;
   WaitingRoom waiting_room_;
   std::atomic<uint64_t> next_id_{1};
   std::atomic<bool> draining_{false};

@@ -15,10 +15,12 @@ namespace gecd::load::testing {
 // An in-process gecd.v1.GrammarCorrection server on 127.0.0.1 (a free port) that answers every
 // sentence with its own text, with faults on demand: every reject_every-th sentence (0: none)
 // gets RESOURCE_EXHAUSTED, as an RPC status on Correct and as a per-sentence status on
-// CorrectStream; every drop_every-th sentence on CorrectStream is never answered.
+// CorrectStream; every drop_every-th sentence on CorrectStream is never answered. A unary
+// rejection carries the grpc-retry-pushback-ms trailer when pushback_ms is positive.
 struct EchoFaults {
   uint64_t reject_every = 0;
   uint64_t drop_every = 0;
+  int pushback_ms = 0;
 };
 
 class EchoServer final : public v1::GrammarCorrection::CallbackService {
@@ -39,6 +41,9 @@ class EchoServer final : public v1::GrammarCorrection::CallbackService {
                                     v1::CorrectResponse* response) override {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     if (Reject()) {
+      if (faults_.pushback_ms > 0) {
+        context->AddTrailingMetadata("grpc-retry-pushback-ms", std::to_string(faults_.pushback_ms));
+      }
       reactor->Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "full"));
     } else {
       Echo(*request, response);

@@ -78,6 +78,8 @@ TEST(ParseLoadOptionsTest, PriorityIsInteractiveOrBatch) {
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->run.priority, "batch");
   EXPECT_EQ(Parse({"--input", "s"})->run.priority, "");
+  EXPECT_FALSE(Parse({"--input", "s"})->run.honor_pushback);
+  EXPECT_TRUE(Parse({"--input", "s", "--honor-pushback"})->run.honor_pushback);
   absl::StatusOr<LoadOptions> bad = Parse({"--input", "s", "--priority", "urgent"});
   ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr("--priority"));

@@ -79,6 +79,26 @@ TEST_P(LoadRunnerTest, RejectionsShowUpByCode) {
   ExpectQuarterRejected(*result);
 }
 
+// A client honouring the server's pushback waits it out before the slot's next send; one that
+// does not re-sends at once.
+TEST(LoadRunnerPushbackTest, AClosedLoopHonouringPushbackWaitsBeforeResending) {
+  testing::EchoServer server({.reject_every = 1, .pushback_ms = 100});
+  RunConfig config = ConfigFor(server);
+  config.concurrency = 4;
+  config.honor_pushback = true;
+  absl::StatusOr<RunResult> honoured = RunLoad(config);
+  ASSERT_TRUE(honoured.ok()) << honoured.status();
+  // Four slots, one send each per 100 ms, plus the sends at the window's edges.
+  const double at_most = 4 * (config.warmup_s + config.duration_s) / 0.1 + 8;
+  EXPECT_LE(static_cast<double>(honoured->sent), at_most);
+  EXPECT_GT(honoured->sent, 0u);
+  EXPECT_EQ(honoured->refused, honoured->sent);
+  config.honor_pushback = false;
+  absl::StatusOr<RunResult> at_once = RunLoad(config);
+  ASSERT_TRUE(at_once.ok()) << at_once.status();
+  EXPECT_GT(static_cast<double>(at_once->sent), 5 * at_most);
+}
+
 TEST(LoadRunnerStreamTest, SentencesAStreamNeverAnswersAreUnanswered) {
   testing::EchoServer server({.drop_every = 10});
   RunConfig config = ConfigFor(server);

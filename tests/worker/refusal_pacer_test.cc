@@ -1,0 +1,79 @@
+#include "worker/refusal_pacer.h"
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace gecd::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Polls until `n` answers came; false after 10 s.
+bool WaitForAnswers(const std::atomic<int>& answered, int n) {
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (answered.load() < n) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return true;
+}
+
+TEST(RefusalPacerTest, ABurstGoesAtOnceAndTheRestOneIntervalApart) {
+  // 100 a second after a burst of 5: of 25 refusals made at once, 5 are answered inline, the
+  // other 20 over the next ~200 ms.
+  RefusalPacer pacer(100, 5);
+  std::atomic<int> answered{0};
+  std::vector<Clock::time_point> when(25);
+  const Clock::time_point start = Clock::now();
+  int inline_answers = 0;
+  for (int i = 0; i < 25; ++i) {
+    const int before = answered.load();
+    pacer.Refuse([&, i] {
+      when[i] = Clock::now();
+      answered.fetch_add(1);
+    });
+    if (answered.load() > before) ++inline_answers;
+  }
+  EXPECT_EQ(inline_answers, 5);
+  ASSERT_TRUE(WaitForAnswers(answered, 25));
+  EXPECT_GE(when[24] - start, milliseconds(180));
+  EXPECT_LT(when[24] - start, milliseconds(2000));  // a loaded machine, but not a stall
+  for (int i = 6; i < 25; ++i) EXPECT_GE(when[i], when[i - 1]) << i;  // in order
+  EXPECT_EQ(pacer.waiting(), 0u);
+}
+
+TEST(RefusalPacerTest, BelowTheRateNothingWaits) {
+  RefusalPacer pacer(1000, 10);
+  std::atomic<int> answered{0};
+  for (int i = 0; i < 20; ++i) {
+    pacer.Refuse([&] { answered.fetch_add(1); });
+    EXPECT_EQ(answered.load(), i + 1);  // answered inline
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+}
+
+TEST(RefusalPacerTest, ZeroIsUnpaced) {
+  RefusalPacer pacer(0, 1);
+  std::atomic<int> answered{0};
+  for (int i = 0; i < 1000; ++i) pacer.Refuse([&] { answered.fetch_add(1); });
+  EXPECT_EQ(answered.load(), 1000);
+}
+
+TEST(RefusalPacerTest, DestroyingItAnswersWhatWaits) {
+  std::atomic<int> answered{0};
+  {
+    RefusalPacer pacer(1, 1);  // one a second: the others would wait for seconds
+    for (int i = 0; i < 5; ++i) pacer.Refuse([&] { answered.fetch_add(1); });
+    EXPECT_EQ(answered.load(), 1);
+  }
+  EXPECT_EQ(answered.load(), 5);
+}
+
+}  // namespace
+}  // namespace gecd::server
