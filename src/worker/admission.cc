@@ -36,19 +36,10 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
   Advance(now_us);
   Decision decision;
   const double predicted_us = PredictUs(text_bytes, max_output_tokens);
-  // Uniform in [0.5, 1.5): xorshift64, enough to spread a crowd's retries.
-  auto jittered = [this](double us) {
-    jitter_state_ ^= jitter_state_ << 13;
-    jitter_state_ ^= jitter_state_ >> 7;
-    jitter_state_ ^= jitter_state_ << 17;
-    const double u = static_cast<double>(jitter_state_ >> 11) * 0x1.0p-53;
-    const auto ms = std::chrono::milliseconds(static_cast<int64_t>(us * (0.5 + u) * 1e-3));
-    return std::clamp(ms, kMinRetryAfter, kMaxRetryAfter);
-  };
   if (in_flight_ >= options_.max_in_flight) {
     decision.refusal = Refusal::kMaxInFlight;
     decision.retry_after =
-        predicted_us > 0 ? jittered(predicted_us / (in_flight_ + 1)) : kDefaultRetryAfter;
+        predicted_us > 0 ? Jittered(predicted_us / (in_flight_ + 1)) : kDefaultRetryAfter;
     decision.message = absl::StrFormat(
         "server is at its in-flight limit (server.max_in_flight %d); retry after %d ms",
         options_.max_in_flight, decision.retry_after.count());
@@ -74,7 +65,7 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
     const double per_sentence_us = predicted_us * margin / (in_flight_ + 1);
     const double fits = std::max(0.0, std::floor(limit_us / per_sentence_us) - 1);
     const double excess = std::max(1.0, in_flight_ - fits);
-    decision.retry_after = jittered(predicted_us * excess / (in_flight_ + 1));
+    decision.retry_after = Jittered(predicted_us * excess / (in_flight_ + 1));
     decision.refusal = deadline_first ? Refusal::kDeadline : Refusal::kSlo;
     const std::string limit =
         deadline_first
@@ -172,6 +163,16 @@ double AdmissionController::PredictOutput(size_t text_bytes, int max_output_toke
 
 double AdmissionController::PredictUs(size_t text_bytes, int max_output_tokens) const {
   return step_us_.Ratio() * (PredictOutput(text_bytes, max_output_tokens) + 1) * (in_flight_ + 1);
+}
+
+std::chrono::milliseconds AdmissionController::Jittered(double us) {
+  // Uniform in [0.5, 1.5): xorshift64, enough to spread a crowd's retries.
+  jitter_state_ ^= jitter_state_ << 13;
+  jitter_state_ ^= jitter_state_ >> 7;
+  jitter_state_ ^= jitter_state_ << 17;
+  const double u = static_cast<double>(jitter_state_ >> 11) * 0x1.0p-53;
+  const auto ms = std::chrono::milliseconds(static_cast<int64_t>(us * (0.5 + u) * 1e-3));
+  return std::clamp(ms, kMinRetryAfter, kMaxRetryAfter);
 }
 
 double AdmissionController::Margin() const {

@@ -146,6 +146,8 @@ class AdmissionController {
   double PredictOutput(size_t text_bytes, int max_output_tokens) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double Margin() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `us` microseconds spread by ±50%, as a retry-after within its bounds.
+  std::chrono::milliseconds Jittered(double us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   const Clock clock_;
