@@ -58,31 +58,30 @@ class Daemon:
                 time.sleep(0.1)
         sys.exit(f"daemon {name} not ready in 60 s; see {self.log.name}")
 
-    def child(self, title):
+    def children(self):
+        """(pid, process title) of each process the daemon's supervisor started."""
         out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(self.proc.pid)],
                              capture_output=True, text=True).stdout
         for line in out.splitlines():
             pid, _, args = line.strip().partition(" ")
-            if args.strip() == title:
-                return int(pid)
-        return None
+            yield int(pid), args.strip()
+
+    def child(self, title):
+        return next((pid for pid, args in self.children() if args == title), None)
 
     def cpu_seconds(self):
         """CPU seconds used so far by the engine and by all workers together."""
-        out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(self.proc.pid)],
-                             capture_output=True, text=True).stdout
         engine = workers = 0.0
-        for line in out.splitlines():
-            pid, _, args = line.strip().partition(" ")
+        for pid, args in self.children():
             try:
                 with open(f"/proc/{pid}/stat") as f:
                     fields = f.read().rpartition(")")[2].split()
             except OSError:
                 continue
             seconds = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-            if args.strip() == "gecd: engine":
+            if args == "gecd: engine":
                 engine += seconds
-            elif args.strip().startswith("gecd: worker"):
+            elif args.startswith("gecd: worker"):
                 workers += seconds
         return engine, workers
 

@@ -387,11 +387,11 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
                              SentenceDone done) {
   const int64_t arrival_us = MonotonicMicros();
   // The objective an OK answer must meet to count as goodput: the SLO, or the deadline if sooner.
-  const auto objective_us =
-      std::min<int64_t>(std::chrono::duration_cast<std::chrono::microseconds>(slo_).count(),
-                        Budget(deadline).count());
+  const std::chrono::microseconds budget = Budget(deadline);
+  const auto objective_us = std::min<int64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(slo_).count(), budget.count());
   // Every outcome, refused or answered, is counted once and logged with both ids.
-  Reply reply = [this, id, arrival_us, objective_us, done = std::move(done),
+  SentenceDone reply = [this, id, arrival_us, objective_us, done = std::move(done),
                  client_id = request.request_id()](const grpc::Status& status,
                                                    CorrectResponse response,
                                                    std::chrono::milliseconds retry_after) {
@@ -478,7 +478,7 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
 
 void GrammarService::Start(uint64_t id, std::string_view text, uint32_t max_output_tokens,
                            Deadline deadline, int64_t arrival_us,
-                           const AdmissionController::Ticket& ticket, const Reply& reply) {
+                           const AdmissionController::Ticket& ticket, const SentenceDone& reply) {
   absl::StatusOr<text::CheckedText> checked = prompts_.Check(text, max_output_tokens);
   if (!checked.ok()) {
     admission_.Release(ticket, -1);

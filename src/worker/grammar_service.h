@@ -82,8 +82,6 @@ class GrammarService final : public grpc::Service {
   // `retry_after` is positive on a refusal that says when to come back.
   using SentenceDone = std::function<void(const grpc::Status&, gecd::v1::CorrectResponse,
                                           std::chrono::milliseconds retry_after)>;
-  // SentenceDone, counted in the metrics and logged.
-  using Reply = SentenceDone;
 
   // The priority class of one sentence: its request's field, else the call's x-gecd-priority
   // metadata, else interactive; INVALID_ARGUMENT naming an unknown value and where it came from.
@@ -105,7 +103,7 @@ class GrammarService final : public grpc::Service {
                absl::StatusOr<AdmissionController::Priority> priority, SentenceDone done);
   // An admitted sentence (`ticket`): the checks, the spelling stage, and the engine.
   void Start(uint64_t id, std::string_view text, uint32_t max_output_tokens, Deadline deadline,
-             int64_t arrival_us, const AdmissionController::Ticket& ticket, const Reply& reply);
+             int64_t arrival_us, const AdmissionController::Ticket& ticket, const SentenceDone& reply);
   // One admitted sentence left.
   // One admitted sentence left; `output_tokens` as AdmissionController::Release takes it.
   void Release(const AdmissionController::Ticket& ticket, int output_tokens);

@@ -241,19 +241,20 @@ void RingEngineLink::FlushIfDue() {
 }
 
 void RingEngineLink::ResubmitStale() {
-  MutexLock lock(&mu_);
-  const uint64_t ready = header_->engine_ready_epoch.load(std::memory_order_acquire);
-  if (ready != checked_ready_epoch_) {
-    ResubmitStaleLocked(ready);
-  } else if (ready == 0 && !in_flight_.empty() &&
-             Clock::now() - no_engine_since_ > options_.engine_wait) {
-    for (auto& [id, entry] : in_flight_) {
-      EngineReply reply;
-      reply.status = absl::UnavailableError(
-          absl::StrCat("no engine became ready within ", options_.engine_wait.count(), " ms"));
-      AnswerLocked(std::move(entry.done), std::move(reply));
+  bool gave_up = false;
+  {
+    MutexLock lock(&mu_);
+    const uint64_t ready = header_->engine_ready_epoch.load(std::memory_order_acquire);
+    if (ready != checked_ready_epoch_) {
+      ResubmitStaleLocked(ready);
+    } else {
+      gave_up = ready == 0 && !in_flight_.empty() &&
+                Clock::now() - no_engine_since_ > options_.engine_wait;
     }
-    in_flight_.clear();
+  }
+  if (gave_up) {
+    FailAll(absl::UnavailableError(
+        absl::StrCat("no engine became ready within ", options_.engine_wait.count(), " ms")));
   }
 }
 
