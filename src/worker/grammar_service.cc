@@ -392,9 +392,9 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
       std::chrono::duration_cast<std::chrono::microseconds>(slo_).count(), budget.count());
   // Every outcome, refused or answered, is counted once and logged with both ids.
   SentenceDone reply = [this, id, arrival_us, objective_us, done = std::move(done),
-                 client_id = request.request_id()](const grpc::Status& status,
-                                                   CorrectResponse response,
-                                                   std::chrono::milliseconds retry_after) {
+                        client_id = request.request_id()](const grpc::Status& status,
+                                                          CorrectResponse response,
+                                                          std::chrono::milliseconds retry_after) {
     const int64_t elapsed_us = MonotonicMicros() - arrival_us;
     const double seconds = static_cast<double>(elapsed_us) * 1e-6;
     metrics_.RequestFinished(status.error_code(), seconds);
