@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/assert.h"
+#include "common/monotonic_clock.h"
 #include "common/status_macros.h"
 
 namespace gecd::engine {
@@ -14,6 +15,10 @@ namespace {
 
 bool Contains(const std::vector<int32_t>& ids, int32_t id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+int BlocksFor(int64_t tokens, int block_size) {
+  return static_cast<int>((tokens + block_size - 1) / block_size);
 }
 
 }  // namespace
@@ -31,6 +36,7 @@ Engine::Engine(Backend* backend, const model::Tokenizer* tokenizer, EngineOption
       options_.max_batch_size > 0 ? std::min(options_.max_batch_size, batch_limit) : batch_limit;
   // Every running sequence decodes each step, so a batch must fit in one step's budget.
   options_.max_batch_size = std::min(options_.max_batch_size, options_.max_step_tokens);
+  if (!options_.clock) options_.clock = MonotonicMicros;
   max_sequence_tokens_ = backend_->kv_layout().capacity_tokens();
   const int max_positions = backend_->config().max_position_embeddings;
   if (max_positions > 0)
@@ -84,7 +90,12 @@ absl::Status Engine::AddSequence(SequenceId id, std::vector<int32_t> prompt,
                                                  .copy_after = {},
                                                  .copy_before_last = {}});
   seq->num_prompt = static_cast<int>(seq->tokens.size());
-  waiting_.push_back(seq.get());
+  seq->due_us = seq->params.due_us != 0 ? seq->params.due_us : options_.clock();
+  seq->max_blocks = BlocksFor(needed, pool_.block_size());
+  // After every sequence due no later: ties keep their arrival order.
+  waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), seq->due_us,
+                                   [](int64_t due, const Sequence* s) { return due < s->due_us; }),
+                  seq.get());
   sequences_.emplace(id, std::move(seq));
   return absl::OkStatus();
 }
@@ -114,15 +125,6 @@ void Engine::Remove(SequenceId id) {
     retired_.push_back(std::move(it->second));
   }
   sequences_.erase(it);  // otherwise the BlockTable returns the blocks
-}
-
-void Engine::Preempt(Sequence* seq) {
-  running_.erase(std::find(running_.begin(), running_.end(), seq));
-  seq->blocks.Release();
-  seq->num_computed = 0;
-  seq->num_scheduled = 0;
-  waiting_.push_front(seq);
-  ++num_preemptions_;
 }
 
 void Engine::Schedule(Sequence* seq, int num_tokens) {
@@ -183,55 +185,66 @@ const StepPlan& Engine::PlanStep() {
   }
   int prefill_budget = std::max(0, budget - decodes);
 
-  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
-    Sequence* seq = running_[i];
+  for (Sequence* seq : running_) {
+    if (budget == 0) break;
     const int length = Length(*seq);
     if (done(*seq, length)) continue;
     const int uncomputed = length - seq->num_scheduled;
     const int want = uncomputed == 1 ? 1 : std::min({uncomputed, prefill_budget, budget});
     if (want == 0) continue;
-    bool preempted_self = false;
-    bool no_victim = false;
-    while (!seq->blocks.Reserve(seq->num_scheduled + want)) {
-      // Newest first: it has the least work to redo. A sequence in an in-flight step (which
-      // includes everything already scheduled in this one) is never taken.
-      auto victim = std::find_if(running_.rbegin(), running_.rend(),
-                                 [](const Sequence* s) { return s->in_flight == 0; });
-      if (victim == running_.rend()) {
-        no_victim = true;  // wait for the in-flight step to be committed
-        break;
-      }
-      Sequence* taken = *victim;
-      const size_t index = running_.rend() - victim - 1;
-      Preempt(taken);
-      if (taken == seq) {
-        preempted_self = true;
-        break;
-      }
-      if (index < i) --i;
-    }
-    if (preempted_self) break;
-    if (no_victim) continue;
+    // StartWaiting kept room for every running sequence at its longest.
+    const bool reserved = seq->blocks.Reserve(seq->num_scheduled + want);
+    GECD_RELEASE_ASSERT(reserved, absl::StrCat("sequence ", seq->id, " found no KV block for ",
+                                               seq->num_scheduled + want, " tokens"));
     Schedule(seq, want);
     budget -= want;
     if (uncomputed > 1) prefill_budget -= want;
   }
-
-  while (!waiting_.empty() && budget > 0 && prefill_budget > 0 &&
-         static_cast<int>(running_.size()) < options_.max_batch_size) {
-    Sequence* seq = waiting_.front();
-    const int uncomputed = Length(*seq) - seq->num_scheduled;
-    const int want = std::min({uncomputed, prefill_budget, budget});
-    if (!seq->blocks.Reserve(want)) break;  // FIFO: nobody overtakes the head of the queue
-    waiting_.pop_front();
-    running_.push_back(seq);
-    Schedule(seq, want);
-    budget -= want;
-    prefill_budget -= want;
-  }
+  DropExpired();
+  StartWaiting(&budget, &prefill_budget);
   // An empty plan is never in flight, so its slot is free for the next one.
   if (!plan.empty()) next_plan_ ^= 1;
   return plan;
+}
+
+void Engine::DropExpired() {
+  if (waiting_.empty()) return;
+  const int64_t now = options_.clock();
+  for (size_t i = 0; i < waiting_.size();) {
+    const Sequence* seq = waiting_[i];
+    if (seq->params.deadline_us == 0 || seq->params.deadline_us > now) {
+      ++i;
+      continue;
+    }
+    expired_.push_back(seq->id);
+    Remove(seq->id);  // erases waiting_[i]
+  }
+}
+
+void Engine::StartWaiting(int* budget, int* prefill_budget) {
+  if (waiting_.empty()) return;
+  // The blocks the running sequences may still take, at their longest.
+  int64_t promised = 0;
+  for (const Sequence* seq : running_) {
+    promised += seq->max_blocks - static_cast<int64_t>(seq->blocks.blocks().size());
+  }
+  size_t started = 0;
+  while (started < waiting_.size() && *budget > 0 && *prefill_budget > 0 &&
+         static_cast<int>(running_.size()) < options_.max_batch_size) {
+    Sequence* seq = waiting_[started];
+    if (pool_.num_free() - promised < seq->max_blocks) break;  // the head waits for room
+    const int want = std::min({Length(*seq), *prefill_budget, *budget});
+    const bool reserved = seq->blocks.Reserve(want);  // within pool_.num_free() - promised
+    GECD_RELEASE_ASSERT(reserved,
+                        absl::StrCat("sequence ", seq->id, " found no KV block to start"));
+    promised += seq->max_blocks - static_cast<int64_t>(seq->blocks.blocks().size());
+    running_.push_back(seq);
+    Schedule(seq, want);
+    *budget -= want;
+    *prefill_budget -= want;
+    ++started;
+  }
+  waiting_.erase(waiting_.begin(), waiting_.begin() + started);
 }
 
 FinishReason Engine::CheckFinished(Sequence* seq, int32_t token) {

@@ -2,9 +2,10 @@
 #define GECD_ENGINE_ENGINE_H_
 
 #include <cstdint>
-#include <deque>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -16,11 +17,16 @@
 #include "tokenizer/tokenizer.h"
 
 // Continuous batching over one Backend. The engine owns the sequences and the KV block pool;
-// every step it picks which tokens run (decodes first, then prefill chunks of admitted
-// sequences, then new sequences in FIFO order, all under max_step_tokens), runs them as one
-// batch, and turns the sampled tokens into events. When the pool runs dry the most recently
-// admitted sequence is preempted: its blocks are freed and it is recomputed (prompt plus the
-// tokens generated so far) once blocks are free again, so its output is unchanged.
+// every step it picks which tokens run (decodes first, then prefill chunks of started
+// sequences, then new sequences, all under max_step_tokens), runs them as one batch, and turns
+// the sampled tokens into events.
+//
+// Waiting sequences start earliest due first (GenerationParams::due_us; ties in arrival order),
+// and nobody overtakes the head of the queue, so a long prompt is not passed over by short ones.
+// A sequence starts only when the pool can hold it, and every sequence already running, to
+// their longest (prompt + max_new_tokens): a started sequence is never paused or recomputed, it
+// runs every step until it finishes. A waiting sequence whose deadline (GenerationParams::
+// deadline_us) has passed is dropped before it is prefilled, and reported by TakeExpired().
 //
 // A step has three phases, public so a pipelined driver can overlap them with device work:
 // PlanStep() (scheduling, block allocation), Backend::Forward, CommitStep() (append tokens,
@@ -28,9 +34,8 @@
 // while step N is in flight (planned, not committed): every sequence that samples in N then
 // decodes its pending token in N+1 through BatchSequence::previous_sample, so the Forward
 // calls must run in plan order. A sequence that step N finishes (or that is freed) has its
-// N+1 entry ignored, and its blocks go back to the pool once no in-flight step writes them;
-// in-flight sequences are never preempted. The output is the same as Step()'s. Not
-// thread-safe.
+// N+1 entry ignored, and its blocks go back to the pool once no in-flight step writes them.
+// The output is the same as Step()'s. Not thread-safe.
 namespace gecd::engine {
 
 using SequenceId = uint64_t;
@@ -46,6 +51,11 @@ struct GenerationParams {
   float copy_bias = 0;
   int copy_begin = 0;
   int copy_end = 0;
+  // Scheduling, in EngineOptions::clock's microseconds (CLOCK_MONOTONIC by default). due_us:
+  // when the sequence should be done, which orders the waiting queue; 0 is the time it was
+  // added. deadline_us: past it, a sequence not yet started is dropped; 0 is none.
+  int64_t due_us = 0;
+  int64_t deadline_us = 0;
 };
 
 enum class FinishReason { kNone, kStopToken, kStopString, kLength };
@@ -63,6 +73,9 @@ struct EngineOptions {
   std::vector<int32_t> eos_token_ids;  // usually the model's generation_config
   int max_step_tokens = 0;             // 0: the backend's limit
   int max_batch_size = 0;              // running sequences; 0: the backend's limit
+  // Microseconds of the clock that GenerationParams' due and deadline times are in; null is
+  // gecd::MonotonicMicros. Tests pass a fake.
+  std::function<int64_t()> clock;
 };
 
 // The work of one step, as planned: the batch for the backend and who each entry belongs to.
@@ -89,6 +102,10 @@ class Engine {
   // sequences are dropped by the step that finishes them).
   absl::Status Free(SequenceId id);
 
+  // The sequences dropped, unstarted, because their deadline passed (by PlanStep), since the
+  // last call; they are no longer live.
+  std::vector<SequenceId> TakeExpired() { return std::exchange(expired_, {}); }
+
   // Plans, runs and commits one step. Returns no events when there is nothing to run.
   absl::StatusOr<std::vector<StepEvent>> Step();
 
@@ -107,7 +124,6 @@ class Engine {
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int num_free_blocks() const { return pool_.num_free(); }
   int num_blocks() const { return pool_.num_blocks(); }
-  int64_t num_preemptions() const { return num_preemptions_; }
 
  private:
   struct Sequence {
@@ -120,6 +136,8 @@ class Engine {
     int pending_sample = -1;  // where the in-flight step samples it, in its next_tokens
     int in_flight = 0;        // uncommitted steps with an entry for this sequence
     bool retired = false;     // finished or freed; kept only for its in-flight steps
+    int64_t due_us = 0;       // params.due_us, or the time it was added
+    int max_blocks = 0;       // blocks it holds at its longest (prompt + max_new_tokens)
     GenerationParams params;
     BlockTable blocks;
     std::string text;             // generated text, kept only when there are stop strings
@@ -127,8 +145,11 @@ class Engine {
     CopyCursor copy_before_last;  // ... and before the last committed one
   };
 
-  bool ScheduleRunning(Sequence* seq, int* budget);
-  void Preempt(Sequence* seq);
+  // Drops the waiting sequences whose deadline has passed into expired_.
+  void DropExpired();
+  // Starts waiting sequences, earliest due first, while the step's budgets, the batch size and
+  // the pool's guarantee (see the class comment) allow.
+  void StartWaiting(int* budget, int* prefill_budget);
   void Schedule(Sequence* seq, int num_tokens);
   void SetCopyBias(const Sequence& seq, StepBatch* batch) const;
   FinishReason CheckFinished(Sequence* seq, int32_t token);
@@ -144,8 +165,10 @@ class Engine {
   KvBlockPool pool_;
   int64_t max_sequence_tokens_;
   absl::flat_hash_map<SequenceId, std::unique_ptr<Sequence>> sequences_;
-  std::vector<Sequence*> running_;                  // admission order, oldest first
-  std::deque<Sequence*> waiting_;                   // FIFO; preempted sequences rejoin at the front
+  std::vector<Sequence*> running_;  // start order, oldest first
+  // Not started, by due time, then arrival: the head starts first.
+  std::vector<Sequence*> waiting_;
+  std::vector<SequenceId> expired_;                 // dropped at their deadline, for TakeExpired
   std::vector<std::unique_ptr<Sequence>> retired_;  // waiting for their in-flight steps
   // Two plans alternate so step N stays valid while N+1 is planned; who each entry belongs
   // to is kept by pointer, since a freed id may be reused while its step is in flight.
@@ -154,7 +177,6 @@ class Engine {
   int next_plan_ = 0;
   int sampled_ = 0;  // sampling entries of the plan being built
   StepResult result_;
-  int64_t num_preemptions_ = 0;
 };
 
 }  // namespace gecd::engine

@@ -17,6 +17,7 @@ absl::Status PipelinedEngine::Step(StepOutcome* out) {
   out->events.clear();
   if (backend_->asynchronous()) return StepOnDeviceQueue(out);
   const StepPlan& next = engine_.PlanStep();
+  out->expired = engine_.TakeExpired();
   const StepPlan* previous = in_flight_;
   if (previous != nullptr) RETURN_IF_ERROR(compute_.Wait());
   in_flight_ = nullptr;
@@ -33,6 +34,7 @@ absl::Status PipelinedEngine::Step(StepOutcome* out) {
 
 absl::Status PipelinedEngine::StepOnDeviceQueue(StepOutcome* out) {
   const StepPlan& next = engine_.PlanStep();
+  out->expired = engine_.TakeExpired();
   const StepPlan* previous = in_flight_;
   in_flight_ = nullptr;
   if (!next.empty()) {

@@ -23,8 +23,9 @@ namespace gecd::engine {
 class PipelinedEngine {
  public:
   struct StepOutcome {
-    std::vector<SequenceId> ran;    // the sequences of the step started now
-    std::vector<StepEvent> events;  // those of the step committed now
+    std::vector<SequenceId> ran;      // the sequences of the step started now
+    std::vector<StepEvent> events;    // those of the step committed now
+    std::vector<SequenceId> expired;  // dropped unstarted at their deadline (Engine::TakeExpired)
   };
 
   // `tokenizer` may be null (then stop strings are rejected); it must outlive the engine.

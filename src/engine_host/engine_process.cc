@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/assert.h"
+#include "common/monotonic_clock.h"
 #include "common/startup_phases.h"
 #include "common/status_macros.h"
 #include "engine_host/generator.h"
@@ -21,13 +22,6 @@
 
 namespace gecd::server {
 namespace {
-
-int64_t NowUs() {
-  // steady_clock is CLOCK_MONOTONIC, the clock workers stamp arrival_us with.
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // SIGTERM and SIGINT: the first drains the engine, as the supervisor's draining flag does;
 // a second exits at once. Drain() is async-signal-safe (an atomic store and a futex wake).
@@ -198,6 +192,8 @@ void EngineLoop::Admit(int worker, ipc::SubmitRecord record) {
   params.copy_bias = record.copy_bias;
   params.copy_begin = record.copy_begin;
   params.copy_end = record.copy_end;
+  params.due_us = record.due_us;
+  params.deadline_us = record.deadline_us;
   const absl::Status added = generator_->Add(id, std::move(record.tokens), std::move(params));
   if (!added.ok()) {
     spdlog::debug("worker {} request {}: {}", worker, record.id, added.ToString());
@@ -219,19 +215,24 @@ void EngineLoop::CancelRequest(int worker, const ipc::CancelRecord& record) {
 
 absl::Status EngineLoop::RunStep() {
   Generator::StepOutcome outcome;
-  const int64_t start_us = NowUs();
+  const int64_t start_us = MonotonicMicros();
   RETURN_IF_ERROR(generator_->Step(&outcome));
   for (engine::SequenceId id : outcome.ran) {
     auto it = sequences_.find(id);
     if (it != sequences_.end() && it->second.first_step_us == 0)
       it->second.first_step_us = start_us;
   }
-  const int64_t committed_us = NowUs();
+  const int64_t committed_us = MonotonicMicros();
   for (const engine::StepEvent& event : outcome.events) {
     auto it = sequences_.find(event.id);
     if (it == sequences_.end()) continue;
     if (it->second.first_token_us == 0) it->second.first_token_us = committed_us;
     if (outputs_.Add(event)) Reply(event.id, absl::StatusCode::kOk);
+  }
+  for (engine::SequenceId id : outcome.expired) {
+    metrics_.SequenceExpired();
+    Reply(id, absl::StatusCode::kDeadlineExceeded,
+          "the deadline passed while the request waited for the engine");
   }
   if (!outcome.ran.empty()) metrics_.ObserveBatch(static_cast<int>(outcome.ran.size()));
   header_->engine_steps.fetch_add(1, std::memory_order_release);
@@ -250,7 +251,7 @@ void EngineLoop::Reply(engine::SequenceId id, absl::StatusCode code, std::string
   // Every caller holds an id that Admit registered and only Reply erases.
   GECD_RELEASE_ASSERT(it != sequences_.end(), absl::StrCat("reply to unknown sequence ", id));
   Sequence& seq = it->second;
-  const int64_t now_us = NowUs();
+  const int64_t now_us = MonotonicMicros();
   ipc::DoneRecord record;
   record.id = seq.request_id;
   record.epoch = epoch_;

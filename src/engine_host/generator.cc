@@ -55,6 +55,7 @@ class ModelGenerator final : public Generator {
     RETURN_IF_ERROR(engine_.Step(&outcome));
     out->ran = std::move(outcome.ran);
     out->events = std::move(outcome.events);
+    out->expired = std::move(outcome.expired);
     return absl::OkStatus();
   }
 

@@ -22,8 +22,9 @@ class Generator {
  public:
   // One step's outcome.
   struct StepOutcome {
-    std::vector<engine::SequenceId> ran;    // sequences of the step started now
-    std::vector<engine::StepEvent> events;  // tokens of the step finished now
+    std::vector<engine::SequenceId> ran;      // sequences of the step started now
+    std::vector<engine::StepEvent> events;    // tokens of the step finished now
+    std::vector<engine::SequenceId> expired;  // dropped unstarted: their deadline passed
   };
 
   virtual ~Generator() = default;

@@ -10,15 +10,15 @@ namespace {
 
 // Wire layout, all fields native-endian (both sides share one host):
 //   uint32 type, uint32 num_tokens, uint64 id, uint64 epoch, then per type:
-//   Submit: int64 arrival_us, int32 max_new_tokens, float copy_bias, int32 copy_begin,
-//           int32 copy_end, tokens
+//   Submit: int64 arrival_us, int64 due_us, int64 deadline_us, int32 max_new_tokens,
+//           float copy_bias, int32 copy_begin, int32 copy_end, tokens
 //   Cancel: nothing (num_tokens is 0)
 //   Done:   int32 status_code, int64 queue_us, int64 engine_us, int64 first_token_us,
 //           uint32 message_bytes, tokens, message
 enum RecordType : uint32_t { kSubmit = 1, kCancel = 2, kDone = 3 };
 
 constexpr size_t kCommonBytes = 4 + 4 + 8 + 8;
-constexpr size_t kSubmitBytes = kCommonBytes + 8 + 4 + 4 + 4 + 4;
+constexpr size_t kSubmitBytes = kCommonBytes + 8 + 8 + 8 + 4 + 4 + 4 + 4;
 constexpr size_t kCancelBytes = kCommonBytes;
 constexpr size_t kDoneBytes = kCommonBytes + 4 + 8 + 8 + 8 + 4;
 constexpr int32_t kMaxStatusCode = 16;  // absl::StatusCode::kUnauthenticated
@@ -104,6 +104,8 @@ bool MessageWriter::Add(const Record& record) {
     out.Put(r->id);
     out.Put(r->epoch);
     out.Put(r->arrival_us);
+    out.Put(r->due_us);
+    out.Put(r->deadline_us);
     out.Put(r->max_new_tokens);
     out.Put(r->copy_bias);
     out.Put(r->copy_begin);
@@ -171,6 +173,8 @@ absl::StatusOr<bool> MessageReader::Next(Record* record) {
     r.id = id;
     r.epoch = epoch;
     r.arrival_us = in.Get<int64_t>();
+    r.due_us = in.Get<int64_t>();
+    r.deadline_us = in.Get<int64_t>();
     r.max_new_tokens = in.Get<int32_t>();
     r.copy_bias = in.Get<float>();
     r.copy_begin = in.Get<int32_t>();

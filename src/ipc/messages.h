@@ -22,6 +22,9 @@ struct SubmitRecord {
   uint64_t id = 0;  // the worker's request id
   uint64_t epoch = 0;
   int64_t arrival_us = 0;  // CLOCK_MONOTONIC (shared by all processes of the host)
+  // engine::GenerationParams' due and deadline times (CLOCK_MONOTONIC; deadline 0: none).
+  int64_t due_us = 0;
+  int64_t deadline_us = 0;
   int32_t max_new_tokens = 0;
   // The copy bias (engine::GenerationParams): its value and the prompt's tokens [copy_begin,
   // copy_end) that hold the user's text, found by the worker that built the prompt.

@@ -46,6 +46,8 @@ constexpr HistogramSpec kBatchSize = {"gecd_batch_size", "Sequences per engine s
 
 constexpr std::string_view kShedReasonNames[ProcessMetrics::kNumShedReasons] = {"max_in_flight",
                                                                                 "slo", "deadline"};
+constexpr std::string_view kShedPriorityNames[ProcessMetrics::kNumShedPriorities] = {"interactive",
+                                                                                     "batch"};
 
 void Observe(HistogramBlock& h, const HistogramSpec& spec, double value) {
   h.Observe(spec.bounds, spec.units, value);
@@ -120,13 +122,16 @@ MetricsSnapshot MetricsRegion::Sum() const {
     }
     s.concurrency += m.concurrency_.load(std::memory_order_relaxed);
     for (int r = 0; r < ProcessMetrics::kNumShedReasons; ++r) {
-      s.shed[r] += m.shed_[r].load(std::memory_order_relaxed);
+      for (int p = 0; p < ProcessMetrics::kNumShedPriorities; ++p) {
+        s.shed[r][p] += m.shed_[r][p].load(std::memory_order_relaxed);
+      }
     }
     s.goodput += m.goodput_.load(std::memory_order_relaxed);
     s.open_streams += m.open_streams_.load(std::memory_order_relaxed);
     s.prompt_tokens += m.prompt_tokens_.load(std::memory_order_relaxed);
     s.generated_tokens += m.generated_tokens_.load(std::memory_order_relaxed);
     s.cancelled_sequences += m.cancelled_sequences_.load(std::memory_order_relaxed);
+    s.expired_sequences += m.expired_sequences_.load(std::memory_order_relaxed);
     s.kv_cache_usage +=
         std::bit_cast<double>(m.kv_cache_usage_bits_.load(std::memory_order_relaxed));
     s.queue_depth += m.queue_depth_.load(std::memory_order_relaxed);
@@ -154,10 +159,14 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
   AppendScalar(out, "gecd_request_concurrency", "Requests admitted and not yet answered.", "gauge",
                absl::StrCat(s.concurrency));
   AppendHeader(out, "gecd_requests_shed_total",
-               "Sentences refused at admission (RESOURCE_EXHAUSTED), by reason.", "counter");
+               "Sentences refused at admission (RESOURCE_EXHAUSTED), by reason and priority class.",
+               "counter");
   for (int r = 0; r < ProcessMetrics::kNumShedReasons; ++r) {
-    absl::StrAppend(&out, "gecd_requests_shed_total{reason=\"", std::string(kShedReasonNames[r]),
-                    "\"} ", s.shed[r], "\n");
+    for (int p = 0; p < ProcessMetrics::kNumShedPriorities; ++p) {
+      absl::StrAppend(&out, "gecd_requests_shed_total{reason=\"", std::string(kShedReasonNames[r]),
+                      "\",priority=\"", std::string(kShedPriorityNames[p]), "\"} ", s.shed[r][p],
+                      "\n");
+    }
   }
   AppendScalar(out, "gecd_goodput_requests_total",
                "Requests answered OK within the latency objective (server.slo_p99_ms) and their "
@@ -176,6 +185,10 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
   AppendScalar(out, "gecd_cancelled_sequences_total",
                "Sequences the engine stopped before they finished (cancelled, expired, orphaned).",
                "counter", absl::StrCat(s.cancelled_sequences));
+  AppendScalar(out, "gecd_expired_sequences_total",
+               "Sequences the engine dropped before they started: their deadline passed while they "
+               "waited.",
+               "counter", absl::StrCat(s.expired_sequences));
   AppendScalar(out, "gecd_kv_cache_usage_ratio", "Fraction of KV-cache blocks in use.", "gauge",
                absl::StrFormat("%g", s.kv_cache_usage));
   AppendScalar(out, "gecd_queue_depth", "Sequences waiting for the engine to admit them.", "gauge",

@@ -28,6 +28,8 @@ class ProcessMetrics {
   // Why admission refused a sentence (gecd_requests_shed_total{reason}): server.max_in_flight,
   // the latency objective (server.slo_p99_ms), or the call's deadline when sooner.
   enum ShedReason { kShedMaxInFlight, kShedSlo, kShedDeadline, kNumShedReasons };
+  // The priority class of a refused sentence (gecd_requests_shed_total{priority}).
+  enum ShedPriority { kShedInteractive, kShedBatch, kNumShedPriorities };
 
   // Workers: a request passed admission / left (answered or failed).
   void RequestAdmitted() { concurrency_.fetch_add(1, std::memory_order_relaxed); }
@@ -39,7 +41,9 @@ class ProcessMetrics {
   // Workers: an admitted sentence answered in `ratio` times the time admission predicted.
   void ObservePredictionRatio(double ratio);
   // Workers: a sentence refused at admission (also counted by RequestFinished).
-  void RequestShed(ShedReason reason) { shed_[reason].fetch_add(1, std::memory_order_relaxed); }
+  void RequestShed(ShedReason reason, ShedPriority priority) {
+    shed_[reason][priority].fetch_add(1, std::memory_order_relaxed);
+  }
   // Workers: a CorrectStream call began / ended (its reactor was deleted).
   void StreamOpened() { open_streams_.fetch_add(1, std::memory_order_relaxed); }
   void StreamClosed() { open_streams_.fetch_sub(1, std::memory_order_relaxed); }
@@ -55,6 +59,8 @@ class ProcessMetrics {
   void AddGeneratedTokens(uint64_t n) { generated_tokens_.fetch_add(n, std::memory_order_relaxed); }
   // Engine: a sequence freed before it finished (client cancelled, deadline, worker died).
   void SequenceCancelled() { cancelled_sequences_.fetch_add(1, std::memory_order_relaxed); }
+  // Engine: a sequence dropped before it started because its deadline passed while it waited.
+  void SequenceExpired() { expired_sequences_.fetch_add(1, std::memory_order_relaxed); }
   // Engine gauges: KV blocks in use / total, and sequences waiting for admission.
   void SetKvCacheUsage(double ratio);
   void SetQueueDepth(int64_t n) { queue_depth_.store(n, std::memory_order_relaxed); }
@@ -67,12 +73,13 @@ class ProcessMetrics {
 
   alignas(64) std::array<std::atomic<uint64_t>, kNumCodes> requests_;
   std::atomic<int64_t> concurrency_;
-  std::array<std::atomic<uint64_t>, kNumShedReasons> shed_;
+  std::array<std::array<std::atomic<uint64_t>, kNumShedPriorities>, kNumShedReasons> shed_;
   std::atomic<uint64_t> goodput_;
   std::atomic<int64_t> open_streams_;
   std::atomic<uint64_t> prompt_tokens_;
   std::atomic<uint64_t> generated_tokens_;
   std::atomic<uint64_t> cancelled_sequences_;
+  std::atomic<uint64_t> expired_sequences_;
   std::atomic<uint64_t> kv_cache_usage_bits_;  // a double's bits
   std::atomic<int64_t> queue_depth_;
   HistogramBlock request_duration_;
@@ -88,12 +95,16 @@ class ProcessMetrics {
 struct MetricsSnapshot {
   std::array<uint64_t, ProcessMetrics::kNumCodes> requests{};
   int64_t concurrency = 0;
-  std::array<uint64_t, ProcessMetrics::kNumShedReasons> shed{};
+  // [reason][priority]
+  std::array<std::array<uint64_t, ProcessMetrics::kNumShedPriorities>,
+             ProcessMetrics::kNumShedReasons>
+      shed{};
   uint64_t goodput = 0;
   int64_t open_streams = 0;
   uint64_t prompt_tokens = 0;
   uint64_t generated_tokens = 0;
   uint64_t cancelled_sequences = 0;
+  uint64_t expired_sequences = 0;
   double kv_cache_usage = 0;
   int64_t queue_depth = 0;
   using Histogram = HistogramCounts;

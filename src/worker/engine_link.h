@@ -20,7 +20,12 @@ struct EngineRequest {
   float copy_bias = 0;
   int copy_begin = 0;
   int copy_end = 0;
-  int64_t arrival_us = 0;  // CLOCK_MONOTONIC, when the RPC arrived
+  // CLOCK_MONOTONIC microseconds: when the RPC arrived; when it should be done (the engine
+  // starts waiting requests earliest due first); and past when it is no use, so that the engine
+  // drops it unstarted (0: no deadline).
+  int64_t arrival_us = 0;
+  int64_t due_us = 0;
+  int64_t deadline_us = 0;
 };
 
 struct EngineReply {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/monotonic_clock.h"
 #include "gecd/v1/grammar.grpc.pb.h"
 #include "grpcpp/impl/codegen/server_callback_handlers.h"
 #include "grpcpp/impl/rpc_service_method.h"
@@ -32,14 +33,10 @@ constexpr char kRetryPushbackKey[] = "grpc-retry-pushback-ms";
 constexpr int kRefusalBurst = 100;
 // The call metadata that sets the priority class of a call's sentences.
 constexpr char kPriorityKey[] = "x-gecd-priority";
+// A batch sentence without a sooner deadline is due this many objectives after it arrived.
+constexpr int64_t kBatchHorizon = 10;
 static_assert(std::string_view(gecd::v1::GrammarCorrection::service_full_name()) ==
               "gecd.v1.GrammarCorrection");
-
-int64_t MonotonicMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 grpc::Status ToGrpc(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
@@ -62,6 +59,11 @@ std::chrono::microseconds Budget(std::chrono::system_clock::time_point deadline)
   return std::max(std::chrono::duration_cast<std::chrono::microseconds>(
                       deadline - std::chrono::system_clock::now()),
                   std::chrono::microseconds(0));
+}
+
+ProcessMetrics::ShedPriority ShedPriorityOf(AdmissionController::Priority priority) {
+  return priority == AdmissionController::Priority::kBatch ? ProcessMetrics::kShedBatch
+                                                           : ProcessMetrics::kShedInteractive;
 }
 
 ProcessMetrics::ShedReason ShedReasonOf(AdmissionController::Refusal refusal) {
@@ -427,6 +429,15 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
   // tokenization or spelling: under overload refusals are most of the calls. Batch sentences
   // keep their own deadline (they wait for room); interactive ones are held to the objective.
   const AdmissionController::Priority klass = *priority;
+  // The engine's waiting queue runs earliest due first. An interactive sentence is due by its
+  // objective; a batch one by its deadline, and at most kBatchHorizon after it arrived, so that
+  // however long it waited for room it is not passed over by later sentences for ever.
+  const SentenceTimes times{
+      .arrival_us = arrival_us,
+      .due_us = arrival_us + (klass == AdmissionController::Priority::kBatch
+                                  ? std::min<int64_t>(budget.count(), kBatchHorizon * objective_us)
+                                  : objective_us),
+      .deadline_us = budget == AdmissionController::kNoDeadline ? 0 : arrival_us + budget.count()};
   auto admit = [this, klass, deadline, output_cap](size_t text_bytes) {
     return admission_.Admit(klass == AdmissionController::Priority::kBatch
                                 ? AdmissionController::kNoDeadline
@@ -439,45 +450,45 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
     return klass == AdmissionController::Priority::kBatch ||
            d.refusal == AdmissionController::Refusal::kNoEstimate;
   };
-  auto refuse = [this, reply](AdmissionController::Decision& d) {
-    metrics_.RequestShed(ShedReasonOf(d.refusal));
+  auto refuse = [this, reply, klass](AdmissionController::Decision& d) {
+    metrics_.RequestShed(ShedReasonOf(d.refusal), ShedPriorityOf(klass));
     refusal_pacer_.Refuse([reply, message = std::move(d.message), retry_after = d.retry_after] {
       reply(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, message), {}, retry_after);
     });
   };
   AdmissionController::Decision admitted = admit(request.text().size());
   if (admitted.admitted()) {
-    Start(id, request.text(), max_output_tokens, deadline, arrival_us, admitted.ticket, reply);
+    Start(id, request.text(), max_output_tokens, deadline, times, admitted.ticket, reply);
   } else if (!waits(admitted)) {
     refuse(admitted);
   } else {
-    waiting_room_.Push({.id = id,
-                        .try_start =
-                            [this, id, text = std::string(request.text()), max_output_tokens,
-                             deadline, arrival_us, reply, admit, waits, refuse] {
-                              AdmissionController::Decision admitted = admit(text.size());
-                              if (admitted.admitted()) {
-                                Start(id, text, max_output_tokens, deadline, arrival_us,
-                                      admitted.ticket, reply);
-                              } else if (waits(admitted)) {
-                                return false;
-                              } else {
-                                refuse(admitted);
-                              }
-                              return true;
-                            },
-                        .fail =
-                            [this, reply](absl::Status status) {
-                              if (status.code() == absl::StatusCode::kResourceExhausted) {
-                                metrics_.RequestShed(ProcessMetrics::kShedMaxInFlight);
-                              }
-                              reply(ToGrpc(status), {}, {});
-                            }});
+    waiting_room_.Push(
+        {.id = id,
+         .try_start =
+             [this, id, text = std::string(request.text()), max_output_tokens, deadline, times,
+              reply, admit, waits, refuse] {
+               AdmissionController::Decision admitted = admit(text.size());
+               if (admitted.admitted()) {
+                 Start(id, text, max_output_tokens, deadline, times, admitted.ticket, reply);
+               } else if (waits(admitted)) {
+                 return false;
+               } else {
+                 refuse(admitted);
+               }
+               return true;
+             },
+         .fail =
+             [this, reply, klass](absl::Status status) {
+               if (status.code() == absl::StatusCode::kResourceExhausted) {
+                 metrics_.RequestShed(ProcessMetrics::kShedMaxInFlight, ShedPriorityOf(klass));
+               }
+               reply(ToGrpc(status), {}, {});
+             }});
   }
 }
 
 void GrammarService::Start(uint64_t id, std::string_view text, uint32_t max_output_tokens,
-                           Deadline deadline, int64_t arrival_us,
+                           Deadline deadline, const SentenceTimes& times,
                            const AdmissionController::Ticket& ticket, const SentenceDone& reply) {
   absl::StatusOr<text::CheckedText> checked = prompts_.Check(text, max_output_tokens);
   if (!checked.ok()) {
@@ -520,7 +531,9 @@ void GrammarService::Start(uint64_t id, std::string_view text, uint32_t max_outp
                                .copy_bias = prompt->params.copy_bias,
                                .copy_begin = prompt->params.copy_begin,
                                .copy_end = prompt->params.copy_end,
-                               .arrival_us = arrival_us};
+                               .arrival_us = times.arrival_us,
+                               .due_us = times.due_us,
+                               .deadline_us = times.deadline_us};
   // The engine thread does the reply's CPU work (detokenize, diff), off gRPC's threads.
   absl::Status submitted = engine_.Submit(
       std::move(engine_request), [this, reply, deadline, prompt_tokens, ticket,

@@ -101,9 +101,16 @@ class GrammarService final : public grpc::Service {
   // waiting room's thread.
   void Process(uint64_t id, const gecd::internal::CorrectRequest& request, Deadline deadline,
                absl::StatusOr<AdmissionController::Priority> priority, SentenceDone done);
+  // A sentence's times on the monotonic clock, as EngineRequest carries them.
+  struct SentenceTimes {
+    int64_t arrival_us = 0;
+    int64_t due_us = 0;
+    int64_t deadline_us = 0;  // 0: none
+  };
   // An admitted sentence (`ticket`): the checks, the spelling stage, and the engine.
   void Start(uint64_t id, std::string_view text, uint32_t max_output_tokens, Deadline deadline,
-             int64_t arrival_us, const AdmissionController::Ticket& ticket, const SentenceDone& reply);
+             const SentenceTimes& times, const AdmissionController::Ticket& ticket,
+             const SentenceDone& reply);
   // One admitted sentence left.
   // One admitted sentence left; `output_tokens` as AdmissionController::Release takes it.
   void Release(const AdmissionController::Ticket& ticket, int output_tokens);

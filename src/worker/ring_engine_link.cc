@@ -71,6 +71,8 @@ absl::Status RingEngineLink::Submit(EngineRequest request, Done done) {
   ipc::SubmitRecord record;
   record.id = request.id;
   record.arrival_us = request.arrival_us;
+  record.due_us = request.due_us;
+  record.deadline_us = request.deadline_us;
   record.max_new_tokens = request.max_new_tokens;
   record.copy_bias = request.copy_bias;
   record.copy_begin = request.copy_begin;

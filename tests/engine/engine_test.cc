@@ -41,7 +41,21 @@ class AngleTokenizer : public model::Tokenizer {
 struct Output {
   std::vector<int32_t> tokens;
   FinishReason reason = FinishReason::kNone;
+  int first_step = -1;  // the steps that produced its first and last tokens
+  int last_step = -1;
 };
+
+void Record(const std::vector<StepEvent>& events, int step, std::map<SequenceId, Output>& out) {
+  for (const StepEvent& e : events) {
+    Output& o = out[e.id];
+    EXPECT_EQ(o.reason, FinishReason::kNone) << "event after sequence " << e.id << " finished";
+    o.tokens.push_back(e.token);
+    o.reason = e.reason;
+    if (o.first_step < 0) o.first_step = step;
+    o.last_step = step;
+    EXPECT_EQ(e.finished, e.reason != FinishReason::kNone);
+  }
+}
 
 // Steps until the engine is idle; checks that every sequence finishes exactly once.
 std::map<SequenceId, Output> RunToCompletion(Engine& engine) {
@@ -50,24 +64,16 @@ std::map<SequenceId, Output> RunToCompletion(Engine& engine) {
     auto events = engine.Step();
     EXPECT_TRUE(events.ok()) << events.status();
     if (!events.ok() || step > 10000) break;
-    for (const StepEvent& e : *events) {
-      Output& o = out[e.id];
-      EXPECT_EQ(o.reason, FinishReason::kNone) << "event after sequence " << e.id << " finished";
-      o.tokens.push_back(e.token);
-      o.reason = e.reason;
-      EXPECT_EQ(e.finished, e.reason != FinishReason::kNone);
-    }
+    Record(*events, step, out);
   }
   return out;
 }
 
-void Record(const std::vector<StepEvent>& events, std::map<SequenceId, Output>& out) {
-  for (const StepEvent& e : events) {
-    Output& o = out[e.id];
-    EXPECT_EQ(o.reason, FinishReason::kNone) << "event after sequence " << e.id << " finished";
-    o.tokens.push_back(e.token);
-    o.reason = e.reason;
-    EXPECT_EQ(e.finished, e.reason != FinishReason::kNone);
+// A started sequence is never paused: once it has its first token, it gets one every step.
+void ExpectNeverPaused(const std::map<SequenceId, Output>& out) {
+  for (const auto& [id, o] : out) {
+    EXPECT_EQ(o.last_step - o.first_step + 1, static_cast<int>(o.tokens.size()))
+        << "sequence " << id << " skipped steps between its first and last token";
   }
 }
 
@@ -93,7 +99,7 @@ std::map<SequenceId, Output> RunPipelined(Engine& engine, Backend& backend,
       dispatched = &next;
     }
     if (between) between(step);
-    if (in_flight != nullptr) Record(engine.CommitStep(*in_flight, results[slot]), out);
+    if (in_flight != nullptr) Record(engine.CommitStep(*in_flight, results[slot]), step, out);
     in_flight = dispatched;
     slot ^= 1;
   }
@@ -217,8 +223,8 @@ TEST_F(EngineTest, FreeMidGenerationReturnsAllBlocks) {
   EXPECT_EQ(engine.num_free_blocks(), engine.num_blocks());
 }
 
-TEST_F(EngineTest, PreemptionUnderTinyCacheKeepsOutputs) {
-  // Six sequences (the three shorter prompts twice) that all fit when admitted but not once
+TEST_F(EngineTest, TinyCacheStartsOnlyWhatItCanFinishAndKeepsOutputs) {
+  // Six sequences (the three shorter prompts twice) that all fit when started but not once
   // they grow by 12 tokens each.
   const int kNew = 12;
   auto add_all = [&](Engine& engine) {
@@ -231,25 +237,124 @@ TEST_F(EngineTest, PreemptionUnderTinyCacheKeepsOutputs) {
     Engine engine(model_.backend.get(), nullptr, {});
     add_all(engine);
     expected = RunToCompletion(engine);
-    EXPECT_EQ(engine.num_preemptions(), 0);
   }
   // 10 blocks of 4 = 40 slots; the longest sequence alone needs 13 + 11 = 24.
   auto small = LoadFixtureModel("ref-llama-f32", {.kv_block_size = 4, .num_kv_blocks = 10});
   ASSERT_NE(small.backend, nullptr);
-  Engine engine(small.backend.get(), nullptr, {});
-  add_all(engine);
-  const auto out = RunToCompletion(engine);
-  EXPECT_GT(engine.num_preemptions(), 0);
-  for (SequenceId id = 0; id < 6; ++id) {
-    EXPECT_EQ(out.at(id).tokens, expected.at(id).tokens) << "sequence " << id;
-    EXPECT_EQ(out.at(id).reason, FinishReason::kLength);
+  for (bool pipelined : {false, true}) {
+    Engine engine(small.backend.get(), nullptr, {});
+    add_all(engine);
+    // The first step starts only the sequences the pool can hold at their longest.
+    int waited = 0;
+    const auto out = pipelined ? RunPipelined(engine, *small.backend,
+                                              [&](int) { waited += engine.num_waiting(); })
+                               : RunToCompletion(engine);
+    ExpectNeverPaused(out);
+    if (pipelined) EXPECT_GT(waited, 0);
+    for (SequenceId id = 0; id < 6; ++id) {
+      EXPECT_EQ(out.at(id).tokens, expected.at(id).tokens) << "sequence " << id;
+      EXPECT_EQ(out.at(id).reason, FinishReason::kLength);
+    }
+    // Not all ran side by side: some started after others finished.
+    int latest_start = 0, earliest_end = 1 << 30;
+    for (const auto& [id, o] : out) {
+      latest_start = std::max(latest_start, o.first_step);
+      earliest_end = std::min(earliest_end, o.last_step);
+    }
+    EXPECT_GT(latest_start, earliest_end);
+    EXPECT_EQ(engine.num_free_blocks(), engine.num_blocks());
   }
+}
+
+// A fake clock for due times and deadlines.
+struct FakeClock {
+  int64_t now = 1000;
+  std::function<int64_t()> Fn() {
+    return [this] { return now; };
+  }
+};
+
+TEST_F(EngineTest, WaitingSequencesStartEarliestDueFirst) {
+  FakeClock clock;
+  Engine engine(model_.backend.get(), nullptr, {.max_batch_size = 1, .clock = clock.Fn()});
+  // Added in this order; due 0 is the time of adding (1000), after every earlier due time.
+  const std::vector<std::pair<SequenceId, int64_t>> added = {
+      {1, 300}, {2, 0}, {3, 100}, {4, 200}, {5, 100}};
+  for (const auto& [id, due] : added) {
+    GenerationParams params = Greedy(3);
+    params.due_us = due;
+    ASSERT_TRUE(engine.AddSequence(id, cases_[0].prompt, params).ok());
+  }
+  const auto out = RunToCompletion(engine);
+  ExpectNeverPaused(out);
+  std::vector<SequenceId> order;
+  for (const auto& [id, o] : out) order.push_back(id);
+  std::sort(order.begin(), order.end(), [&](SequenceId a, SequenceId b) {
+    return out.at(a).first_step < out.at(b).first_step;
+  });
+  // Ties (3 and 5, both due at 100) keep their arrival order.
+  EXPECT_EQ(order, (std::vector<SequenceId>{3, 5, 4, 1, 2}));
+}
+
+TEST_F(EngineTest, NobodyOvertakesTheHeadWaitingForRoom) {
+  // 10 blocks of 4. Running: a prompt of 10 to 29 tokens + 11 generated positions (6 to 10
+  // blocks). The head needs as many more, which the pool cannot promise until the first
+  // finishes; the short one behind it (1 block) could start at once, but waits its turn.
+  auto small = LoadFixtureModel("ref-llama-f32", {.kv_block_size = 4, .num_kv_blocks = 10});
+  ASSERT_NE(small.backend, nullptr);
+  FakeClock clock;
+  Engine engine(small.backend.get(), nullptr, {.clock = clock.Fn()});
+  const auto longest = std::find_if(cases_.begin(), cases_.end(), [](const auto& c) {
+    return c.prompt.size() >= 10 && c.prompt.size() <= 29;
+  });
+  ASSERT_NE(longest, cases_.end());
+  auto add = [&](SequenceId id, std::vector<int32_t> prompt, int new_tokens, int64_t due) {
+    GenerationParams params = Greedy(new_tokens);
+    params.due_us = due;
+    ASSERT_TRUE(engine.AddSequence(id, std::move(prompt), params).ok());
+  };
+  add(1, longest->prompt, 12, 1);
+  add(2, longest->prompt, 12, 2);
+  add(3, {longest->prompt[0]}, 4, 3);
+  const auto out = RunToCompletion(engine);
+  ExpectNeverPaused(out);
+  EXPECT_GT(out.at(2).first_step, out.at(1).last_step);
+  EXPECT_GE(out.at(3).first_step, out.at(2).first_step);
+}
+
+TEST_F(EngineTest, SequencesPastTheirDeadlineAreDroppedBeforeTheyStart) {
+  FakeClock clock;
+  Engine engine(model_.backend.get(), nullptr, {.max_batch_size = 1, .clock = clock.Fn()});
+  GenerationParams running = Greedy(6);
+  running.deadline_us = 1500;  // passes while it runs: it is not stopped
+  GenerationParams late = Greedy(6);
+  late.deadline_us = 1500;               // passes while it waits: dropped
+  GenerationParams patient = Greedy(6);  // no deadline
+  ASSERT_TRUE(engine.AddSequence(1, cases_[0].prompt, running).ok());
+  ASSERT_TRUE(engine.AddSequence(2, cases_[1].prompt, late).ok());
+  ASSERT_TRUE(engine.AddSequence(3, cases_[2].prompt, patient).ok());
+  std::map<SequenceId, Output> out;
+  ASSERT_TRUE(engine.Step().ok());
+  EXPECT_TRUE(engine.TakeExpired().empty());
+  clock.now = 1500;
+  std::vector<SequenceId> expired;
+  for (int step = 1; engine.HasWork() && step < 100; ++step) {
+    auto events = engine.Step();
+    ASSERT_TRUE(events.ok());
+    Record(*events, step, out);
+    for (SequenceId id : engine.TakeExpired()) expired.push_back(id);
+  }
+  EXPECT_EQ(expired, std::vector<SequenceId>{2});
+  EXPECT_FALSE(out.contains(2));
+  EXPECT_EQ(engine.Free(2).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(out.at(1).reason, FinishReason::kLength);
+  EXPECT_EQ(out.at(3).reason, FinishReason::kLength);
   EXPECT_EQ(engine.num_free_blocks(), engine.num_blocks());
 }
 
 // Random workloads: prompt lengths, token limits, EOS, stop token ids and stop strings, a tiny
-// cache that forces preemption, and sequences freed while a step is in flight. The pipelined
-// driver must produce exactly the output of Step().
+// cache that makes sequences wait for room, and sequences freed while a step is in flight. The
+// pipelined driver must produce exactly the output of Step().
 struct Workload {
   struct Request {
     std::vector<int32_t> prompt;
@@ -281,12 +386,14 @@ Workload RandomWorkload(std::mt19937& rng, int max_positions) {
 
 std::map<SequenceId, Output> RunWorkload(const Workload& w, Backend& backend,
                                          const model::Tokenizer& tokenizer, bool pipelined,
-                                         int64_t* preemptions) {
+                                         int64_t* waited) {
   Engine engine(&backend, &tokenizer, {.eos_token_ids = w.eos});
   for (size_t i = 0; i < w.requests.size(); ++i) {
     EXPECT_TRUE(engine.AddSequence(i, w.requests[i].prompt, w.requests[i].params).ok());
   }
+  *waited = 0;
   auto free = [&](int step) {
+    *waited += engine.num_waiting();
     auto it = w.frees.find(step);
     if (it == w.frees.end()) return;
     for (SequenceId id : it->second) engine.Free(id).IgnoreError();  // may have finished
@@ -299,33 +406,34 @@ std::map<SequenceId, Output> RunWorkload(const Workload& w, Backend& backend,
       auto events = engine.Step();
       EXPECT_TRUE(events.ok()) << events.status();
       if (!events.ok()) break;
-      Record(*events, out);
+      Record(*events, step, out);
       free(step);
     }
   }
   EXPECT_FALSE(engine.HasWork());
   EXPECT_EQ(engine.num_retired(), 0);
   EXPECT_EQ(engine.num_free_blocks(), engine.num_blocks());
-  *preemptions = engine.num_preemptions();
   return out;
 }
 
 void ExpectPipelinedEqualsSynchronous(const std::string& model, int seed_base) {
   AngleTokenizer tokenizer;
-  // 12 blocks of 4 = 48 slots: a few sequences fit, more are preempted.
+  // 12 blocks of 4 = 48 slots: a few sequences fit, more wait for room.
   auto small = LoadFixtureModel(model, {.kv_block_size = 4, .num_kv_blocks = 12});
   ASSERT_NE(small.backend, nullptr);
-  int64_t pipelined_preemptions = 0;
+  int64_t pipelined_waited = 0;
   for (int seed = seed_base; seed < seed_base + 40; ++seed) {
     std::mt19937 rng(seed);
     const Workload w = RandomWorkload(rng, 40);
-    int64_t preemptions = 0;
-    const auto expected = RunWorkload(w, *small.backend, tokenizer, false, &preemptions);
-    const auto out = RunWorkload(w, *small.backend, tokenizer, true, &preemptions);
-    pipelined_preemptions += preemptions;
+    int64_t waited = 0;
+    const auto expected = RunWorkload(w, *small.backend, tokenizer, false, &waited);
+    const auto out = RunWorkload(w, *small.backend, tokenizer, true, &waited);
+    pipelined_waited += waited;
+    ExpectNeverPaused(expected);
+    ExpectNeverPaused(out);
     Workload no_frees = w;
     no_frees.frees.clear();
-    const auto unfreed = RunWorkload(no_frees, *small.backend, tokenizer, false, &preemptions);
+    const auto unfreed = RunWorkload(no_frees, *small.backend, tokenizer, false, &waited);
     for (SequenceId id = 0; id < w.requests.size(); ++id) {
       const auto e = expected.find(id);
       const auto o = out.find(id);
@@ -352,7 +460,7 @@ void ExpectPipelinedEqualsSynchronous(const std::string& model, int seed_base) {
       EXPECT_NE(o->second.reason, FinishReason::kNone);
     }
   }
-  EXPECT_GT(pipelined_preemptions, 0);
+  EXPECT_GT(pipelined_waited, 0);
 }
 
 TEST_F(EngineTest, PipelinedEqualsSynchronousOnRandomWorkloads) {
@@ -486,10 +594,10 @@ TEST_F(EngineTest, CopyBiasDecodesAsItsRuleSaysSynchronousAndPipelined) {
   }
 }
 
-TEST_F(EngineTest, OverwhelmingCopyBiasCopiesTheTextThroughPreemption) {
+TEST_F(EngineTest, OverwhelmingCopyBiasCopiesTheTextWithSequencesWaitingForRoom) {
   constexpr int32_t kEos = 1;
-  // 10 blocks of 4 = 40 slots for 6 sequences of up to 24 positions: preemption recomputes
-  // sequences whose copy cursor must survive it.
+  // 10 blocks of 4 = 40 slots for 6 sequences of up to 24 positions: some start only when
+  // others have finished, with cursors of their own.
   auto small = LoadFixtureModel("ref-llama-f32", {.kv_block_size = 4, .num_kv_blocks = 10});
   ASSERT_NE(small.backend, nullptr);
   std::mt19937 rng(11);
@@ -508,7 +616,7 @@ TEST_F(EngineTest, OverwhelmingCopyBiasCopiesTheTextThroughPreemption) {
       ASSERT_TRUE(engine.AddSequence(id, std::move(prompt), params).ok());
     }
     const auto out = pipelined ? RunPipelined(engine, *small.backend) : RunToCompletion(engine);
-    EXPECT_GT(engine.num_preemptions(), 0);
+    ExpectNeverPaused(out);
     for (SequenceId id = 0; id < 6; ++id) {
       std::vector<int32_t> copy = texts[id];
       copy.push_back(kEos);

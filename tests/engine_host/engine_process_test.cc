@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/memory_limit.h"
+#include "common/monotonic_clock.h"
 #include "engine/cpu_backend.h"
 #include "engine/engine.h"
 #include "gmock/gmock.h"
@@ -341,6 +342,37 @@ TEST_F(EngineProcessTest, RepliesCarryTheTimeOfTheFirstTokenFromArrival) {
   EXPECT_GT(reply.first_token_us, 0);
   EXPECT_LE(reply.first_token_us, reply.queue_us + reply.engine_us);
   EXPECT_LE(reply.first_token_us, elapsed_us);
+}
+
+TEST_F(EngineProcessTest, ARequestWhoseDeadlinePassedIsAnsweredUnstarted) {
+  StartEngine("cpu");
+  ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready(); }));
+  auto submit = [&](uint64_t id, int64_t deadline_us) {
+    auto promise = std::make_shared<std::promise<EngineReply>>();
+    std::future<EngineReply> future = promise->get_future();
+    const int64_t now = MonotonicMicros();
+    EXPECT_TRUE(Link(0)
+                    .Submit({.id = id,
+                             .prompt = Prompt(3),
+                             .max_new_tokens = 4,
+                             .arrival_us = now,
+                             .due_us = now,
+                             .deadline_us = deadline_us},
+                            [promise](EngineReply r) { promise->set_value(r); })
+                    .ok());
+    return future;
+  };
+  std::future<EngineReply> late = submit(1, MonotonicMicros() - 1);  // passed on arrival
+  std::future<EngineReply> in_time = submit(2, MonotonicMicros() + 60'000'000);
+  const EngineReply late_reply = Get(late);
+  EXPECT_EQ(late_reply.status.code(), absl::StatusCode::kDeadlineExceeded) << late_reply.status;
+  EXPECT_THAT(late_reply.status.message(), HasSubstr("deadline passed while the request waited"));
+  EXPECT_EQ(late_reply.engine_us, 0) << "it never ran";
+  const EngineReply in_time_reply = Get(in_time);
+  EXPECT_TRUE(in_time_reply.status.ok()) << in_time_reply.status;
+  EXPECT_EQ(in_time_reply.tokens.size(), 4u);
+  EXPECT_EQ(metrics().expired_sequences, 1u);
+  EXPECT_THAT(FormatPrometheus(metrics(), {}), HasSubstr("gecd_expired_sequences_total 1\n"));
 }
 
 TEST_F(EngineProcessTest, CancelStopsTheSequenceInTheEngine) {

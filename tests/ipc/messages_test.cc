@@ -29,6 +29,8 @@ SubmitRecord Submit() {
   r.id = 0x1122334455667788;
   r.epoch = 3;
   r.arrival_us = 123456789;
+  r.due_us = 124456789;
+  r.deadline_us = 128456789;
   r.max_new_tokens = 64;
   r.copy_bias = 2.5f;
   r.copy_begin = 1;
@@ -67,6 +69,8 @@ TEST(MessagesTest, RecordsRoundTripPackedInOneMessage) {
   EXPECT_EQ(s.id, Submit().id);
   EXPECT_EQ(s.epoch, 3u);
   EXPECT_EQ(s.arrival_us, 123456789);
+  EXPECT_EQ(s.due_us, 124456789);
+  EXPECT_EQ(s.deadline_us, 128456789);
   EXPECT_EQ(s.max_new_tokens, 64);
   EXPECT_EQ(s.copy_bias, 2.5f);
   EXPECT_EQ(s.copy_begin, 1);

@@ -104,6 +104,8 @@ TEST(MetricsTest, SumsEveryProcessBlock) {
   engine->AddPromptTokens(50);
   engine->AddGeneratedTokens(7);
   engine->SequenceCancelled();
+  engine->SequenceExpired();
+  engine->SequenceExpired();
   engine->SetKvCacheUsage(0.25);
   engine->SetQueueDepth(4);
 
@@ -173,9 +175,10 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   worker->RequestFinished(14, 0.7);  // UNAVAILABLE
   worker->RequestFinished(0, 60);    // above every bound: only +Inf
   worker->RequestAdmitted();
-  worker->RequestShed(ProcessMetrics::kShedSlo);
-  worker->RequestShed(ProcessMetrics::kShedSlo);
-  worker->RequestShed(ProcessMetrics::kShedDeadline);
+  worker->RequestShed(ProcessMetrics::kShedSlo, ProcessMetrics::kShedInteractive);
+  worker->RequestShed(ProcessMetrics::kShedSlo, ProcessMetrics::kShedInteractive);
+  worker->RequestShed(ProcessMetrics::kShedSlo, ProcessMetrics::kShedBatch);
+  worker->RequestShed(ProcessMetrics::kShedDeadline, ProcessMetrics::kShedInteractive);
   worker->RequestWithinObjective();
   worker->RequestWithinObjective();
   worker->ObservePredictionRatio(0.8);
@@ -186,6 +189,8 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   engine->ObserveBatch(2);
   engine->ObserveBatch(5000);
   engine->SequenceCancelled();
+  engine->SequenceExpired();
+  engine->SequenceExpired();
   engine->SetKvCacheUsage(0.125);
 
   const Exposition e = Parse(FormatPrometheus(region.Sum(), {{"engine", 1}, {"worker", 3}}));
@@ -195,9 +200,9 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   EXPECT_EQ(e.types.at("gecd_time_to_first_token_seconds"), "histogram");
   EXPECT_EQ(e.types.at("gecd_batch_size"), "histogram");
   EXPECT_EQ(e.types.at("gecd_admission_prediction_ratio"), "histogram");
-  for (const char* name :
-       {"gecd_prompt_tokens_total", "gecd_generated_tokens_total", "gecd_cancelled_sequences_total",
-        "gecd_process_restarts_total", "gecd_goodput_requests_total"}) {
+  for (const char* name : {"gecd_prompt_tokens_total", "gecd_generated_tokens_total",
+                           "gecd_cancelled_sequences_total", "gecd_expired_sequences_total",
+                           "gecd_process_restarts_total", "gecd_goodput_requests_total"}) {
     EXPECT_EQ(e.types.at(name), "counter") << name;
   }
   EXPECT_EQ(e.types.at("gecd_kv_cache_usage_ratio"), "gauge");
@@ -210,10 +215,15 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   EXPECT_FALSE(e.samples.count("gecd_requests_total{code=\"CANCELLED\"}"));
   EXPECT_EQ(e.samples.at("gecd_request_concurrency"), 1);
   EXPECT_EQ(e.samples.at("gecd_cancelled_sequences_total"), 1);
-  // Every reason is exported from the start, so rate() works before the first refusal.
-  EXPECT_EQ(e.samples.at("gecd_requests_shed_total{reason=\"max_in_flight\"}"), 0);
-  EXPECT_EQ(e.samples.at("gecd_requests_shed_total{reason=\"slo\"}"), 2);
-  EXPECT_EQ(e.samples.at("gecd_requests_shed_total{reason=\"deadline\"}"), 1);
+  EXPECT_EQ(e.samples.at("gecd_expired_sequences_total"), 2);
+  // Every reason and class is exported from the start, so rate() works before the first refusal.
+  const std::string shed = "gecd_requests_shed_total";
+  EXPECT_EQ(e.samples.at(shed + "{reason=\"max_in_flight\",priority=\"interactive\"}"), 0);
+  EXPECT_EQ(e.samples.at(shed + "{reason=\"max_in_flight\",priority=\"batch\"}"), 0);
+  EXPECT_EQ(e.samples.at(shed + "{reason=\"slo\",priority=\"interactive\"}"), 2);
+  EXPECT_EQ(e.samples.at(shed + "{reason=\"slo\",priority=\"batch\"}"), 1);
+  EXPECT_EQ(e.samples.at(shed + "{reason=\"deadline\",priority=\"interactive\"}"), 1);
+  EXPECT_EQ(e.samples.at(shed + "{reason=\"deadline\",priority=\"batch\"}"), 0);
   EXPECT_EQ(e.samples.at("gecd_goodput_requests_total"), 2);
   EXPECT_EQ(e.samples.at("gecd_admission_prediction_ratio_bucket{le=\"0.75\"}"), 0);
   EXPECT_EQ(e.samples.at("gecd_admission_prediction_ratio_bucket{le=\"0.9\"}"), 1);

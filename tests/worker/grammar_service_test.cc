@@ -72,6 +72,7 @@ class FakeEngine final : public EngineLink {
   absl::Status Submit(EngineRequest request, Done done) override {
     std::lock_guard lock(mu_);
     if (!ready_) return absl::UnavailableError("engine not ready");
+    submitted_.push_back(request);
     if (hold_) {
       held_.push_back({std::move(request), std::move(done)});
     } else {
@@ -105,6 +106,11 @@ class FakeEngine final : public EngineLink {
   void set_hold(bool hold) {
     std::lock_guard lock(mu_);
     hold_ = hold;
+  }
+  // Every request submitted so far, in order.
+  std::vector<EngineRequest> Submitted() const {
+    std::lock_guard lock(mu_);
+    return submitted_;
   }
   // Waits until `n` requests are held; false on timeout.
   bool WaitForHeld(size_t n, std::chrono::milliseconds timeout = kWait) {
@@ -161,6 +167,7 @@ class FakeEngine final : public EngineLink {
   bool hold_ = false;
   bool stop_ = false;
   std::vector<Held> held_;
+  std::vector<EngineRequest> submitted_;
   std::vector<uint64_t> cancelled_;
   std::deque<std::function<void()>> outbox_;
   std::vector<std::thread> threads_;  // last: they start after the state above exists
@@ -590,8 +597,8 @@ TEST_F(GrammarServiceTest, OverloadIsRefusedAtOnceWhenThePredictedTimeExceedsThe
   EXPECT_LE(pushback_ms, 150);
   EXPECT_EQ(server_->service().in_flight(), 8);
   const MetricsSnapshot snapshot = metrics_.region.Sum();
-  EXPECT_EQ(snapshot.shed[ProcessMetrics::kShedDeadline], 1u);
-  EXPECT_EQ(snapshot.shed[ProcessMetrics::kShedSlo], 1u);
+  EXPECT_EQ(snapshot.shed[ProcessMetrics::kShedDeadline][ProcessMetrics::kShedInteractive], 1u);
+  EXPECT_EQ(snapshot.shed[ProcessMetrics::kShedSlo][ProcessMetrics::kShedInteractive], 1u);
   EXPECT_EQ(metrics_.Requests(grpc::StatusCode::RESOURCE_EXHAUSTED), 2u);
 
   now_us += 800'000;
@@ -667,6 +674,42 @@ TEST_F(GrammarServiceTest, BatchSentencesWaitForRoomThatInteractiveLeaves) {
   ASSERT_EQ(batch_status.wait_for(kWait), std::future_status::ready);
   EXPECT_TRUE(batch_status.get().ok());
   EXPECT_EQ(batch.response.corrected_text(), Expected("ok"));
+}
+
+TEST_F(GrammarServiceTest, EngineRequestsCarryTheirDueTimeAndDeadline) {
+  StartServer();  // server.slo_p99_ms 1000
+  CorrectResponse response;
+  EXPECT_TRUE(Correct("first", &response).ok());  // something for admission to predict from
+  // Interactive, 5 s deadline: due by the objective, dropped unstarted after 5 s.
+  EXPECT_TRUE(Correct("interactive", &response, std::chrono::seconds(5)).ok());
+  // Batch, 30 s deadline: due ten objectives after arrival.
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    CorrectRequest request;
+    request.set_text("batch");
+    request.set_priority("batch");
+    EXPECT_TRUE(stub_->Correct(&context, request, &response).ok());
+  }
+  // No deadline at all: due by the objective, never dropped.
+  {
+    grpc::ClientContext context;
+    CorrectRequest request;
+    request.set_text("no deadline");
+    EXPECT_TRUE(stub_->Correct(&context, request, &response).ok());
+  }
+  const std::vector<EngineRequest> submitted = engine_->Submitted();
+  ASSERT_EQ(submitted.size(), 4u);
+  auto seconds = [](int64_t us) { return static_cast<double>(us) * 1e-6; };
+  const EngineRequest& interactive = submitted[1];
+  EXPECT_EQ(interactive.due_us - interactive.arrival_us, 1'000'000);
+  EXPECT_NEAR(seconds(interactive.deadline_us - interactive.arrival_us), 5, 0.5);
+  const EngineRequest& batch = submitted[2];
+  EXPECT_EQ(batch.due_us - batch.arrival_us, 10'000'000);
+  EXPECT_NEAR(seconds(batch.deadline_us - batch.arrival_us), 30, 0.5);
+  const EngineRequest& patient = submitted[3];
+  EXPECT_EQ(patient.due_us - patient.arrival_us, 1'000'000);
+  EXPECT_EQ(patient.deadline_us, 0);
 }
 
 TEST_F(GrammarServiceTest, AnUnknownPriorityIsInvalidArgumentNamingIt) {

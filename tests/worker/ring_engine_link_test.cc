@@ -23,7 +23,7 @@ class RingEngineLinkTest : public ::testing::Test {
   void SetUp() override {
     absl::StatusOr<ipc::SharedSegment> segment =
         ipc::SharedSegment::Create(ipc::SharedSegment::UniqueName(),
-                                   {.num_workers = 1, .ring_slots = 4, .ring_slot_bytes = 320});
+                                   {.num_workers = 1, .ring_slots = 4, .ring_slot_bytes = 448});
     ASSERT_TRUE(segment.ok()) << segment.status();
     segment_ = *std::move(segment);
     segment_.header()->engine_epoch.store(1);
