@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <string>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -20,8 +18,6 @@ constexpr double kMinErrorSamples = 3.0;
 // A refused client is told to come back after no less and no more than this.
 constexpr std::chrono::milliseconds kMinRetryAfter{5};
 constexpr std::chrono::milliseconds kMaxRetryAfter{10'000};
-// A sentence takes a reservation when it has at least this share of the reserved steps.
-constexpr double kReservationShare = 0.8;
 // Without a prediction (before the first completion): when to come back from max_in_flight.
 constexpr std::chrono::milliseconds kDefaultRetryAfter{100};
 
@@ -64,8 +60,6 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
         in_flight_, decision.retry_after.count());
     return decision;
   }
-  const double steps = PredictOutput(text_bytes, max_output_tokens) + 1;
-  if (reservation_.cap >= 0 && now_us >= reservation_.expires_us) reservation_ = {};
   if (in_flight_ > 0 && predicted_us * margin > limit_us) {
     // The sentences that must leave before this one would fit, at the rate they leave.
     const double per_sentence_us = predicted_us * margin / (in_flight_ + 1);
@@ -73,11 +67,6 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
     const double excess = std::max(1.0, in_flight_ - fits);
     decision.retry_after = Jittered(predicted_us * excess / (in_flight_ + 1));
     decision.refusal = deadline_first ? Refusal::kDeadline : Refusal::kSlo;
-    if (!batch && steps > reservation_.steps) {
-      reservation_ = {.cap = static_cast<int>(fits),
-                      .steps = steps,
-                      .expires_us = now_us + 2 * decision.retry_after.count() * 1000};
-    }
     const std::string limit =
         deadline_first
             ? absl::StrFormat("the %.0f ms left to the request's deadline", limit_us * 1e-3)
@@ -90,64 +79,16 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
     decision.message = absl::StrFormat(
         "overloaded: predicted %.0f ms (%d sentences in flight, ~%.0f output tokens) exceeds "
         "%s; retry after %d ms",
-        predicted_us * margin * 1e-3, in_flight_, steps - 1, limit, decision.retry_after.count());
+        predicted_us * margin * 1e-3, in_flight_, PredictOutput(text_bytes, max_output_tokens),
+        limit, decision.retry_after.count());
     return decision;
   }
-  const bool takes_reservation =
-      reservation_.cap >= 0 && steps >= kReservationShare * reservation_.steps;
-  double wait_us = 0;
-  if (const std::string why = NoRoom(now_us, takes_reservation, predicted_us, &wait_us);
-      !why.empty()) {
-    decision.refusal = Refusal::kSlo;
-    decision.retry_after = Jittered(wait_us);
-    decision.message = absl::StrFormat(
-        "overloaded: %s (%d sentences in flight, latency objective %.0f ms, "
-        "server.slo_p99_ms); retry after %d ms",
-        why, in_flight_,
-        Us(std::chrono::duration_cast<std::chrono::microseconds>(options_.slo)) * 1e-3,
-        decision.retry_after.count());
-    return decision;
-  }
-  if (takes_reservation) reservation_ = {};
   ++in_flight_;
-  const uint64_t key = next_key_++;
-  // Batch sentences wait for room and keep their own deadline: they protect nothing.
-  sentences_[key] = {.due_us = batch ? std::numeric_limits<int64_t>::max()
-                                     : now_us + static_cast<int64_t>(limit_us),
-                     .steps = steps,
-                     .step_clock = step_clock_};
-  decision.ticket = {.key = key,
-                     .admitted_us = now_us,
+  decision.ticket = {.admitted_us = now_us,
                      .held_us = held_us_,
                      .text_bytes = text_bytes,
-                     .predicted_us = predicted_us,
-                     .in_flight = in_flight_};
+                     .predicted_us = predicted_us};
   return decision;
-}
-
-std::string AdmissionController::NoRoom(int64_t now_us, bool takes_reservation, double predicted_us,
-                                        double* wait_us) const {
-  if (in_flight_ == 0) return "";
-  if (reservation_.cap >= 0 && !takes_reservation && in_flight_ >= reservation_.cap) {
-    *wait_us = predicted_us / (in_flight_ + 1) * (in_flight_ - reservation_.cap + 1);
-    return "a longer sentence refused before holds its place";
-  }
-  // The bare prediction: the margin already stood in each one's own admission.
-  const double theta = step_us_.Ratio();
-  if (theta <= 0) return "";
-  std::string why;
-  for (const auto& [key, s] : sentences_) {
-    const double left_us = static_cast<double>(s.due_us - now_us);
-    if (left_us <= 0) continue;  // late already: nothing left to protect
-    const double steps_left = std::max(1.0, s.steps - (step_clock_ - s.step_clock) / theta);
-    const double needed_us = theta * (in_flight_ + 1) * steps_left;
-    if (needed_us > left_us) {
-      why = "one more would make a longer sentence in flight miss its objective";
-      // Until it has run the steps beyond what it could afford, at today's step time.
-      *wait_us = std::max(*wait_us, needed_us - left_us);
-    }
-  }
-  return why;
 }
 
 double AdmissionController::Release(const Ticket& ticket, int output_tokens) {
@@ -174,16 +115,11 @@ double AdmissionController::Release(const Ticket& ticket, int output_tokens) {
     }
     if (ticket.predicted_us > 0) {
       error = sojourn_us / ticket.predicted_us;
-      // The margin covers what the prediction gets wrong at the load the sentence met (its
-      // output, the step time), not a load that grew within the objectives (as admission
-      // allows) or shrank: the prediction is rescaled to the mean in flight of its stay.
-      const double at_load = sojourn_us / (ticket.predicted_us * held / ticket.in_flight);
-      error_.Add(at_load);
-      error_squared_.Add(at_load * at_load);
+      error_.Add(error);
+      error_squared_.Add(error * error);
     }
   }
   --in_flight_;
-  sentences_.erase(ticket.key);
   return error;
 }
 
@@ -218,7 +154,6 @@ void AdmissionController::Advance(int64_t now_us) {
   if (in_flight_ == 0 || elapsed_us <= 0) return;
   busy_since_release_us_ += elapsed_us;
   held_us_ += static_cast<double>(in_flight_) * static_cast<double>(elapsed_us);
-  step_clock_ += static_cast<double>(elapsed_us) / in_flight_;
 }
 
 double AdmissionController::PredictOutput(size_t text_bytes, int max_output_tokens) const {

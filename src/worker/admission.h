@@ -8,7 +8,6 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "common/mutex.h"
 
 // Latency-objective admission for one worker: a sentence is refused at once (RESOURCE_EXHAUSTED)
@@ -50,20 +49,6 @@ namespace gecd::server {
 // grpc-retry-pushback-ms trailer): about the time the sentences ahead of it need to leave enough
 // room, spread by ±50% so that a crowd told at once does not return at once.
 //
-// Admitting a sentence slows every step, so it slows the sentences already in flight too: a
-// short sentence that fits would otherwise push a long one admitted earlier past its objective.
-// So a sentence is admitted only if every sentence in flight still finishes within its own
-// objective with one more beside it: its steps left (its predicted steps less those it has had,
-// counted from the in-flight count over its stay) at the new step time. A sentence already past
-// its objective protects nothing.
-//
-// Refusing by predicted time alone starves long sentences under overload: short ones take every
-// place that frees, and a long one never finds the in-flight count it needs. So an interactive
-// sentence refused for its own length reserves its place: until it comes back (about its
-// retry_after) others are admitted only below the in-flight count at which it fits, and the first
-// sentence about as long admitted takes the reservation. The reservation with the most steps
-// wins; one not taken within twice its retry_after lapses.
-//
 // A sentence with nothing ahead is always admitted, so the estimate keeps being measured however
 // slow one sentence is; idle time counts for nothing. Until a first completion nothing
 // predicts, so at most kStartWindow are admitted (kNoEstimate beyond): a flood at start-up, all
@@ -98,12 +83,10 @@ class AdmissionController {
   static constexpr double kBatchShare = 0.75;
   // What Release needs of an admitted sentence.
   struct Ticket {
-    uint64_t key = 0;         // its entry among the sentences in flight
     int64_t admitted_us = 0;  // the clock's time at admission
     double held_us = 0;       // the worker's sentence-microseconds in flight until then
     size_t text_bytes = 0;    // the request's text
     double predicted_us = 0;  // the predicted time in the server; 0 when there was none
-    int in_flight = 0;        // ... with this many in flight, itself included
   };
   struct Decision {
     Refusal refusal = Refusal::kNone;
@@ -153,26 +136,8 @@ class AdmissionController {
     double Ratio() const { return weight > 0 ? sum / weight : 0; }
   };
 
-  // A sentence in flight: what admitting another must not break.
-  struct InFlight {
-    int64_t due_us = 0;     // admitted + its limit (objective or deadline)
-    double steps = 0;       // predicted output + 1
-    double step_clock = 0;  // step_clock_ at admission
-  };
-  // A long sentence's claim on the in-flight count (see the class comment).
-  struct Reservation {
-    int cap = -1;      // others are admitted only while in flight < cap; -1: none
-    double steps = 0;  // the refused sentence's predicted steps
-    int64_t expires_us = 0;
-  };
-
   // Counts the busy time since the last event, and the sentences held over it.
   void Advance(int64_t now_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Why one more sentence (of `predicted_us`, taking the reservation or not) may not be admitted
-  // now, with how long to wait in `wait_us`; empty when it may: an untaken reservation the
-  // in-flight count has reached, or a sentence in flight that would miss its objective.
-  std::string NoRoom(int64_t now_us, bool takes_reservation, double predicted_us,
-                     double* wait_us) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The predicted time in µs of a sentence of `text_bytes` (output capped at `max_output_tokens`
   // when positive) admitted now, without the margin; 0 until the first completion.
   double PredictUs(size_t text_bytes, int max_output_tokens) const
@@ -188,12 +153,6 @@ class AdmissionController {
   const Clock clock_;
   mutable Mutex mu_;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<uint64_t, InFlight> sentences_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_key_ ABSL_GUARDED_BY(mu_) = 0;
-  Reservation reservation_ ABSL_GUARDED_BY(mu_);
-  // The integral over busy time of 1 / in flight (µs): divided by theta, the steps the engine
-  // ran, as the step time is theta * in flight.
-  double step_clock_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_event_us_ ABSL_GUARDED_BY(mu_) = 0;
   // the integral of in_flight_ over time (sentence-µs)
   double held_us_ ABSL_GUARDED_BY(mu_) = 0;
