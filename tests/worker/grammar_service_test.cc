@@ -698,8 +698,17 @@ TEST_F(GrammarServiceTest, EngineRequestsCarryTheirDueTimeAndDeadline) {
     request.set_text("no deadline");
     EXPECT_TRUE(stub_->Correct(&context, request, &response).ok());
   }
+  // A deadline a century away: due by the objective, its deadline kept (as far as the wire
+  // carries it) without overflow.
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::hours(24 * 365 * 100));
+    CorrectRequest request;
+    request.set_text("far future");
+    EXPECT_TRUE(stub_->Correct(&context, request, &response).ok());
+  }
   const std::vector<EngineRequest> submitted = engine_->Submitted();
-  ASSERT_EQ(submitted.size(), 4u);
+  ASSERT_EQ(submitted.size(), 5u);
   auto seconds = [](int64_t us) { return static_cast<double>(us) * 1e-6; };
   const EngineRequest& interactive = submitted[1];
   EXPECT_EQ(interactive.due_us - interactive.arrival_us, 1'000'000);
@@ -710,6 +719,10 @@ TEST_F(GrammarServiceTest, EngineRequestsCarryTheirDueTimeAndDeadline) {
   const EngineRequest& patient = submitted[3];
   EXPECT_EQ(patient.due_us - patient.arrival_us, 1'000'000);
   EXPECT_EQ(patient.deadline_us, 0);
+  const EngineRequest& far = submitted[4];
+  EXPECT_EQ(far.due_us - far.arrival_us, 1'000'000);
+  // gRPC's grpc-timeout header carries at most 8 digits of a unit (here 27,000 hours).
+  EXPECT_GT(seconds(far.deadline_us - far.arrival_us), 90'000'000);
 }
 
 TEST_F(GrammarServiceTest, AnUnknownPriorityIsInvalidArgumentNamingIt) {
