@@ -29,10 +29,11 @@ int main(int argc, char** argv) {
   // samples, in gRPC's locks.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 #ifdef GECD_HAVE_SERVER
-  gecd::server::InitProcessTitle(argc, argv);
+  gecd::daemon::InitProcessTitle(argc, argv);
   // A child of `gecd serve`: its argv is only a title for ps; the role comes from the
   // environment.
-  if (const char* role = std::getenv(gecd::server::kRoleEnv)) return gecd::cli::RunChildRole(role);
+  if (const char* role = std::getenv(gecd::supervisor::kRoleEnv))
+    return gecd::cli::RunChildRole(role);
 #endif
   if (argc < 2) {
     PrintUsage(stderr);

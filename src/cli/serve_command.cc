@@ -42,25 +42,26 @@ int RunServe(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "gecd serve: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  return server::RunSupervisor(flags->config, flags->config_path,
-                               absl::StrJoin(flags->overrides, "\n"));
+  return supervisor::RunSupervisor(flags->config, flags->config_path,
+                                   absl::StrJoin(flags->overrides, "\n"));
 }
 
 int RunChildRole(const std::string& role) {
   const std::vector<std::string> overrides =
-      absl::StrSplit(EnvOrEmpty(server::kOverridesEnv), '\n', absl::SkipEmpty());
+      absl::StrSplit(EnvOrEmpty(supervisor::kOverridesEnv), '\n', absl::SkipEmpty());
   absl::StatusOr<config::Config> cfg =
-      LoadConfigWithOverrides(EnvOrEmpty(server::kConfigEnv), overrides);
+      LoadConfigWithOverrides(EnvOrEmpty(supervisor::kConfigEnv), overrides);
   ProcessStartup().Mark("config");
-  const std::string shm = EnvOrEmpty(server::kShmEnv);
+  const std::string shm = EnvOrEmpty(supervisor::kShmEnv);
   int worker = -1;
   absl::Status status = cfg.status();
   if (status.ok() && role == "worker" &&
-      !absl::SimpleAtoi(EnvOrEmpty(server::kWorkerIndexEnv), &worker)) {
-    status = absl::InvalidArgumentError(absl::StrCat(server::kWorkerIndexEnv, " is not a number"));
+      !absl::SimpleAtoi(EnvOrEmpty(supervisor::kWorkerIndexEnv), &worker)) {
+    status =
+        absl::InvalidArgumentError(absl::StrCat(supervisor::kWorkerIndexEnv, " is not a number"));
   } else if (status.ok() && role != "worker" && role != "engine") {
     status =
-        absl::InvalidArgumentError(absl::StrCat("unknown ", server::kRoleEnv, " '", role, "'"));
+        absl::InvalidArgumentError(absl::StrCat("unknown ", supervisor::kRoleEnv, " '", role, "'"));
   }
   const std::string name = role == "worker" ? absl::StrCat("worker ", worker) : role;
   if (status.ok()) status = SetUpRoleLogging(name, *cfg);
@@ -68,9 +69,9 @@ int RunChildRole(const std::string& role) {
     std::fprintf(stderr, "gecd %s: %s\n", name.c_str(), std::string(status.message()).c_str());
     return 2;
   }
-  server::SetProcessTitle(absl::StrCat("gecd: ", name));
-  return role == "engine" ? server::RunEngineProcess(*cfg, shm)
-                          : server::RunWorkerProcess(*cfg, shm, worker);
+  daemon::SetProcessTitle(absl::StrCat("gecd: ", name));
+  return role == "engine" ? engine_host::RunEngineProcess(*cfg, shm)
+                          : worker::RunWorkerProcess(*cfg, shm, worker);
 }
 
 }  // namespace gecd::cli

@@ -5,7 +5,7 @@
 #include "absl/time/time.h"
 #include "spdlog/spdlog.h"
 
-namespace gecd::server {
+namespace gecd::daemon {
 
 HealthPoller::HealthPoller(grpc::HealthCheckServiceInterface* health, Subject subject,
                            std::chrono::milliseconds period)
@@ -37,4 +37,4 @@ void HealthPoller::Loop() {
   }
 }
 
-}  // namespace gecd::server
+}  // namespace gecd::daemon

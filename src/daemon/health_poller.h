@@ -14,7 +14,7 @@
 // test: sets it at once, then polls the test every `period` on a thread of its own and logs
 // each change. Owns that thread; Stop (or the destructor) joins it, and the answer is left as
 // it was, for the owner to shut down.
-namespace gecd::server {
+namespace gecd::daemon {
 
 class HealthPoller {
  public:
@@ -43,6 +43,6 @@ class HealthPoller {
   std::thread thread_;
 };
 
-}  // namespace gecd::server
+}  // namespace gecd::daemon
 
 #endif  // GECD_DAEMON_HEALTH_POLLER_H_

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace gecd::server {
+namespace gecd::daemon {
 
 void HistogramBlock::Observe(std::span<const double> bounds, double units, double value) {
   const size_t bucket = std::lower_bound(bounds.begin(), bounds.end(), value) - bounds.begin();
@@ -19,4 +19,4 @@ void AddTo(HistogramCounts& sum, const HistogramBlock& h) {
   sum.sum_units += h.sum_units.load(std::memory_order_relaxed);
 }
 
-}  // namespace gecd::server
+}  // namespace gecd::daemon

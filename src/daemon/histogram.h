@@ -9,7 +9,7 @@
 
 // The lock-free histogram behind the Prometheus histograms of `gecd serve` (metrics/metrics.h,
 // one per process block in shared memory) and of `gecd route` (route/route_metrics.h).
-namespace gecd::server {
+namespace gecd::daemon {
 
 // Fixed-bucket histogram. Values are recorded in integer units (microseconds for durations,
 // items for batch sizes) so the sum is an exact relaxed fetch_add.
@@ -32,6 +32,6 @@ struct HistogramCounts {
 // Adds the block's counts and sum (each read once, relaxed) to `sum`.
 void AddTo(HistogramCounts& sum, const HistogramBlock& h);
 
-}  // namespace gecd::server
+}  // namespace gecd::daemon
 
 #endif  // GECD_DAEMON_HISTOGRAM_H_

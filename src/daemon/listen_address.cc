@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
-namespace gecd::server {
+namespace gecd::daemon {
 
 absl::StatusOr<ListenAddress> ParseListenAddress(std::string_view listen, std::string_view key) {
   const std::string text(listen);
@@ -65,4 +65,4 @@ absl::Status CheckListenAddressFree(std::string_view listen, std::string_view ke
   return status;
 }
 
-}  // namespace gecd::server
+}  // namespace gecd::daemon

@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 
 // The "host:port" addresses of server.listen and server.metrics_listen.
-namespace gecd::server {
+namespace gecd::daemon {
 
 struct ListenAddress {
   std::string host;  // without the brackets of "[v6]:port"
@@ -35,6 +35,6 @@ absl::StatusOr<AddressList> ResolveListenAddress(const ListenAddress& address);
 // Port 0 is always free.
 absl::Status CheckListenAddressFree(std::string_view listen, std::string_view key);
 
-}  // namespace gecd::server
+}  // namespace gecd::daemon
 
 #endif  // GECD_DAEMON_LISTEN_ADDRESS_H_

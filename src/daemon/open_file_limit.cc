@@ -6,7 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace gecd::server {
+namespace gecd::daemon {
 
 absl::StatusOr<OpenFileLimit> RaiseOpenFileLimit() {
   rlimit limit{};
@@ -23,4 +23,4 @@ absl::StatusOr<OpenFileLimit> RaiseOpenFileLimit() {
   return result;
 }
 
-}  // namespace gecd::server
+}  // namespace gecd::daemon

@@ -9,7 +9,7 @@
 // to the workers' gRPC port is a file descriptor, and the usual soft limit (1024) would refuse
 // the 1,001st before any server limit applied; the supervisor raises it once at start-up, and
 // its children inherit it.
-namespace gecd::server {
+namespace gecd::daemon {
 
 struct OpenFileLimit {
   rlim_t before = 0;  // the soft limit found
@@ -19,6 +19,6 @@ struct OpenFileLimit {
 // Raises the soft limit to the hard one (unprivileged, so never above it).
 absl::StatusOr<OpenFileLimit> RaiseOpenFileLimit();
 
-}  // namespace gecd::server
+}  // namespace gecd::daemon
 
 #endif  // GECD_DAEMON_OPEN_FILE_LIMIT_H_

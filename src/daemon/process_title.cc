@@ -8,7 +8,7 @@
 
 extern char** environ;
 
-namespace gecd::server {
+namespace gecd::daemon {
 namespace {
 
 // The argv strings, laid out back to back and followed by the environment strings: the title
@@ -48,4 +48,4 @@ void SetProcessTitle(std::string_view title) {
   prctl(PR_SET_NAME, comm.c_str(), 0, 0, 0);
 }
 
-}  // namespace gecd::server
+}  // namespace gecd::daemon

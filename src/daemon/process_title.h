@@ -6,7 +6,7 @@
 // The title `ps` shows for this process ("gecd: supervisor", "gecd: worker 3"), as nginx does:
 // the title overwrites the argv area that /proc/<pid>/cmdline reads, and the thread name
 // (/proc/<pid>/comm, what `ps -e` and `top` show) is set to its first 15 bytes.
-namespace gecd::server {
+namespace gecd::daemon {
 
 // Remembers argv's memory and moves the environment out of the way; main() calls it first,
 // before anything keeps a pointer into argv or the environment.
@@ -14,6 +14,6 @@ void InitProcessTitle(int argc, char** argv);
 // Truncates `title` to the argv and environment strings' original size.
 void SetProcessTitle(std::string_view title);
 
-}  // namespace gecd::server
+}  // namespace gecd::daemon
 
 #endif  // GECD_DAEMON_PROCESS_TITLE_H_

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace gecd::server::prometheus {
+namespace gecd::daemon::prometheus {
 namespace {
 
 constexpr std::string_view kCodeNames[kNumCodes] = {
@@ -59,4 +59,4 @@ void AppendHistogram(std::string& out, std::string_view name, std::string_view h
   absl::StrAppendFormat(&out, "%s_count %d\n", n, cumulative);
 }
 
-}  // namespace gecd::server::prometheus
+}  // namespace gecd::daemon::prometheus

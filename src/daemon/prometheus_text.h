@@ -8,7 +8,7 @@
 
 // Writers for the Prometheus text exposition format (version 0.0.4), shared by the daemon's
 // and the router's /metrics.
-namespace gecd::server::prometheus {
+namespace gecd::daemon::prometheus {
 
 // Upper bounds (seconds) of every latency histogram gecd exports: 1 ms .. 10 s.
 inline constexpr double kLatencyBounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
@@ -34,6 +34,6 @@ void AppendScalar(std::string& out, std::string_view name, std::string_view help
 void AppendHistogram(std::string& out, std::string_view name, std::string_view help,
                      std::span<const double> bounds, std::span<const uint64_t> counts, double sum);
 
-}  // namespace gecd::server::prometheus
+}  // namespace gecd::daemon::prometheus
 
 #endif  // GECD_DAEMON_PROMETHEUS_TEXT_H_

@@ -13,7 +13,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 
-namespace gecd::server {
+namespace gecd::daemon {
 namespace {
 
 absl::Status ErrnoError(const std::string& what) {
@@ -47,4 +47,4 @@ absl::Status NotifySystemd(std::string_view state) {
   return absl::OkStatus();
 }
 
-}  // namespace gecd::server
+}  // namespace gecd::daemon

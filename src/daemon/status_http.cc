@@ -18,7 +18,7 @@
 #include "daemon/listen_address.h"
 #include "spdlog/spdlog.h"
 
-namespace gecd::server {
+namespace gecd::daemon {
 namespace {
 
 constexpr char kPrometheusType[] = "text/plain; version=0.0.4; charset=utf-8";
@@ -143,4 +143,4 @@ absl::StatusOr<std::unique_ptr<StatusHttpServer>> StatusHttpServer::Start(const 
 
 StatusHttpServer::~StatusHttpServer() { MHD_stop_daemon(daemon_); }
 
-}  // namespace gecd::server
+}  // namespace gecd::daemon

@@ -18,7 +18,7 @@ struct MHD_Daemon;
 // Owns the listening socket and libmicrohttpd's event-loop thread (epoll): an idle or slow
 // client costs a file descriptor and a small buffer, never a thread, so probes keep answering
 // with thousands of such connections open. The destructor closes every connection and joins.
-namespace gecd::server {
+namespace gecd::daemon {
 
 class StatusHttpServer {
  public:
@@ -54,6 +54,6 @@ class StatusHttpServer {
   int port_ = 0;
 };
 
-}  // namespace gecd::server
+}  // namespace gecd::daemon
 
 #endif  // GECD_DAEMON_STATUS_HTTP_H_

@@ -20,7 +20,7 @@
 #include "spdlog/spdlog.h"
 #include "supervisor/roles.h"
 
-namespace gecd::server {
+namespace gecd::engine_host {
 namespace {
 
 // SIGTERM and SIGINT: the first drains the engine, as the supervisor's draining flag does;
@@ -38,8 +38,8 @@ void OnStopSignal(int signal) {
 absl::StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::Create(const config::Config& config,
                                                                const ipc::SharedSegment& segment,
                                                                ipc::WaitOptions wait) {
-  ProcessMetrics* metrics =
-      MetricsRegion(segment.metrics_region()).ForProcess(MetricsRegion::kEngineIndex);
+  metrics::ProcessMetrics* metrics = metrics::MetricsRegion(segment.metrics_region())
+                                         .ForProcess(metrics::MetricsRegion::kEngineIndex);
   if (metrics == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("segment ", segment.name(), " has no metrics block for the engine"));
@@ -48,7 +48,7 @@ absl::StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::Create(const config::Con
   return std::unique_ptr<EngineLoop>(new EngineLoop(segment, *metrics, std::move(generator), wait));
 }
 
-EngineLoop::EngineLoop(const ipc::SharedSegment& segment, ProcessMetrics& metrics,
+EngineLoop::EngineLoop(const ipc::SharedSegment& segment, metrics::ProcessMetrics& metrics,
                        std::unique_ptr<Generator> generator, ipc::WaitOptions wait)
     : segment_(segment),
       header_(segment.header()),
@@ -341,4 +341,4 @@ int RunEngineProcess(const config::Config& config, const std::string& shm_name) 
   return 0;
 }
 
-}  // namespace gecd::server
+}  // namespace gecd::engine_host

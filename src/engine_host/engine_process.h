@@ -16,13 +16,13 @@
 #include "ipc/shared_segment.h"
 #include "metrics/metrics.h"
 
-// The engine process's work (server::RunEngineProcess runs it on the segment the supervisor
+// The engine process's work (engine_host::RunEngineProcess runs it on the segment the supervisor
 // named): one thread that takes SUBMIT/CANCEL records off every worker's request ring, runs
 // continuous-batching steps, and writes DONE records to the response rings, sleeping on the
 // segment's doorbell when there is nothing to do. Model steps run on a second, compute thread,
 // pipelined: step N is committed and the rings served while step N+1 computes. The metrics go to
 // the engine's block of the segment's metrics region (metrics/metrics.h).
-namespace gecd::server {
+namespace gecd::engine_host {
 
 // What the loop drives: the Engine over a model backend, or the echo stand-in (defined in
 // engine_process.cc).
@@ -63,7 +63,7 @@ class EngineLoop {
     absl::flat_hash_map<uint64_t, engine::SequenceId> live;  // by request id
   };
 
-  EngineLoop(const ipc::SharedSegment& segment, ProcessMetrics& metrics,
+  EngineLoop(const ipc::SharedSegment& segment, metrics::ProcessMetrics& metrics,
              std::unique_ptr<Generator> generator, ipc::WaitOptions wait);
   void AttachEndpoint(Endpoint& endpoint);
   void ResetDeadChannels();
@@ -81,7 +81,7 @@ class EngineLoop {
 
   const ipc::SharedSegment& segment_;
   ipc::SegmentHeader* const header_;
-  ProcessMetrics& metrics_;
+  metrics::ProcessMetrics& metrics_;
   const uint64_t epoch_;
   const ipc::WaitOptions wait_;
   std::atomic<bool> drain_requested_{false};
@@ -93,6 +93,6 @@ class EngineLoop {
   bool published_has_work_ = false;  // the supervisor clears the flag when an engine dies
 };
 
-}  // namespace gecd::server
+}  // namespace gecd::engine_host
 
 #endif  // GECD_ENGINE_HOST_ENGINE_PROCESS_H_

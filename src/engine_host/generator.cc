@@ -15,7 +15,7 @@
 #include "model/checkpoint.h"
 #include "spdlog/spdlog.h"
 
-namespace gecd::server {
+namespace gecd::engine_host {
 namespace {
 
 // The model on engine.backend, pipelined. Prompts arrive tokenized with their copy-bias span
@@ -59,7 +59,7 @@ class ModelGenerator final : public Generator {
     return absl::OkStatus();
   }
 
-  void PublishGauges(ProcessMetrics& metrics) const override {
+  void PublishGauges(metrics::ProcessMetrics& metrics) const override {
     const engine::Engine& e = engine_.engine();
     const int total = e.num_blocks();
     metrics.SetKvCacheUsage(total == 0 ? 0.0
@@ -121,7 +121,7 @@ class EchoGenerator final : public Generator {
     return absl::OkStatus();
   }
 
-  void PublishGauges(ProcessMetrics& metrics) const override {
+  void PublishGauges(metrics::ProcessMetrics& metrics) const override {
     metrics.SetQueueDepth(static_cast<int64_t>(prompts_.size()));
   }
 
@@ -181,4 +181,4 @@ absl::StatusOr<std::unique_ptr<Generator>> MakeGenerator(const config::Config& c
   return generator;
 }
 
-}  // namespace gecd::server
+}  // namespace gecd::engine_host

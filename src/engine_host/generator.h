@@ -14,9 +14,9 @@
 // What the engine process runs sequences on (engine.backend): the model, pipelined
 // (engine::PipelinedEngine over the cpu or cuda backend), or `echo`, which answers every prompt
 // with itself so that the daemon's front-end path can be measured without a model (and, with
-// engine.echo_step_ms, a slow daemon imitated). The engine process's loop (server::EngineLoop)
+// engine.echo_step_ms, a slow daemon imitated). The engine process's loop (engine_host::EngineLoop)
 // only moves records between the rings and this.
-namespace gecd::server {
+namespace gecd::engine_host {
 
 class Generator {
  public:
@@ -34,13 +34,13 @@ class Generator {
   virtual bool Free(engine::SequenceId id) = 0;
   virtual bool HasWork() const = 0;
   virtual absl::Status Step(StepOutcome* out) = 0;
-  virtual void PublishGauges(ProcessMetrics& metrics) const = 0;
+  virtual void PublishGauges(metrics::ProcessMetrics& metrics) const = 0;
 };
 
 // engine.backend's generator, loaded (model, weights) and warmed up: one tiny generation has
 // run, so the first request does not pay for first-touch page faults and lazily built state.
 absl::StatusOr<std::unique_ptr<Generator>> MakeGenerator(const config::Config& config);
 
-}  // namespace gecd::server
+}  // namespace gecd::engine_host
 
 #endif  // GECD_ENGINE_HOST_GENERATOR_H_

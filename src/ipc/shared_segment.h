@@ -24,7 +24,7 @@ struct SegmentOptions {
   int num_workers = 1;
   uint32_t ring_slots = 1024;  // power of two
   uint32_t ring_slot_bytes = 4096;
-  size_t metrics_bytes = 0;  // for server::MetricsRegion
+  size_t metrics_bytes = 0;  // for metrics::MetricsRegion
 };
 
 // The longest engine start-up failure message the segment keeps; longer ones are cut.

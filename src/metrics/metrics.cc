@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "daemon/prometheus_text.h"
 
-namespace gecd::server {
+namespace gecd::metrics {
 namespace {
 
 // A histogram's fixed upper bounds and its unit: the value 1.0 is recorded as `units` units.
@@ -19,22 +19,22 @@ struct HistogramSpec {
   double units;
 };
 
-using prometheus::AppendHeader;
-using prometheus::AppendScalar;
+using daemon::prometheus::AppendHeader;
+using daemon::prometheus::AppendScalar;
 
 constexpr double kBatchBounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
-static_assert(std::size(kBatchBounds) <= HistogramBlock::kMaxBuckets);
-static_assert(std::size(prometheus::kLatencyBounds) <= HistogramBlock::kMaxBuckets);
+static_assert(std::size(kBatchBounds) <= daemon::HistogramBlock::kMaxBuckets);
+static_assert(std::size(daemon::prometheus::kLatencyBounds) <= daemon::HistogramBlock::kMaxBuckets);
 
 constexpr HistogramSpec kRequestDuration = {"gecd_request_duration_seconds",
                                             "Time from RPC arrival to its answer.",
-                                            prometheus::kLatencyBounds, 1e6};
+                                            daemon::prometheus::kLatencyBounds, 1e6};
 constexpr HistogramSpec kTimeToFirstToken = {"gecd_time_to_first_token_seconds",
                                              "Time from RPC arrival to the first generated token.",
-                                             prometheus::kLatencyBounds, 1e6};
+                                             daemon::prometheus::kLatencyBounds, 1e6};
 constexpr HistogramSpec kSpellingDuration = {"gecd_spelling_seconds",
                                              "Time the spelling stage took for one request.",
-                                             prometheus::kLatencyBounds, 1e6};
+                                             daemon::prometheus::kLatencyBounds, 1e6};
 // Actual over predicted time in the server; recorded in thousandths.
 constexpr double kRatioBounds[] = {0.25, 0.5, 0.75, 0.9, 1, 1.1, 1.25, 1.5, 2, 3, 4};
 constexpr HistogramSpec kPredictionRatio = {
@@ -49,21 +49,21 @@ constexpr std::string_view kShedReasonNames[ProcessMetrics::kNumShedReasons] = {
 constexpr std::string_view kShedPriorityNames[ProcessMetrics::kNumShedPriorities] = {"interactive",
                                                                                      "batch"};
 
-void Observe(HistogramBlock& h, const HistogramSpec& spec, double value) {
+void Observe(daemon::HistogramBlock& h, const HistogramSpec& spec, double value) {
   h.Observe(spec.bounds, spec.units, value);
 }
 
 void AppendHistogram(std::string& out, const HistogramSpec& spec,
                      const MetricsSnapshot::Histogram& h) {
-  prometheus::AppendHistogram(out, spec.name, spec.help, spec.bounds,
-                              std::span(h.counts).first(spec.bounds.size() + 1),
-                              static_cast<double>(h.sum_units) / spec.units);
+  daemon::prometheus::AppendHistogram(out, spec.name, spec.help, spec.bounds,
+                                      std::span(h.counts).first(spec.bounds.size() + 1),
+                                      static_cast<double>(h.sum_units) / spec.units);
 }
 
 }  // namespace
 
 void ProcessMetrics::RequestFinished(int grpc_code, double seconds) {
-  const int code = prometheus::CodeIndex(grpc_code);
+  const int code = daemon::prometheus::CodeIndex(grpc_code);
   requests_[code].fetch_add(1, std::memory_order_relaxed);
   Observe(request_duration_, kRequestDuration, seconds);
 }
@@ -135,11 +135,11 @@ MetricsSnapshot MetricsRegion::Sum() const {
     s.kv_cache_usage +=
         std::bit_cast<double>(m.kv_cache_usage_bits_.load(std::memory_order_relaxed));
     s.queue_depth += m.queue_depth_.load(std::memory_order_relaxed);
-    AddTo(s.request_duration, m.request_duration_);
-    AddTo(s.time_to_first_token, m.time_to_first_token_);
-    AddTo(s.batch_size, m.batch_size_);
-    AddTo(s.spelling_duration, m.spelling_duration_);
-    AddTo(s.prediction_ratio, m.prediction_ratio_);
+    daemon::AddTo(s.request_duration, m.request_duration_);
+    daemon::AddTo(s.time_to_first_token, m.time_to_first_token_);
+    daemon::AddTo(s.batch_size, m.batch_size_);
+    daemon::AddTo(s.spelling_duration, m.spelling_duration_);
+    daemon::AddTo(s.prediction_ratio, m.prediction_ratio_);
     s.spelling_lookups += m.spelling_lookups_.load(std::memory_order_relaxed);
     s.spelling_skipped += m.spelling_skipped_.load(std::memory_order_relaxed);
   }
@@ -153,8 +153,8 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
   for (int c = 0; c < ProcessMetrics::kNumCodes; ++c) {
     // OK always, so the series exists before the first request; other codes once seen.
     if (c != 0 && s.requests[c] == 0) continue;
-    absl::StrAppend(&out, "gecd_requests_total{code=\"", std::string(prometheus::CodeName(c)),
-                    "\"} ", s.requests[c], "\n");
+    absl::StrAppend(&out, "gecd_requests_total{code=\"",
+                    std::string(daemon::prometheus::CodeName(c)), "\"} ", s.requests[c], "\n");
   }
   AppendScalar(out, "gecd_request_concurrency", "Requests admitted and not yet answered.", "gauge",
                absl::StrCat(s.concurrency));
@@ -207,4 +207,4 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
   return out;
 }
 
-}  // namespace gecd::server
+}  // namespace gecd::metrics

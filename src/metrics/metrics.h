@@ -16,7 +16,7 @@
 // cache line. Writers use relaxed atomics; the supervisor sums the blocks for /metrics. The
 // blocks outlive the processes, so counters stay monotonic across restarts; the supervisor
 // zeroes a dead process's gauges.
-namespace gecd::server {
+namespace gecd::metrics {
 
 // The counters of one process. Every method is lock-free and safe from any thread of the
 // owning process.
@@ -82,11 +82,11 @@ class ProcessMetrics {
   std::atomic<uint64_t> expired_sequences_;
   std::atomic<uint64_t> kv_cache_usage_bits_;  // a double's bits
   std::atomic<int64_t> queue_depth_;
-  HistogramBlock request_duration_;
-  HistogramBlock time_to_first_token_;
-  HistogramBlock batch_size_;
-  HistogramBlock spelling_duration_;
-  HistogramBlock prediction_ratio_;
+  daemon::HistogramBlock request_duration_;
+  daemon::HistogramBlock time_to_first_token_;
+  daemon::HistogramBlock batch_size_;
+  daemon::HistogramBlock spelling_duration_;
+  daemon::HistogramBlock prediction_ratio_;
   std::atomic<uint64_t> spelling_lookups_;
   std::atomic<uint64_t> spelling_skipped_;
 };
@@ -107,7 +107,7 @@ struct MetricsSnapshot {
   uint64_t expired_sequences = 0;
   double kv_cache_usage = 0;
   int64_t queue_depth = 0;
-  using Histogram = HistogramCounts;
+  using Histogram = daemon::HistogramCounts;
   Histogram request_duration;
   Histogram time_to_first_token;
   Histogram batch_size;
@@ -145,6 +145,6 @@ class MetricsRegion {
 std::string FormatPrometheus(const MetricsSnapshot& snapshot,
                              const std::map<std::string, uint64_t>& restarts);
 
-}  // namespace gecd::server
+}  // namespace gecd::metrics
 
 #endif  // GECD_METRICS_METRICS_H_

@@ -13,8 +13,8 @@ namespace gecd::route {
 absl::StatusOr<std::unique_ptr<EndpointSource>> CreateEndpointSource(
     const config::RouteSection& route, DiscoveryCounters* counters) {
   if (route.source == "dns") {
-    ASSIGN_OR_RETURN(const server::ListenAddress name,
-                     server::ParseListenAddress(route.dns, "route.endpoints.dns"));
+    ASSIGN_OR_RETURN(const daemon::ListenAddress name,
+                     daemon::ParseListenAddress(route.dns, "route.endpoints.dns"));
     return std::make_unique<DnsSource>(name.host, name.port,
                                        std::chrono::seconds(route.dns_refresh_s), counters);
   }

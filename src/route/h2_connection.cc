@@ -117,7 +117,7 @@ bool H2Connection::Over() const {
 }
 
 absl::StatusOr<int> ConnectNonBlocking(std::string_view address) {
-  ASSIGN_OR_RETURN(const server::ListenAddress a, server::ParseListenAddress(address, "endpoint"));
+  ASSIGN_OR_RETURN(const daemon::ListenAddress a, daemon::ParseListenAddress(address, "endpoint"));
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV;

@@ -26,12 +26,12 @@ Relay::Relay(Options options, EndpointSet& endpoints, RouteMetrics& metrics)
 
 absl::StatusOr<std::unique_ptr<Relay>> Relay::Start(Options options, EndpointSet& endpoints,
                                                     RouteMetrics& metrics) {
-  ASSIGN_OR_RETURN(server::ListenAddress listen,
-                   server::ParseListenAddress(options.listen, "route.listen"));
+  ASSIGN_OR_RETURN(daemon::ListenAddress listen,
+                   daemon::ParseListenAddress(options.listen, "route.listen"));
   std::unique_ptr<Relay> relay(new Relay(std::move(options), endpoints, metrics));
   const int threads = std::max(1, relay->options_.threads);
   for (int i = 0; i < threads; ++i) {
-    ASSIGN_OR_RETURN(server::AddressList addresses, server::ResolveListenAddress(listen));
+    ASSIGN_OR_RETURN(daemon::AddressList addresses, daemon::ResolveListenAddress(listen));
     const addrinfo* a = addresses.get();
     const int fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     const int one = 1;

@@ -7,9 +7,9 @@
 namespace gecd::route {
 namespace {
 
-using server::prometheus::AppendHeader;
-using server::prometheus::AppendScalar;
-using server::prometheus::EscapeLabel;
+using daemon::prometheus::AppendHeader;
+using daemon::prometheus::AppendScalar;
+using daemon::prometheus::EscapeLabel;
 
 std::string_view StateName(Endpoint::State s) {
   switch (s) {
@@ -26,8 +26,8 @@ std::string_view StateName(Endpoint::State s) {
 }  // namespace
 
 void RouteMetrics::CallFinished(int grpc_code, double seconds) {
-  calls_[server::prometheus::CodeIndex(grpc_code)].fetch_add(1, std::memory_order_relaxed);
-  duration_.Observe(server::prometheus::kLatencyBounds, 1e6, seconds);
+  calls_[daemon::prometheus::CodeIndex(grpc_code)].fetch_add(1, std::memory_order_relaxed);
+  duration_.Observe(daemon::prometheus::kLatencyBounds, 1e6, seconds);
 }
 
 std::string RouteMetrics::Format(const EndpointSet& endpoints, const DiscoveryCounters& discovery,
@@ -37,15 +37,15 @@ std::string RouteMetrics::Format(const EndpointSet& endpoints, const DiscoveryCo
   AppendHeader(out, "gecd_route_requests_total",
                "Calls the router answered (unary, or a whole CorrectStream), by gRPC status code.",
                "counter");
-  for (int c = 0; c < server::prometheus::kNumCodes; ++c) {
+  for (int c = 0; c < daemon::prometheus::kNumCodes; ++c) {
     if (c != 0 && load(calls_[c]) == 0) continue;
     absl::StrAppend(&out, "gecd_route_requests_total{code=\"",
-                    std::string(server::prometheus::CodeName(c)), "\"} ", load(calls_[c]), "\n");
+                    std::string(daemon::prometheus::CodeName(c)), "\"} ", load(calls_[c]), "\n");
   }
-  server::HistogramCounts duration;
-  server::AddTo(duration, duration_);
-  const auto& bounds = server::prometheus::kLatencyBounds;
-  server::prometheus::AppendHistogram(out, "gecd_route_request_duration_seconds",
+  daemon::HistogramCounts duration;
+  daemon::AddTo(duration, duration_);
+  const auto& bounds = daemon::prometheus::kLatencyBounds;
+  daemon::prometheus::AppendHistogram(out, "gecd_route_request_duration_seconds",
                                       "Time from a call's arrival at the router to its answer.",
                                       bounds,
                                       std::span(duration.counts).first(std::size(bounds) + 1),

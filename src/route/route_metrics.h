@@ -31,8 +31,8 @@ class RouteMetrics {
                      int64_t in_flight) const;
 
  private:
-  std::array<std::atomic<uint64_t>, server::prometheus::kNumCodes> calls_{};
-  server::HistogramBlock duration_{};  // microseconds
+  std::array<std::atomic<uint64_t>, daemon::prometheus::kNumCodes> calls_{};
+  daemon::HistogramBlock duration_{};  // microseconds
   std::atomic<uint64_t> retries_{0};
   std::atomic<uint64_t> shed_{0};
   std::atomic<uint64_t> stream_requests_{0};

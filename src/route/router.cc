@@ -68,15 +68,15 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Start(const config::Config& conf
            .connections_per_endpoint = config.route.channels_per_endpoint,
            .max_in_flight = config.route.max_in_flight},
           r->endpoints_, r->metrics_));
-  r->health_ = std::make_unique<server::HealthPoller>(
+  r->health_ = std::make_unique<daemon::HealthPoller>(
       r->server_->GetHealthCheckService(),
-      server::HealthPoller::Subject{.ready = [r] { return r->Ready(); },
+      daemon::HealthPoller::Subject{.ready = [r] { return r->Ready(); },
                                     .ready_text = "an endpoint is eligible",
                                     .not_ready_text = "no eligible endpoint"},
       kHealthPoll);
 
-  absl::StatusOr<std::unique_ptr<server::StatusHttpServer>> status =
-      server::StatusHttpServer::Start(config.route.metrics_listen,
+  absl::StatusOr<std::unique_ptr<daemon::StatusHttpServer>> status =
+      daemon::StatusHttpServer::Start(config.route.metrics_listen,
                                       {.metrics =
                                            [r] {
                                              return r->metrics_.Format(r->endpoints_, r->discovery_,
@@ -136,11 +136,11 @@ int RunRouter(const config::Config& config) {
   spdlog::info("routing on {} (port {}), policy {}, endpoints from {}; metrics on port {}",
                config.route.listen, (*router)->port(), config.route.policy, config.route.source,
                (*router)->metrics_port());
-  (void)server::NotifySystemd("READY=1");
+  (void)daemon::NotifySystemd("READY=1");
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   spdlog::info("{}: draining", strsignal(signal_number));
-  (void)server::NotifySystemd("STOPPING=1");
+  (void)daemon::NotifySystemd("STOPPING=1");
   (*router)->Drain(std::chrono::milliseconds(config.route.grace_period_ms));
   router->reset();
   spdlog::info("stopped");

@@ -47,8 +47,8 @@ class Router {
   v1::GrammarCorrection::CallbackService listed_;
   std::unique_ptr<grpc::Server> server_;  // health and reflection, on loopback
   std::unique_ptr<Relay> relay_;
-  std::unique_ptr<server::StatusHttpServer> status_;
-  std::unique_ptr<server::HealthPoller> health_;
+  std::unique_ptr<daemon::StatusHttpServer> status_;
+  std::unique_ptr<daemon::HealthPoller> health_;
   std::atomic<bool> draining_{false};
 };
 

@@ -39,7 +39,7 @@
 #include "supervisor/watchdog.h"
 #include "tokenizer/tokenizer.h"
 
-namespace gecd::server {
+namespace gecd::supervisor {
 
 std::chrono::milliseconds RestartBackoff::OnExit(std::chrono::milliseconds uptime) {
   if (uptime >= kStableUptime) quick_exits_ = 0;
@@ -71,7 +71,8 @@ struct Child {
   bool is_engine() const { return worker < 0; }
   const char* kind() const { return is_engine() ? "engine" : "worker"; }
   int metrics_index() const {
-    return is_engine() ? MetricsRegion::kEngineIndex : MetricsRegion::WorkerIndex(worker);
+    return is_engine() ? metrics::MetricsRegion::kEngineIndex
+                       : metrics::MetricsRegion::WorkerIndex(worker);
   }
 };
 
@@ -141,7 +142,7 @@ class SystemdLink {
 
  private:
   static void Notify(const std::string& state) {
-    if (absl::Status s = NotifySystemd(state); !s.ok()) spdlog::warn("{}", s.ToString());
+    if (absl::Status s = daemon::NotifySystemd(state); !s.ok()) spdlog::warn("{}", s.ToString());
   }
 
   std::optional<Watchdog> watchdog_;  // set when systemd asked for pings (WatchdogSec=)
@@ -215,10 +216,10 @@ class Supervisor {
   ipc::SharedSegment segment_;
   bool segment_created_ = false;
   ipc::SegmentHeader* header_ = nullptr;
-  std::optional<MetricsRegion> metrics_;
+  std::optional<metrics::MetricsRegion> metrics_;
   std::atomic<uint64_t> engine_restarts_{0};
   std::atomic<uint64_t> worker_restarts_{0};
-  std::unique_ptr<StatusHttpServer> http_;
+  std::unique_ptr<daemon::StatusHttpServer> http_;
   std::vector<Child> children_;  // the engine, then worker 0..N-1
   SystemdLink systemd_;
 
@@ -264,23 +265,23 @@ absl::Status Supervisor::CreateSegment(int num_workers) {
   options.num_workers = num_workers;
   options.ring_slots = config_.server.ring_slots;
   options.ring_slot_bytes = config_.server.ring_slot_bytes;
-  options.metrics_bytes = MetricsRegion::BytesFor(1 + num_workers);
+  options.metrics_bytes = metrics::MetricsRegion::BytesFor(1 + num_workers);
   ASSIGN_OR_RETURN(segment_, ipc::SharedSegment::Create(ipc::SharedSegment::UniqueName(), options));
   segment_created_ = true;
   header_ = segment_.header();
-  metrics_ = MetricsRegion::Initialize(segment_.metrics_region());
+  metrics_ = metrics::MetricsRegion::Initialize(segment_.metrics_region());
   spdlog::info("shared memory segment {} ({} workers)", segment_.name(), num_workers);
   return absl::OkStatus();
 }
 
 absl::Status Supervisor::StartStatusServer() {
-  StatusHttpServer::Handlers handlers;
+  daemon::StatusHttpServer::Handlers handlers;
   handlers.metrics = [this] {
-    return FormatPrometheus(metrics_->Sum(), {{"engine", engine_restarts_.load()},
-                                              {"worker", worker_restarts_.load()}});
+    return metrics::FormatPrometheus(metrics_->Sum(), {{"engine", engine_restarts_.load()},
+                                                       {"worker", worker_restarts_.load()}});
   };
   handlers.ready = [this] { return Ready(); };
-  ASSIGN_OR_RETURN(http_, StatusHttpServer::Start(config_.server.metrics_listen, handlers));
+  ASSIGN_OR_RETURN(http_, daemon::StatusHttpServer::Start(config_.server.metrics_listen, handlers));
   spdlog::info("metrics, /healthz and /readyz on {} (port {})", config_.server.metrics_listen,
                http_->port());
   return absl::OkStatus();
@@ -571,10 +572,10 @@ absl::Status CheckDevice(const config::Config& config) {
 
 int RunSupervisor(const config::Config& config, const std::string& config_path,
                   const std::string& overrides) {
-  SetProcessTitle("gecd: supervisor");
+  daemon::SetProcessTitle("gecd: supervisor");
   // Each connection is a descriptor: let the metrics endpoint (and the workers, who inherit
   // it) hold thousands rather than stop accepting at the usual soft limit of 1024.
-  if (absl::StatusOr<OpenFileLimit> files = RaiseOpenFileLimit(); files.ok()) {
+  if (absl::StatusOr<daemon::OpenFileLimit> files = daemon::RaiseOpenFileLimit(); files.ok()) {
     spdlog::info("open files limit {} (was {})", files->after, files->before);
   } else {
     spdlog::warn("open files limit unchanged: {}", files.status().ToString());
@@ -602,7 +603,7 @@ int RunSupervisor(const config::Config& config, const std::string& config_path,
   for (const auto& [key, listen] :
        {std::pair{"server.listen", &config.server.listen},
         std::pair{"server.metrics_listen", &config.server.metrics_listen}}) {
-    if (absl::Status free = CheckListenAddressFree(*listen, key); !free.ok()) {
+    if (absl::Status free = daemon::CheckListenAddressFree(*listen, key); !free.ok()) {
       spdlog::critical("{}", free.ToString());
       return 2;
     }
@@ -630,4 +631,4 @@ int RunSupervisor(const config::Config& config, const std::string& config_path,
   return 0;
 }
 
-}  // namespace gecd::server
+}  // namespace gecd::supervisor

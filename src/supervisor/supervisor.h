@@ -7,7 +7,7 @@
 // name is unlinked on every exit path), the engine and worker child processes (restarted when
 // they die, with RestartBackoff), the /metrics /healthz /readyz endpoint and the systemd
 // readiness notifications, and the SIGTERM drain.
-namespace gecd::server {
+namespace gecd::supervisor {
 
 // How long to wait before restarting a process that died. The first death, and any death after
 // at least kStableUptime of running, restart at once; each further quick death doubles the
@@ -24,6 +24,6 @@ class RestartBackoff {
   int quick_exits_ = 0;
 };
 
-}  // namespace gecd::server
+}  // namespace gecd::supervisor
 
 #endif  // GECD_SUPERVISOR_SUPERVISOR_H_

@@ -9,7 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-namespace gecd::server {
+namespace gecd::supervisor {
 
 absl::StatusOr<std::optional<std::chrono::microseconds>> Watchdog::IntervalFromEnvironment() {
   const char* usec = std::getenv("WATCHDOG_USEC");
@@ -43,4 +43,4 @@ bool Watchdog::Observe(Clock::time_point now, uint64_t engine_steps, bool work_q
   return true;
 }
 
-}  // namespace gecd::server
+}  // namespace gecd::supervisor

@@ -11,7 +11,7 @@
 // libsystemd. A live supervisor alone proves little: the pings say the engine is healthy, so
 // they stop while it has work queued and finishes no step, and systemd restarts a wedged
 // daemon instead of leaving it to hold its requests forever.
-namespace gecd::server {
+namespace gecd::supervisor {
 
 // Decides, from what the supervisor sees of the engine, when a WATCHDOG=1 is due. Owns no
 // socket and reads no clock: the caller passes the time, which keeps it testable.
@@ -46,6 +46,6 @@ class Watchdog {
   bool stalled_ = false;
 };
 
-}  // namespace gecd::server
+}  // namespace gecd::supervisor
 
 #endif  // GECD_SUPERVISOR_WATCHDOG_H_

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_format.h"
 
-namespace gecd::server {
+namespace gecd::worker {
 namespace {
 
 // How many standard deviations of actual / predicted above its mean the objective must hold:
@@ -182,4 +182,4 @@ double AdmissionController::Margin() const {
   return std::clamp(mean + kSpreadsFor99th * spread, 1.0, kMaxMargin);
 }
 
-}  // namespace gecd::server
+}  // namespace gecd::worker

@@ -14,7 +14,7 @@
 // when the worker predicts it could not be answered within the latency objective
 // (server.slo_p99_ms) or the call's deadline, whichever is sooner, instead of queueing it until
 // it is late.
-namespace gecd::server {
+namespace gecd::worker {
 
 // Owns the worker's admitted-but-unfinished sentences and what it has learned from the finished
 // ones, and decides on each arrival before the text is read (no validation, tokenization or
@@ -166,6 +166,6 @@ class AdmissionController {
   uint64_t jitter_state_ ABSL_GUARDED_BY(mu_) = 0x9e3779b97f4a7c15ull;
 };
 
-}  // namespace gecd::server
+}  // namespace gecd::worker
 
 #endif  // GECD_WORKER_ADMISSION_H_

@@ -9,8 +9,8 @@
 
 // What a front-end worker needs from the engine: submit a tokenized prompt, be told once when
 // it has finished (or failed), cancel it. The production link is the shared-memory ring pair
-// to the engine process (server::RingEngineLink); tests plug in an in-process fake.
-namespace gecd::server {
+// to the engine process (worker::RingEngineLink); tests plug in an in-process fake.
+namespace gecd::worker {
 
 struct EngineRequest {
   uint64_t id = 0;  // unique within this worker while in flight
@@ -54,6 +54,6 @@ class EngineLink {
   virtual bool Ready() const = 0;
 };
 
-}  // namespace gecd::server
+}  // namespace gecd::worker
 
 #endif  // GECD_WORKER_ENGINE_LINK_H_

@@ -16,7 +16,9 @@
 #include "text/edits.h"
 #include "text/output_text.h"
 
-namespace gecd::server {
+namespace gecd::worker {
+
+using metrics::ProcessMetrics;
 
 namespace {
 
@@ -568,4 +570,4 @@ void GrammarService::Start(uint64_t id, std::string_view text, uint32_t max_outp
   }
 }
 
-}  // namespace gecd::server
+}  // namespace gecd::worker

@@ -33,7 +33,7 @@
 // engine and are answered with the detokenized correction and its edits; a text of only
 // whitespace is answered unchanged at once. Nothing queues in the worker: a sentence it could
 // not answer in time is refused with RESOURCE_EXHAUSTED at once.
-namespace gecd::server {
+namespace gecd::worker {
 
 //
 // The methods are gecd.v1.GrammarCorrection's (same names, so reflection describes the public
@@ -53,7 +53,7 @@ class GrammarService final : public grpc::Service {
 
   // Everything passed must outlive the service (and the grpc::Server it is registered with).
   GrammarService(const config::Config& config, const model::Tokenizer& tokenizer,
-                 text::PromptBuilder prompts, EngineLink& engine, ProcessMetrics& metrics,
+                 text::PromptBuilder prompts, EngineLink& engine, metrics::ProcessMetrics& metrics,
                  Options options);
 
   grpc::ServerUnaryReactor* Correct(grpc::CallbackServerContext* context,
@@ -117,7 +117,7 @@ class GrammarService final : public grpc::Service {
 
   const model::Tokenizer& tokenizer_;
   EngineLink& engine_;
-  ProcessMetrics& metrics_;
+  metrics::ProcessMetrics& metrics_;
   const Options options_;
   const text::PromptBuilder prompts_;
   const std::chrono::milliseconds spelling_budget_;  // spelling.budget_ms
@@ -136,6 +136,6 @@ class GrammarService final : public grpc::Service {
   std::set<StreamCall*> streams_ ABSL_GUARDED_BY(streams_mu_);
 };
 
-}  // namespace gecd::server
+}  // namespace gecd::worker
 
 #endif  // GECD_WORKER_GRAMMAR_SERVICE_H_

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-namespace gecd::server {
+namespace gecd::worker {
 
 RefusalPacer::RefusalPacer(double per_second, int burst)
     : interval_(per_second > 0 ? std::chrono::duration_cast<Clock::duration>(
@@ -69,4 +69,4 @@ void RefusalPacer::Loop() {
   mu_.Unlock();
 }
 
-}  // namespace gecd::server
+}  // namespace gecd::worker

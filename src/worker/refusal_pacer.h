@@ -11,7 +11,7 @@
 
 // Paces a worker's refusals so that clients which re-send a refusal at once cannot turn the
 // worker's CPU, and the engine's, into a refusal loop.
-namespace gecd::server {
+namespace gecd::worker {
 
 // Owns the refusals waiting to be sent and the thread that sends them. Each refusal costs a
 // gRPC call's worth of CPU in the worker (~40 µs measured) and as much again in a client on the
@@ -55,6 +55,6 @@ class RefusalPacer {
   std::thread thread_;
 };
 
-}  // namespace gecd::server
+}  // namespace gecd::worker
 
 #endif  // GECD_WORKER_REFUSAL_PACER_H_

@@ -8,7 +8,7 @@
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
 
-namespace gecd::server {
+namespace gecd::worker {
 
 using Clock = std::chrono::steady_clock;
 
@@ -326,4 +326,4 @@ void RingEngineLink::Run(std::vector<Completion>& completions) {
   completions.clear();
 }
 
-}  // namespace gecd::server
+}  // namespace gecd::worker

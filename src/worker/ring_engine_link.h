@@ -18,7 +18,7 @@
 #include "ipc/shared_segment.h"
 #include "worker/engine_link.h"
 
-namespace gecd::server {
+namespace gecd::worker {
 
 struct RingEngineLinkOptions {
   // The reader thread's spin before sleeping; its timeout bounds how long an engine restart
@@ -115,6 +115,6 @@ class RingEngineLink final : public EngineLink {
   std::thread reader_;
 };
 
-}  // namespace gecd::server
+}  // namespace gecd::worker
 
 #endif  // GECD_WORKER_RING_ENGINE_LINK_H_

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace gecd::server {
+namespace gecd::worker {
 
 WaitingRoom::WaitingRoom(size_t capacity, std::chrono::milliseconds retry_every)
     : capacity_(capacity), retry_every_(retry_every) {
@@ -114,4 +114,4 @@ void WaitingRoom::Loop() {
   mu_.Unlock();
 }
 
-}  // namespace gecd::server
+}  // namespace gecd::worker

@@ -16,7 +16,7 @@
 // at once. The batch priority class waits here for the capacity interactive sentences leave;
 // and any sentence that arrives while admission has nothing to predict from (before a daemon's
 // first answer, beyond AdmissionController::kStartWindow) waits for the first answer.
-namespace gecd::server {
+namespace gecd::worker {
 
 // Owns the waiting sentences, first come first served, and the thread that starts them: each
 // time room may have appeared (Poke: a sentence left the engine) and at least every
@@ -78,6 +78,6 @@ class WaitingRoom {
   std::thread thread_;
 };
 
-}  // namespace gecd::server
+}  // namespace gecd::worker
 
 #endif  // GECD_WORKER_WAITING_ROOM_H_

@@ -17,7 +17,7 @@
 #include "worker/ring_engine_link.h"
 #include "worker/worker_server.h"
 
-namespace gecd::server {
+namespace gecd::worker {
 
 namespace {
 
@@ -40,8 +40,8 @@ int RunWorkerProcess(const config::Config& config, const std::string& shm_name, 
     spdlog::critical("{}", segment.status().ToString());
     return 1;
   }
-  ProcessMetrics* metrics =
-      MetricsRegion(segment->metrics_region()).ForProcess(MetricsRegion::WorkerIndex(index));
+  metrics::ProcessMetrics* metrics = metrics::MetricsRegion(segment->metrics_region())
+                                         .ForProcess(metrics::MetricsRegion::WorkerIndex(index));
   if (metrics == nullptr) {
     spdlog::critical("worker index {} has no metrics block in segment {}", index, shm_name);
     return 1;
@@ -98,4 +98,4 @@ int RunWorkerProcess(const config::Config& config, const std::string& shm_name, 
   return 0;
 }
 
-}  // namespace gecd::server
+}  // namespace gecd::worker

@@ -11,12 +11,12 @@
 #include "grpcpp/server_builder.h"
 #include "spdlog/spdlog.h"
 
-namespace gecd::server {
+namespace gecd::worker {
 
 absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const config::Config& config,
                                                                   const model::Tokenizer& tokenizer,
                                                                   EngineLink& engine,
-                                                                  ProcessMetrics& metrics,
+                                                                  metrics::ProcessMetrics& metrics,
                                                                   const Options& options) {
   // Both are process-wide switches read by the builder.
   grpc::EnableDefaultHealthCheckService(true);
@@ -42,11 +42,11 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const config::
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options.listen, " (server.listen)"));
   }
-  server->health_ = std::make_unique<HealthPoller>(
+  server->health_ = std::make_unique<daemon::HealthPoller>(
       server->server_->GetHealthCheckService(),
-      HealthPoller::Subject{.ready = [&engine] { return engine.Ready(); },
-                            .ready_text = "engine ready",
-                            .not_ready_text = "engine not ready"},
+      daemon::HealthPoller::Subject{.ready = [&engine] { return engine.Ready(); },
+                                    .ready_text = "engine ready",
+                                    .not_ready_text = "engine not ready"},
       options.health_poll);
   return server;
 }
@@ -90,4 +90,4 @@ void WorkerServer::Drain(std::chrono::milliseconds grace) {
   server_->Wait();
 }
 
-}  // namespace gecd::server
+}  // namespace gecd::worker

@@ -19,7 +19,7 @@
 // the engine link is ready and the worker is not draining) and server reflection. It listens
 // with SO_REUSEPORT, so every worker of an instance binds the same address. RunWorkerProcess
 // builds one over the shared-memory engine link; tests build one over a fake.
-namespace gecd::server {
+namespace gecd::worker {
 
 class WorkerServer {
  public:
@@ -34,7 +34,7 @@ class WorkerServer {
   static absl::StatusOr<std::unique_ptr<WorkerServer>> Start(const config::Config& config,
                                                              const model::Tokenizer& tokenizer,
                                                              EngineLink& engine,
-                                                             ProcessMetrics& metrics,
+                                                             metrics::ProcessMetrics& metrics,
                                                              const Options& options);
   // Drains with no grace if Drain was not called.
   ~WorkerServer();
@@ -55,12 +55,12 @@ class WorkerServer {
 
   std::unique_ptr<GrammarService> service_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<HealthPoller> health_;
+  std::unique_ptr<daemon::HealthPoller> health_;
   int port_ = 0;
   const std::chrono::milliseconds drain_quiet_;
   std::atomic<bool> stopping_{false};
 };
 
-}  // namespace gecd::server
+}  // namespace gecd::worker
 
 #endif  // GECD_WORKER_WORKER_SERVER_H_

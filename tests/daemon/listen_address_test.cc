@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "testing/daemon_process.h"
 
-namespace gecd::server {
+namespace gecd::daemon {
 namespace {
 
 using ::testing::HasSubstr;
@@ -44,4 +44,4 @@ TEST(ListenAddressTest, APortAnotherSocketHoldsIsRefusedNamingTheKey) {
 }
 
 }  // namespace
-}  // namespace gecd::server
+}  // namespace gecd::daemon

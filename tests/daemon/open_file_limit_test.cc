@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gecd::server {
+namespace gecd::daemon {
 namespace {
 
 TEST(OpenFileLimitTest, RaisesTheSoftLimitToTheHardOne) {
@@ -30,4 +30,4 @@ TEST(OpenFileLimitTest, RaisesTheSoftLimitToTheHardOne) {
 }
 
 }  // namespace
-}  // namespace gecd::server
+}  // namespace gecd::daemon

@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "testing/test_paths.h"
 
-namespace gecd::server {
+namespace gecd::daemon {
 namespace {
 
 // A bound datagram socket standing in for systemd's notification socket; `name` is a path or
@@ -70,4 +70,4 @@ TEST(SdNotifyTest, ReportsAnUnreachableSocket) {
 }
 
 }  // namespace
-}  // namespace gecd::server
+}  // namespace gecd::daemon

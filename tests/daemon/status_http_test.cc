@@ -26,7 +26,7 @@
 #include "gtest/gtest.h"
 #include "testing/daemon_process.h"
 
-namespace gecd::server {
+namespace gecd::daemon {
 namespace {
 
 using gecd::testing::HttpGet;
@@ -293,4 +293,4 @@ TEST(StatusHttpServerTest, DropsIdleConnectionsAfterTheTimeout) {
 }
 
 }  // namespace
-}  // namespace gecd::server
+}  // namespace gecd::daemon

@@ -26,11 +26,17 @@
 #include "testing/test_paths.h"
 #include "worker/ring_engine_link.h"
 
-namespace gecd::server {
+namespace gecd::engine_host {
 namespace {
 
+using metrics::FormatPrometheus;
+using metrics::MetricsRegion;
+using metrics::MetricsSnapshot;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
+using worker::EngineReply;
+using worker::EngineRequest;
+using worker::RingEngineLink;
 
 // Generous: these run beside other suites on a loaded 2-core machine.
 constexpr auto kTimeout = seconds(60);
@@ -543,4 +549,4 @@ TEST_F(EngineProcessTest, RunEngineProcessFailsOnAMissingSegment) {
 }
 
 }  // namespace
-}  // namespace gecd::server
+}  // namespace gecd::engine_host

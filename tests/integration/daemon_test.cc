@@ -32,7 +32,7 @@
 #include "testing/daemon_process.h"
 #include "testing/test_paths.h"
 
-namespace gecd::server {
+namespace gecd::supervisor {
 namespace {
 
 using std::chrono::milliseconds;
@@ -822,4 +822,4 @@ TEST(DaemonTest, AbandonedStreamsAreBoundedPerConnection) {
 }
 
 }  // namespace
-}  // namespace gecd::server
+}  // namespace gecd::supervisor

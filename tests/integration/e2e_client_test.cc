@@ -14,7 +14,7 @@
 #include "testing/daemon_process.h"
 #include "testing/test_paths.h"
 
-namespace gecd::server {
+namespace gecd::supervisor {
 namespace {
 
 using std::chrono::milliseconds;
@@ -55,4 +55,4 @@ TEST(E2eClientTest, PythonGrpcClientAgainstTheDaemon) {
 }
 
 }  // namespace
-}  // namespace gecd::server
+}  // namespace gecd::supervisor

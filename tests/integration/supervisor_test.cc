@@ -35,7 +35,7 @@
 #include "testing/daemon_process.h"
 #include "testing/test_paths.h"
 
-namespace gecd::server {
+namespace gecd::supervisor {
 namespace {
 
 using std::chrono::milliseconds;
@@ -372,4 +372,4 @@ TEST(SupervisorTest, JsonLogLinesNameTheirRole) {
 }
 
 }  // namespace
-}  // namespace gecd::server
+}  // namespace gecd::supervisor

@@ -15,7 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace gecd::server {
+namespace gecd::metrics {
 namespace {
 
 using ::testing::ElementsAre;
@@ -275,4 +275,4 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
 }
 
 }  // namespace
-}  // namespace gecd::server
+}  // namespace gecd::metrics

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
-namespace gecd::server {
+namespace gecd::supervisor {
 namespace {
 
 using std::chrono::microseconds;
@@ -132,4 +132,4 @@ TEST(WatchdogTest, ATinyIntervalStillLetsStepsCount) {
 }
 
 }  // namespace
-}  // namespace gecd::server
+}  // namespace gecd::supervisor

@@ -11,7 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace gecd::server {
+namespace gecd::worker {
 namespace {
 
 using std::chrono::microseconds;
@@ -351,4 +351,4 @@ TEST_F(AdmissionTest, ClosedLoopsOfAnySizeKeepGoodputAndTheObjective) {
 }
 
 }  // namespace
-}  // namespace gecd::server
+}  // namespace gecd::worker

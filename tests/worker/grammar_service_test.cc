@@ -31,11 +31,15 @@
 #include "text/edits.h"
 #include "worker/worker_server.h"
 
-namespace gecd::server {
+namespace gecd::worker {
 namespace {
 
 using gecd::v1::CorrectRequest;
 using gecd::v1::CorrectResponse;
+using metrics::FormatPrometheus;
+using metrics::MetricsRegion;
+using metrics::MetricsSnapshot;
+using metrics::ProcessMetrics;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 
@@ -946,4 +950,4 @@ TEST_F(GrammarServiceTest, PythonClientAgrees) {
 }
 
 }  // namespace
-}  // namespace gecd::server
+}  // namespace gecd::worker

@@ -8,7 +8,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gecd::server {
+namespace gecd::worker {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -76,4 +76,4 @@ TEST(RefusalPacerTest, DestroyingItAnswersWhatWaits) {
 }
 
 }  // namespace
-}  // namespace gecd::server
+}  // namespace gecd::worker

@@ -12,7 +12,7 @@
 #include "ipc/messages.h"
 #include "ipc/shared_segment.h"
 
-namespace gecd::server {
+namespace gecd::worker {
 namespace {
 
 constexpr auto kTimeout = std::chrono::seconds(60);
@@ -331,4 +331,4 @@ TEST_F(RingEngineLinkTest, AReplacementWorkerWaitsForTheEngineToResetItsChannel)
 }
 
 }  // namespace
-}  // namespace gecd::server
+}  // namespace gecd::worker

@@ -11,7 +11,7 @@
 #include "common/mutex.h"
 #include "gtest/gtest.h"
 
-namespace gecd::server {
+namespace gecd::worker {
 namespace {
 
 using std::chrono::milliseconds;
@@ -145,4 +145,4 @@ TEST(WaitingRoomTest, DestroyingTheQueueAnswersWhatWaits) {
 }
 
 }  // namespace
-}  // namespace gecd::server
+}  // namespace gecd::worker
