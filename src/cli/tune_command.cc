@@ -43,7 +43,7 @@ namespace fs = std::filesystem;
 struct TuneOptions {
   // The search: the daemons' config (config_path absolute; "" for the built-in defaults) and
   // --set overrides, the SLO, the budget, the trials.
-  load::DaemonTuneOptions search;
+  loadgen::DaemonTuneOptions search;
   config::Config config;  // as the daemons read it
   double headroom = 0.3;
   std::string out_path = "tuned.yaml";
@@ -54,7 +54,7 @@ absl::StatusOr<double> DurationFlag(const Args& args, const std::string& name, d
                                     bool zero_allowed) {
   const std::optional<std::string> text = args.Get(name);
   if (!text) return value;
-  absl::StatusOr<double> parsed = load::ParseDuration(*text);
+  absl::StatusOr<double> parsed = loadgen::ParseDuration(*text);
   if (!parsed.ok() || !(zero_allowed ? *parsed >= 0 : *parsed > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", *text, "' is not a duration",
                                                    zero_allowed ? "" : " > 0",
@@ -77,14 +77,14 @@ absl::StatusOr<double> FractionFlag(const Args& args, const std::string& name, d
 }
 
 // The config's values of the settings the search tunes.
-load::Settings InitialSettings(const config::Config& cfg) {
-  load::Settings initial = {
-      {load::kMaxBatchSizeKey, absl::StrCat(cfg.engine.max_batch_size)},
-      {load::kMaxStepTokensKey, absl::StrCat(cfg.engine.max_step_tokens)},
-      {load::kWorkersKey, absl::StrCat(cfg.server.workers)},
+loadgen::Settings InitialSettings(const config::Config& cfg) {
+  loadgen::Settings initial = {
+      {loadgen::kMaxBatchSizeKey, absl::StrCat(cfg.engine.max_batch_size)},
+      {loadgen::kMaxStepTokensKey, absl::StrCat(cfg.engine.max_step_tokens)},
+      {loadgen::kWorkersKey, absl::StrCat(cfg.server.workers)},
   };
   if (cfg.engine.backend == "cuda") {
-    initial[load::kGraphBatchSizesKey] = cfg.engine.graph_batch_sizes;
+    initial[loadgen::kGraphBatchSizesKey] = cfg.engine.graph_batch_sizes;
   }
   return initial;
 }
@@ -120,15 +120,15 @@ absl::StatusOr<TuneOptions> ParseOptions(const Args& args) {
   return o;
 }
 
-std::string Describe(const load::Settings& settings) {
+std::string Describe(const loadgen::Settings& settings) {
   std::vector<std::string> parts;
   for (const auto& [key, value] : settings) parts.push_back(absl::StrCat(key, "=", value));
   return absl::StrJoin(parts, " ");
 }
 
 // The settings that differ from `initial`, or "(the config's)".
-std::string Changes(const load::Settings& settings, const load::Settings& initial) {
-  load::Settings changed;
+std::string Changes(const loadgen::Settings& settings, const loadgen::Settings& initial) {
+  loadgen::Settings changed;
   for (const auto& [key, value] : settings) {
     if (initial.at(key) != value) changed[key] = value;
   }
@@ -136,7 +136,7 @@ std::string Changes(const load::Settings& settings, const load::Settings& initia
 }
 
 // Integers as numbers, so that a reader of the JSON need not parse them.
-Json SettingsJson(const load::Settings& settings) {
+Json SettingsJson(const loadgen::Settings& settings) {
   Json out = Json::object();
   for (const auto& [key, value] : settings) {
     int number;
@@ -149,7 +149,7 @@ Json SettingsJson(const load::Settings& settings) {
   return out;
 }
 
-Json TrialJson(const load::Trial& t) {
+Json TrialJson(const loadgen::Trial& t) {
   Json j = {
       {"offered_qps", t.offered_qps},        {"achieved_qps", t.measured.achieved_qps},
       {"p99_ms", t.measured.p99_s * 1e3},    {"mean_latency_ms", t.measured.mean_latency_s * 1e3},
@@ -170,7 +170,7 @@ std::string UtcNow() {
 // The input config with the tuned settings (and the --set overrides the daemons ran with),
 // its relative paths rebased for the output's directory, under a comment saying what was
 // measured; then read back as `gecd serve --config` reads it.
-absl::Status WriteTunedConfig(const TuneOptions& o, const load::Settings& settings,
+absl::Status WriteTunedConfig(const TuneOptions& o, const loadgen::Settings& settings,
                               const std::string& summary) {
   const fs::path out = fs::absolute(o.out_path);
   const std::string to_dir = out.parent_path().string();
@@ -212,15 +212,15 @@ absl::Status WriteTunedConfig(const TuneOptions& o, const load::Settings& settin
 }
 
 // What the search measured, a table on stdout.
-void PrintCandidates(const load::TuneResult& r, const load::Settings& initial) {
+void PrintCandidates(const loadgen::TuneResult& r, const loadgen::Settings& initial) {
   std::printf("%-3s %10s %9s %9s %6s %6s  %s\n", "#", "max req/s", "p99 ms", "in flight", "trials",
               "s", "settings (changed from the config's)");
   int n = 0;
-  for (const load::CandidateResult& c : r.candidates) {
+  for (const loadgen::CandidateResult& c : r.candidates) {
     std::string p99 = "-";
     std::string in_flight = "-";
     if (c.best_trial.has_value()) {
-      const load::TrialMeasurement& m = c.best_trial->measured;
+      const loadgen::TrialMeasurement& m = c.best_trial->measured;
       p99 = absl::StrFormat("%.1f", m.p99_s * 1e3);
       in_flight =
           absl::StrFormat("%.1f", m.server_concurrency >= 0 ? m.server_concurrency
@@ -238,17 +238,17 @@ void PrintCandidates(const load::TuneResult& r, const load::Settings& initial) {
                 in_flight.c_str(), c.trials.size(), c.seconds, Changes(c.settings, initial).c_str(),
                 note.c_str());
   }
-  for (const load::Settings& s : r.untried) {
+  for (const loadgen::Settings& s : r.untried) {
     std::printf("%-3s %10s %9s %9s %6s %6s  %s  (not tried: the budget ran out)\n", "-", "-", "-",
                 "-", "-", "-", Changes(s, initial).c_str());
   }
 }
 
-Json CandidatesJson(const load::TuneResult& r) {
+Json CandidatesJson(const loadgen::TuneResult& r) {
   Json candidates = Json::array();
-  for (const load::CandidateResult& c : r.candidates) {
+  for (const loadgen::CandidateResult& c : r.candidates) {
     Json trials = Json::array();
-    for (const load::Trial& t : c.trials) trials.push_back(TrialJson(t));
+    for (const loadgen::Trial& t : c.trials) trials.push_back(TrialJson(t));
     candidates.push_back({{"settings", SettingsJson(c.settings)},
                           {"max_qps", c.max_qps},
                           {"status", c.status.ok() ? "ok" : std::string(c.status.message())},
@@ -257,11 +257,11 @@ Json CandidatesJson(const load::TuneResult& r) {
                           {"trials", trials}});
   }
   Json untried = Json::array();
-  for (const load::Settings& s : r.untried) untried.push_back(SettingsJson(s));
+  for (const loadgen::Settings& s : r.untried) untried.push_back(SettingsJson(s));
   return {{"candidates", candidates}, {"untried", untried}};
 }
 
-void PrintHeader(const TuneOptions& o, const load::DaemonTuner& tuner) {
+void PrintHeader(const TuneOptions& o, const loadgen::DaemonTuner& tuner) {
   std::printf(
       "gecd tune: %s, backend %s, SLO p99 <= %.0f ms with errors <= %.2f%%, budget %.0f s\n",
       o.search.config_path.empty() ? "built-in config" : o.search.config_path.c_str(),
@@ -275,8 +275,8 @@ void PrintHeader(const TuneOptions& o, const load::DaemonTuner& tuner) {
 }
 
 // The search, under a progress bar of the budget that names each candidate and trial.
-absl::StatusOr<load::TuneResult> SearchWithProgress(load::DaemonTuner& tuner) {
-  const load::Settings& initial = tuner.options().initial;
+absl::StatusOr<loadgen::TuneResult> SearchWithProgress(loadgen::DaemonTuner& tuner) {
+  const loadgen::Settings& initial = tuner.options().initial;
   const auto t0 = std::chrono::steady_clock::now();
   const auto now_s = [t0] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -289,21 +289,21 @@ absl::StatusOr<load::TuneResult> SearchWithProgress(load::DaemonTuner& tuner) {
     bar.Advance(elapsed > drawn ? elapsed - drawn : 0, note);
     drawn = std::max(drawn, elapsed);
   };
-  load::TuneCallbacks callbacks;
-  callbacks.candidate_started = [&](const load::Settings& s) {
+  loadgen::TuneCallbacks callbacks;
+  callbacks.candidate_started = [&](const loadgen::Settings& s) {
     progress(absl::StrCat("#", ++candidate, " ", Changes(s, initial), ": starting"));
   };
-  callbacks.trial_done = [&](const load::Settings& s, const load::Trial& t) {
+  callbacks.trial_done = [&](const loadgen::Settings& s, const loadgen::Trial& t) {
     progress(absl::StrFormat("#%d %s: %.1f req/s p99 %.0f ms %s", candidate, Changes(s, initial),
                              t.offered_qps, t.measured.p99_s * 1e3, t.passed ? "pass" : "fail"));
   };
-  absl::StatusOr<load::TuneResult> result = tuner.Run(now_s, callbacks);
+  absl::StatusOr<loadgen::TuneResult> result = tuner.Run(now_s, callbacks);
   progress("done");
   return result;
 }
 
 // A search that measured nothing: the exit code, or the error to report.
-absl::StatusOr<int> SearchFailed(const TuneOptions& o, load::DaemonTuner& tuner,
+absl::StatusOr<int> SearchFailed(const TuneOptions& o, loadgen::DaemonTuner& tuner,
                                  const absl::Status& s) {
   const std::string logs_note = absl::StrCat(" (daemon logs: ", tuner.log_dir(), ")");
   if (absl::IsFailedPrecondition(s)) {
@@ -321,7 +321,7 @@ absl::StatusOr<int> SearchFailed(const TuneOptions& o, load::DaemonTuner& tuner,
       s.code(), absl::StrCat("measuring the config's own settings: ", s.message(), logs_note));
 }
 
-Json ResultJson(const TuneOptions& o, const load::TuneResult& r, const load::PodFigures& f) {
+Json ResultJson(const TuneOptions& o, const loadgen::TuneResult& r, const loadgen::PodFigures& f) {
   Json json = {{"slo_met", r.slo_met},
                {"slo_p99_ms", o.search.slo_p99_s * 1e3},
                {"max_error_rate", o.search.max_error_rate},
@@ -343,8 +343,8 @@ Json ResultJson(const TuneOptions& o, const load::TuneResult& r, const load::Pod
   return json;
 }
 
-void PrintClosestMiss(const TuneOptions& o, const load::CandidateResult& best) {
-  const load::Trial& closest = *best.best_trial;
+void PrintClosestMiss(const TuneOptions& o, const loadgen::CandidateResult& best) {
+  const loadgen::Trial& closest = *best.best_trial;
   const std::string p99 = closest.measured.achieved_qps > 0
                               ? absl::StrFormat("p99 %.1f ms", closest.measured.p99_s * 1e3)
                               : "no OK answer";
@@ -356,8 +356,8 @@ void PrintClosestMiss(const TuneOptions& o, const load::CandidateResult& best) {
 }
 
 // The comment at the top of the tuned config: what was measured, and what was tuned.
-std::string TunedSummary(const TuneOptions& o, const load::PodFigures& f,
-                         const load::Settings& settings) {
+std::string TunedSummary(const TuneOptions& o, const loadgen::PodFigures& f,
+                         const loadgen::Settings& settings) {
   std::string summary = absl::StrFormat(
       "# Tuned by `gecd tune` on %s from %s (backend %s).\n"
       "# Within p99 <= %.0f ms and errors <= %.2f%%, one daemon sustained %.1f requests/s\n"
@@ -372,7 +372,8 @@ std::string TunedSummary(const TuneOptions& o, const load::PodFigures& f,
   return summary;
 }
 
-void PrintTuned(const TuneOptions& o, const load::PodFigures& f, const load::Settings& settings) {
+void PrintTuned(const TuneOptions& o, const loadgen::PodFigures& f,
+                const loadgen::Settings& settings) {
   const std::string little = absl::StrFormat("Little's law %.2f", f.littles_law_concurrency);
   const std::string basis = f.gauge_concurrency >= 0
                                 ? absl::StrCat("gecd_request_concurrency mean; ", little)
@@ -389,16 +390,17 @@ void PrintTuned(const TuneOptions& o, const load::PodFigures& f, const load::Set
   std::printf("wrote %s\n", o.out_path.c_str());
 }
 
-// Runs the search (load::DaemonTuner) and reports it; the exit code.
+// Runs the search (loadgen::DaemonTuner) and reports it; the exit code.
 absl::StatusOr<int> Tune(const TuneOptions& o) {
-  ASSIGN_OR_RETURN(std::unique_ptr<load::DaemonTuner> tuner, load::DaemonTuner::Create(o.search));
+  ASSIGN_OR_RETURN(std::unique_ptr<loadgen::DaemonTuner> tuner,
+                   loadgen::DaemonTuner::Create(o.search));
   PrintHeader(o, *tuner);
-  absl::StatusOr<load::TuneResult> result = SearchWithProgress(*tuner);
+  absl::StatusOr<loadgen::TuneResult> result = SearchWithProgress(*tuner);
   if (!result.ok()) return SearchFailed(o, *tuner, result.status());
   std::printf("\n");
   PrintCandidates(*result, tuner->options().initial);
-  const load::CandidateResult& best = result->best;
-  const load::PodFigures f = load::PerPodFigures(best, o.headroom);
+  const loadgen::CandidateResult& best = result->best;
+  const loadgen::PodFigures f = loadgen::PerPodFigures(best, o.headroom);
   Json json = ResultJson(o, *result, f);
   int exit_code = 0;
   if (!result->slo_met) {

@@ -1,6 +1,6 @@
 #include "loadgen/arrival_schedule.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 
 ArrivalSchedule::ArrivalSchedule(RateProfile profile, double warmup_s, uint64_t seed)
     : profile_(profile),
@@ -16,4 +16,4 @@ double ArrivalSchedule::Next() {
   }
 }
 
-}  // namespace gecd::load
+}  // namespace gecd::loadgen

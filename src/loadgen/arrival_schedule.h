@@ -6,7 +6,7 @@
 
 #include "loadgen/rate_profile.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 
 // The intended send times of an open-loop run: a Poisson process whose rate follows a
 // RateProfile, drawn by thinning (candidates at the profile's peak rate, each kept with
@@ -29,6 +29,6 @@ class ArrivalSchedule {
   std::uniform_real_distribution<double> coin_{0.0, 1.0};
 };
 
-}  // namespace gecd::load
+}  // namespace gecd::loadgen
 
 #endif  // GECD_LOADGEN_ARRIVAL_SCHEDULE_H_

@@ -11,7 +11,7 @@
 #include "common/status_macros.h"
 #include "loadgen/run_report.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 
 DaemonCandidate::DaemonCandidate(std::unique_ptr<ServeProcess> server, RunConfig run,
                                  int probe_concurrency)
@@ -74,4 +74,4 @@ absl::StatusOr<double> DaemonCandidate::ProbeCapacity() {
   return result.achieved_qps();
 }
 
-}  // namespace gecd::load
+}  // namespace gecd::loadgen

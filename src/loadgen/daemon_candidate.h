@@ -7,7 +7,7 @@
 #include "loadgen/serve_process.h"
 #include "loadgen/tuner.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 
 // gecd tune's CandidateServer: a `gecd serve` it started, driven by RunLoad. `run` is the shape
 // of every trial (its targets are replaced by the daemon's address, its profile by the trial's
@@ -26,6 +26,6 @@ class DaemonCandidate : public CandidateServer {
   int probe_concurrency_;
 };
 
-}  // namespace gecd::load
+}  // namespace gecd::loadgen
 
 #endif  // GECD_LOADGEN_DAEMON_CANDIDATE_H_

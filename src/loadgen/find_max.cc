@@ -2,7 +2,7 @@
 
 #include "common/status_macros.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 
 absl::StatusOr<FindMaxResult> FindMaxQps(const FindMaxOptions& options, const TrialFn& run_trial,
                                          const std::function<void(const Trial&)>& on_trial) {
@@ -37,4 +37,4 @@ absl::StatusOr<FindMaxResult> FindMaxQps(const FindMaxOptions& options, const Tr
   return result;
 }
 
-}  // namespace gecd::load
+}  // namespace gecd::loadgen

@@ -6,7 +6,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 
 struct FindMaxOptions {
   double start_qps = 100;
@@ -48,6 +48,6 @@ using TrialFn = std::function<absl::StatusOr<TrialMeasurement>(double offered_qp
 absl::StatusOr<FindMaxResult> FindMaxQps(const FindMaxOptions& options, const TrialFn& run_trial,
                                          const std::function<void(const Trial&)>& on_trial);
 
-}  // namespace gecd::load
+}  // namespace gecd::loadgen
 
 #endif  // GECD_LOADGEN_FIND_MAX_H_

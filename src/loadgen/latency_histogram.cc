@@ -4,7 +4,7 @@
 #include <bit>
 #include <cmath>
 
-namespace gecd::load {
+namespace gecd::loadgen {
 
 LatencyHistogram::LatencyHistogram(int precision_bits) : precision_bits_(precision_bits) {}
 
@@ -63,4 +63,4 @@ int64_t LatencyHistogram::Percentile(double q) const {
   return max_;
 }
 
-}  // namespace gecd::load
+}  // namespace gecd::loadgen

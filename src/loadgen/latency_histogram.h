@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace gecd::load {
+namespace gecd::loadgen {
 
 // A log-linear histogram of latencies in microseconds, in the manner of HdrHistogram: values
 // below 2^precision_bits are kept exactly, larger ones in buckets whose width is at most
@@ -39,6 +39,6 @@ class LatencyHistogram {
   int64_t max_ = 0;
 };
 
-}  // namespace gecd::load
+}  // namespace gecd::loadgen
 
 #endif  // GECD_LOADGEN_LATENCY_HISTOGRAM_H_

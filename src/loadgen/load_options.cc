@@ -12,7 +12,7 @@
 #include "common/flag_scan.h"
 #include "common/status_macros.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 
 const char kLoadUsage[] = R"(usage: gecd-load --input FILE [options]
 
@@ -240,4 +240,4 @@ absl::StatusOr<std::vector<std::string>> ReadSentences(const std::string& path) 
   return sentences;
 }
 
-}  // namespace gecd::load
+}  // namespace gecd::loadgen

@@ -9,7 +9,7 @@
 #include "loadgen/find_max.h"
 #include "loadgen/load_runner.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 
 // Everything gecd-load's command line says.
 struct LoadOptions {
@@ -34,6 +34,6 @@ absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& arg
 // The file's non-empty lines; an error if it cannot be read or has none.
 absl::StatusOr<std::vector<std::string>> ReadSentences(const std::string& path);
 
-}  // namespace gecd::load
+}  // namespace gecd::loadgen
 
 #endif  // GECD_LOADGEN_LOAD_OPTIONS_H_

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 namespace {
 
 constexpr int kResourceExhausted = 8;  // grpc::StatusCode::RESOURCE_EXHAUSTED
@@ -109,4 +109,4 @@ RunResult LoadRecorder::Finish() {
   return std::move(result_);
 }
 
-}  // namespace gecd::load
+}  // namespace gecd::loadgen

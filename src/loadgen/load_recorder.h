@@ -12,7 +12,7 @@
 #include "common/mutex.h"
 #include "loadgen/latency_histogram.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 
 using Clock = std::chrono::steady_clock;
 
@@ -98,6 +98,6 @@ class LoadRecorder {
   RunResult result_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace gecd::load
+}  // namespace gecd::loadgen
 
 #endif  // GECD_LOADGEN_LOAD_RECORDER_H_

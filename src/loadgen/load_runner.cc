@@ -15,7 +15,7 @@
 #include "grpcpp/grpcpp.h"
 #include "loadgen/arrival_schedule.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 namespace {
 
 using v1::CorrectRequest;
@@ -458,4 +458,4 @@ absl::StatusOr<RunResult> RunLoad(const RunConfig& config) {
   return driver.Run();
 }
 
-}  // namespace gecd::load
+}  // namespace gecd::loadgen

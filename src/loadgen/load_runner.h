@@ -10,7 +10,7 @@
 #include "loadgen/load_recorder.h"
 #include "loadgen/rate_profile.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 
 // One load run against a gecd.v1.GrammarCorrection server.
 struct RunConfig {
@@ -49,6 +49,6 @@ struct RunConfig {
 // behind shows up as latency rather than as fewer requests (no coordinated omission).
 absl::StatusOr<RunResult> RunLoad(const RunConfig& config);
 
-}  // namespace gecd::load
+}  // namespace gecd::loadgen
 
 #endif  // GECD_LOADGEN_LOAD_RUNNER_H_

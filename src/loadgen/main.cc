@@ -11,7 +11,7 @@
 #include "loadgen/load_options.h"
 #include "loadgen/run_report.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 namespace {
 
 absl::Status RunOnce(const LoadOptions& options) {
@@ -77,13 +77,13 @@ absl::Status Main(int argc, char** argv) {
 }
 
 }  // namespace
-}  // namespace gecd::load
+}  // namespace gecd::loadgen
 
 int main(int argc, char** argv) {
   // As in gecd's main (src/cli/main.cc): Debian's Abseil is built without NDEBUG, and lock-order
   // graphs for every absl::Mutex (gRPC's and the runner's) would slow the generator down.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  const absl::Status status = gecd::load::Main(argc, argv);
+  const absl::Status status = gecd::loadgen::Main(argc, argv);
   if (status.ok()) return 0;
   std::cerr << "gecd-load: " << status.message() << "\n";
   return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;

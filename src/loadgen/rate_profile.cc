@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 
 RateProfile RateProfile::Constant(double qps) { return {Shape::kConstant, qps, qps, 0}; }
 
@@ -60,4 +60,4 @@ double RateProfile::At(double t_s) const {
 
 double RateProfile::Peak() const { return std::max(low_, high_); }
 
-}  // namespace gecd::load
+}  // namespace gecd::loadgen

@@ -5,7 +5,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 
 // The offered request rate of an open-loop run as a function of time since the end of warmup
 // (warmup runs at the rate of t = 0): constant, a linear ramp over the run, or a diurnal sine.
@@ -33,6 +33,6 @@ class RateProfile {
   double span_s_;  // ramp duration or diurnal period
 };
 
-}  // namespace gecd::load
+}  // namespace gecd::loadgen
 
 #endif  // GECD_LOADGEN_RATE_PROFILE_H_

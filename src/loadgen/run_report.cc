@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 namespace {
 
 double Ms(int64_t micros) { return micros / 1000.0; }
@@ -98,4 +98,4 @@ void WriteTimelineCsv(const RunResult& result, std::ostream& out) {
   }
 }
 
-}  // namespace gecd::load
+}  // namespace gecd::loadgen

@@ -7,7 +7,7 @@
 #include "loadgen/load_recorder.h"
 #include "nlohmann/json.hpp"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 
 // The human summary of a run: achieved QPS, latency percentiles in ms (OK answers), errors by
 // code, and refusals (RESOURCE_EXHAUSTED) with their share and latency.
@@ -24,6 +24,6 @@ TrialMeasurement ToTrialMeasurement(const RunResult& result);
 // "t,sent,ok,errors,p50_ms,p99_ms".
 void WriteTimelineCsv(const RunResult& result, std::ostream& out);
 
-}  // namespace gecd::load
+}  // namespace gecd::loadgen
 
 #endif  // GECD_LOADGEN_RUN_REPORT_H_

@@ -13,7 +13,7 @@
 #include "common/loopback.h"
 #include "common/status_macros.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -102,4 +102,4 @@ std::string ServeProcess::LastLoggedError() const {
   return line.empty() ? absl::StrCat("see ", options_.log_path) : line;
 }
 
-}  // namespace gecd::load
+}  // namespace gecd::loadgen

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 
 // How to start one `gecd serve`.
 struct ServeOptions {
@@ -56,6 +56,6 @@ class ServeProcess {
   bool exited_ = false;
 };
 
-}  // namespace gecd::load
+}  // namespace gecd::loadgen
 
 #endif  // GECD_LOADGEN_SERVE_PROCESS_H_

@@ -20,7 +20,7 @@
 #include "loadgen/load_options.h"
 #include "loadgen/serve_process.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 namespace {
 
 // The trials' sentences without an input file: short learner sentences like the service's
@@ -415,4 +415,4 @@ double SloMiss(const TrialMeasurement& measured, const FindMaxOptions& options) 
   return std::max(latency, errors);
 }
 
-}  // namespace gecd::load
+}  // namespace gecd::loadgen

@@ -15,7 +15,7 @@
 // `gecd tune`'s search: which values of the settings that decide a daemon's throughput let it
 // sustain the highest request rate within a latency SLO, measured with the open-loop find-max
 // of gecd-load against daemons started for each candidate, within a wall-time budget.
-namespace gecd::load {
+namespace gecd::loadgen {
 
 // Config key → value, as `gecd serve --set` takes them.
 using Settings = std::map<std::string, std::string>;
@@ -196,6 +196,6 @@ class DaemonTuner {
 // if both hold).
 double SloMiss(const TrialMeasurement& measured, const FindMaxOptions& options);
 
-}  // namespace gecd::load
+}  // namespace gecd::loadgen
 
 #endif  // GECD_LOADGEN_TUNER_H_

@@ -47,22 +47,22 @@ struct Fleet {
   }
 };
 
-load::RunResult Load(const DaemonProcess& router, double qps, double seconds) {
-  load::RunConfig run;
+loadgen::RunResult Load(const DaemonProcess& router, double qps, double seconds) {
+  loadgen::RunConfig run;
   run.targets = {router.grpc_target()};
   run.channels = 4;
-  run.profile = load::RateProfile::Constant(qps);
+  run.profile = loadgen::RateProfile::Constant(qps);
   run.duration_s = seconds;
   run.warmup_s = 0.5;
   run.sentences = {"She go to school yesterday.", "The cat sat on the mat.",
                    "Their is a problem with this sentence."};
-  absl::StatusOr<load::RunResult> result = load::RunLoad(run);
+  absl::StatusOr<loadgen::RunResult> result = loadgen::RunLoad(run);
   EXPECT_TRUE(result.ok()) << result.status();
   if (result.ok()) return *std::move(result);
-  return load::RunResult();
+  return loadgen::RunResult();
 }
 
-std::string Errors(const load::RunResult& r) {
+std::string Errors(const loadgen::RunResult& r) {
   std::vector<std::string> parts;
   for (const auto& [code, n] : r.errors) parts.push_back(absl::StrCat(code, "=", n));
   return absl::StrJoin(parts, " ");
@@ -75,8 +75,8 @@ TEST(RouteDaemonTest, P2cKeepsTheTailOffASlowDaemonThatRoundRobinOverloads) {
   Fleet fleet({{}, {}, {"engine.echo_step_ms=20", "engine.max_batch_size=1"}});
   auto p2c = fleet.Router("p2c");
   auto rr = fleet.Router("round_robin");
-  const load::RunResult by_p2c = Load(*p2c, 180, 4);
-  const load::RunResult by_rr = Load(*rr, 180, 4);
+  const loadgen::RunResult by_p2c = Load(*p2c, 180, 4);
+  const loadgen::RunResult by_rr = Load(*rr, 180, 4);
   EXPECT_EQ(by_p2c.error_count(), 0u) << Errors(by_p2c);
   EXPECT_EQ(by_p2c.ok, by_p2c.sent);
   EXPECT_GT(by_p2c.ok, 500u);
@@ -102,7 +102,7 @@ TEST(RouteDaemonTest, SigtermOfOneDaemonUnderLoadFailsNoRequest) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2000));
     kill(fleet.daemons[0]->pid(), SIGTERM);
   });
-  const load::RunResult r = Load(*router, 150, 4);
+  const loadgen::RunResult r = Load(*router, 150, 4);
   stop.join();
   EXPECT_TRUE(fleet.daemons[0]->WaitExit(std::chrono::seconds(20)).has_value());
   EXPECT_GT(r.ok, 400u);
@@ -123,7 +123,7 @@ TEST(RouteDaemonTest, TheUnaryCallsOfAKilledDaemonAreRetriedElsewhere) {
     for (const auto& [title, pid] : children) kill(pid, SIGKILL);
     kill(victim.pid(), SIGKILL);
   });
-  const load::RunResult r = Load(*router, 150, 4);
+  const loadgen::RunResult r = Load(*router, 150, 4);
   kill_it.join();
   EXPECT_TRUE(victim.WaitExit(std::chrono::seconds(10)).has_value());
   EXPECT_GT(r.ok, 400u);

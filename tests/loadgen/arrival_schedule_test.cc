@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 namespace {
 
 // Arrivals in [from_s, to_s) of run time.
@@ -87,4 +87,4 @@ TEST(RateProfileTest, RejectsMalformedSpecs) {
 }
 
 }  // namespace
-}  // namespace gecd::load
+}  // namespace gecd::loadgen

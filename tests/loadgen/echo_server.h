@@ -10,7 +10,7 @@
 #include "gecd/v1/grammar.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
-namespace gecd::load::testing {
+namespace gecd::loadgen::testing {
 
 // An in-process gecd.v1.GrammarCorrection server on 127.0.0.1 (a free port) that answers every
 // sentence with its own text, with faults on demand: every reject_every-th sentence (0: none)
@@ -141,6 +141,6 @@ class EchoServer final : public v1::GrammarCorrection::CallbackService {
   std::unique_ptr<grpc::Server> server_;
 };
 
-}  // namespace gecd::load::testing
+}  // namespace gecd::loadgen::testing
 
 #endif  // GECD_TESTS_LOAD_ECHO_SERVER_H_

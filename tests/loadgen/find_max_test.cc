@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 namespace {
 
 // A server with a fixed capacity: p99 grows like an M/M/1 queue's as the load nears it, and
@@ -84,4 +84,4 @@ TEST(FindMaxTest, RejectsOptionsThatCannotConverge) {
 }
 
 }  // namespace
-}  // namespace gecd::load
+}  // namespace gecd::loadgen

@@ -7,7 +7,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 namespace {
 
 TEST(LatencyHistogramTest, EmptyReportsZero) {
@@ -74,4 +74,4 @@ TEST(LatencyHistogramTest, MergeEqualsRecordingEverything) {
 }
 
 }  // namespace
-}  // namespace gecd::load
+}  // namespace gecd::loadgen

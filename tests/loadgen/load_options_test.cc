@@ -6,7 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 namespace {
 
 absl::StatusOr<LoadOptions> Parse(std::vector<std::string> args) { return ParseLoadOptions(args); }
@@ -119,4 +119,4 @@ TEST(ReadSentencesTest, ReadsNonEmptyLinesAndRejectsEmptyOrMissingFiles) {
 }
 
 }  // namespace
-}  // namespace gecd::load
+}  // namespace gecd::loadgen

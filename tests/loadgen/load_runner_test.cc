@@ -6,7 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 namespace {
 
 RunConfig ConfigFor(const testing::EchoServer& server) {
@@ -174,4 +174,4 @@ TEST(LoadRunnerErrorsTest, NoSentencesIsAnError) {
 }
 
 }  // namespace
-}  // namespace gecd::load
+}  // namespace gecd::loadgen

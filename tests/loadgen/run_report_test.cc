@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 #include "loadgen/load_recorder.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 namespace {
 
 using std::chrono::milliseconds;
@@ -143,4 +143,4 @@ TEST(ReportTest, TableShowsQpsPercentilesAndErrorCodes) {
 }
 
 }  // namespace
-}  // namespace gecd::load
+}  // namespace gecd::loadgen

@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace gecd::load {
+namespace gecd::loadgen {
 namespace {
 
 using ::testing::ElementsAre;
@@ -286,4 +286,4 @@ TEST(TunerTest, TheSearchSpaceKeepsConfigsValid) {
 }
 
 }  // namespace
-}  // namespace gecd::load
+}  // namespace gecd::loadgen
