@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/child_process.h"
 #include "common/loopback.h"
 #include "common/status_macros.h"
 

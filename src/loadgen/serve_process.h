@@ -24,8 +24,8 @@ struct ServeOptions {
 
 // One `gecd serve` child process on free 127.0.0.1 ports (server.listen and
 // server.metrics_listen are set after `sets`), for tools that measure daemons they start
-// themselves, started with SpawnProcess (common/loopback.h, the launcher the supervisor and the
-// tests' DaemonProcess use too). It runs in its own process group, so a terminal's Ctrl-C
+// themselves, started with SpawnProcess (common/child_process.h, the launcher the supervisor and
+// the tests' DaemonProcess use too). It runs in its own process group, so a terminal's Ctrl-C
 // reaches the tool alone, and gets SIGTERM if the tool dies. Destruction stops it as an operator
 // does (SIGTERM: it drains and removes its segment), with SIGKILL after stop_timeout_s.
 class ServeProcess {

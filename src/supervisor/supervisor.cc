@@ -18,7 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "common/loopback.h"
+#include "common/child_process.h"
 #include "common/startup_phases.h"
 #include "common/status_macros.h"
 #include "config/config.h"

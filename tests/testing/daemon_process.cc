@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "common/child_process.h"
 #include "gtest/gtest.h"
 #include "testing/byte_level_tokenizer.h"
 #include "testing/test_paths.h"

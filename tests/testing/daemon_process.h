@@ -70,7 +70,7 @@ std::string WriteModelDir(const RandomModelOptions& options);
 const std::string& SmallModelDir();
 
 // One `gecd serve` process, its stdout and stderr in a file, started with SpawnProcess
-// (common/loopback.h, the launcher `gecd tune`'s ServeProcess and the supervisor use too) in
+// (common/child_process.h, the launcher `gecd tune`'s ServeProcess and the supervisor use too) in
 // the test's process group. The base command line runs 2 workers on the
 // `echo` backend with SmallModelDir() on free 127.0.0.1 ports and a 5 s grace period; `sets`
 // (KEY=VALUE, applied after the base ones, so they override them) change that. The destructor
