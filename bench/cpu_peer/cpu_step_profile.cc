@@ -6,12 +6,15 @@
 // one markdown table: per stage of CpuBackend::Forward (engine/step_profile.h; the build must
 // set -DGECD_STEP_PROFILE=ON, or only the totals are printed), the engine's host work around it
 // (PlanStep: scheduling and blocks; CommitStep: tokens, copy cursor, stop rule), milliseconds
-// per step, share of the step, and the matmuls' achieved GFLOP/s.
+// per step, share of the step, and the matmuls' achieved GFLOP/s beside what cblas_sgemm alone
+// reaches on the same shape (the step's mean rows; one weight matrix per layer, cycled).
 //
 //   cpu_step_profile [--config FILE] [--set KEY=VALUE]... --jfleg-src FILE
 //                    [--concurrency 8,32,128] [--limit N]
 //
 // Single-threaded driver (BLAS threads per engine.threads). Errors: stderr, exit 1; usage: 2.
+#include <cblas.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -45,8 +48,33 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 struct Group {
   const char* name;
   int stage;
+  int n = 0;         // output features
+  int k = 0;         // input features
   double flops = 0;  // multiply-adds x 2, summed over the run
 };
+
+// What cblas_sgemm alone reaches on one group's shape: `rows` x k times k x n (weights
+// transposed, as CpuLinear calls it), cycling through `copies` distinct weight matrices (one per
+// layer, so they stream from memory as in the model), for at least 0.3 s. GFLOP/s.
+double IsolatedSgemmGflops(int rows, int n, int k, int copies) {
+  std::vector<float> x(static_cast<size_t>(rows) * k, 0.5f);
+  std::vector<float> w(static_cast<size_t>(copies) * n * k, 0.25f);
+  std::vector<float> y(static_cast<size_t>(rows) * n);
+  auto once = [&](int c) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, k, 1.0f, x.data(), k,
+                w.data() + static_cast<size_t>(c) * n * k, k, 0.0f, y.data(), n);
+  };
+  for (int c = 0; c < copies; ++c) once(c);
+  int64_t calls = 0;
+  const Clock::time_point start = Clock::now();
+  double elapsed = 0;
+  while (elapsed < 0.3) {
+    once(static_cast<int>(calls % copies));
+    ++calls;
+    elapsed = Seconds(Clock::now() - start);
+  }
+  return 2.0 * rows * n * k * calls / elapsed * 1e-9;
+}
 
 struct RunTotals {
   int concurrency = 0;
@@ -63,6 +91,8 @@ struct RunTotals {
   profile::Counters stages;
   std::vector<Group> groups;
   int max_sampled = 0;
+  int layers = 0;
+  bool sgemm_ceiling = true;
 };
 
 absl::StatusOr<RunTotals> RunClosedLoop(gecd::engine::Backend* backend,
@@ -76,11 +106,16 @@ absl::StatusOr<RunTotals> RunClosedLoop(gecd::engine::Backend* backend,
   const double layers = c.num_hidden_layers;
   RunTotals r;
   r.concurrency = concurrency;
-  r.groups = {{"qkv", profile::kQkv},
-              {"o", profile::kO},
-              {"gate_up", profile::kGateUp},
-              {"down", profile::kDown},
-              {"lm_head", profile::kLmHead}};
+  r.layers = c.num_hidden_layers;
+  const int hi = c.hidden_size;
+  const int ii = c.intermediate_size;
+  const int qi = c.num_attention_heads * c.head_dim;
+  const int kvi = c.num_key_value_heads * c.head_dim;
+  r.groups = {{"qkv", profile::kQkv, qi + 2 * kvi, hi},
+              {"o", profile::kO, hi, qi},
+              {"gate_up", profile::kGateUp, 2 * ii, hi},
+              {"down", profile::kDown, hi, ii},
+              {"lm_head", profile::kLmHead, c.vocab_size, hi}};
   // Per token (per sampled row for lm_head): 2 x the weights' elements.
   const double per_token[] = {2 * layers * hidden * (q + 2 * kv), 2 * layers * q * hidden,
                               2 * layers * hidden * 2 * inter, 2 * layers * inter * hidden,
@@ -154,15 +189,23 @@ void Print(const RunTotals& r) {
       r.concurrency, static_cast<long long>(r.sequences), static_cast<long long>(r.steps),
       r.tokens / steps, r.sampled / steps, r.max_sampled, step_ms, r.sequences / r.wall_s,
       r.generated / r.wall_s);
-  std::printf("| stage | ms/step | share | GFLOP/s |\n|---|---:|---:|---:|\n");
-  auto row = [&](const char* name, double seconds, double flops) {
+  std::printf(
+      "| stage | ms/step | share | GFLOP/s | same sgemm alone, GFLOP/s |\n"
+      "|---|---:|---:|---:|---:|\n");
+  auto row = [&](const char* name, double seconds, double flops, double alone = 0) {
     std::printf("| %s | %.3f | %.1f%% |", name, seconds * 1e3 / steps, 100 * seconds / r.wall_s);
     if (flops > 0 && seconds > 0) {
-      std::printf(" %.1f |\n", flops / seconds * 1e-9);
+      std::printf(" %.1f |", flops / seconds * 1e-9);
+    } else {
+      std::printf(" |");
+    }
+    if (alone > 0) {
+      std::printf(" %.1f |\n", alone);
     } else {
       std::printf(" |\n");
     }
   };
+  const int layers = r.layers;
   double matmul_s = 0;
   double matmul_flops = 0;
   double staged_s = 0;
@@ -171,14 +214,21 @@ void Print(const RunTotals& r) {
       const double sec = r.stages.ns[s] * 1e-9;
       staged_s += sec;
       double flops = 0;
+      double alone = 0;
       for (const Group& g : r.groups) {
         if (g.stage == s) {
           flops = g.flops;
           matmul_s += sec;
           matmul_flops += g.flops;
+          // The step's mean rows for this group (sampled rows for lm_head).
+          const bool head = g.stage == profile::kLmHead;
+          const int rows = static_cast<int>((head ? r.sampled : r.tokens) / steps + 0.5);
+          if (r.sgemm_ceiling && rows > 0) {
+            alone = IsolatedSgemmGflops(rows, g.n, g.k, head ? 1 : layers);
+          }
         }
       }
-      row(profile::StageName(s), sec, flops);
+      row(profile::StageName(s), sec, flops, alone);
     }
     row("forward, untimed rest", std::max(0.0, r.forward_s - staged_s), 0);
   } else {
@@ -192,12 +242,13 @@ void Print(const RunTotals& r) {
   double total_flops = 0;
   for (const Group& g : r.groups) total_flops += g.flops;
   if (profile::CompiledIn()) {
-    std::printf("| **all matmuls** | %.3f | %.1f%% | %.1f |\n", matmul_s * 1e3 / steps,
+    std::printf("| **all matmuls** | %.3f | %.1f%% | %.1f | |\n", matmul_s * 1e3 / steps,
                 100 * matmul_s / r.wall_s, matmul_flops / matmul_s * 1e-9);
-    std::printf("| **everything else** | %.3f | %.1f%% | |\n", (r.wall_s - matmul_s) * 1e3 / steps,
-                100 * (r.wall_s - matmul_s) / r.wall_s);
+    std::printf("| **everything else** | %.3f | %.1f%% | | |\n",
+                (r.wall_s - matmul_s) * 1e3 / steps, 100 * (r.wall_s - matmul_s) / r.wall_s);
   }
-  std::printf("| **whole step** | %.3f | 100%% | %.1f |\n", step_ms, total_flops / r.wall_s * 1e-9);
+  std::printf("| **whole step** | %.3f | 100%% | %.1f | |\n", step_ms,
+              total_flops / r.wall_s * 1e-9);
 }
 
 struct Flags {

@@ -14,6 +14,9 @@
   ct2_peer.py report --dir DIR
       Reads what run.sh left in DIR (prompts, CTranslate2 outputs decoded by gecd's tokenizer,
       `gecd eval`'s report, gecd-load's find-max) and prints the comparison table.
+  ct2_peer.py perf-groups --perf perf.txt [--metrics metrics.txt]
+      Sums daemon_profile.sh's `perf report` lines by process and, in the engine process, by
+      part of the work; with the daemon's /metrics, the batch sizes its steps ran.
 """
 
 import argparse
@@ -208,7 +211,7 @@ def load_jsonl(path):
         return [json.loads(line) for line in f]
 
 
-def rounds(d, prefix):
+def rounds(d, prefix, required=True):
     """The JSON files PREFIX-r1.json, PREFIX-r2.json, ... that run.sh wrote, in order."""
     out = []
     r = 1
@@ -216,7 +219,7 @@ def rounds(d, prefix):
         with open(os.path.join(d, f"{prefix}-r{r}.json")) as f:
             out.append(json.load(f))
         r += 1
-    if not out:
+    if not out and required:
         sys.exit(f"ct2_peer: no {prefix}-r1.json in {d}")
     return out
 
@@ -271,12 +274,36 @@ def report(args):
             None,
         )
     )
-    fm_path = os.path.join(d, "gecd-findmax.json")
-    if os.path.exists(fm_path):
+    alt = rounds(d, "gecd-eval-alt", required=False)
+    if alt:
+        with open(os.path.join(d, "gecd-alt-env.txt")) as f:
+            env = f.read().strip()
+        alt_out = [row["model"] for row in alt[0]["outputs"]["jfleg"]]
+        same = sum(1 for a, b in zip(alt_out, gecd_out) if a == b)
+        rows.append(
+            (
+                f"gecd eval, same, {env}",
+                [e["throughput"]["model"]["sentences_per_s"] for e in alt],
+                f"{same} / {n}",
+                None,
+            )
+        )
+    for name, label in (("gecd-findmax", ""), ("gecd-findmax-alt", "alt")):
+        fm_path = os.path.join(d, name + ".json")
+        if not os.path.exists(fm_path):
+            continue
         with open(fm_path) as f:
             fm = json.load(f)
+        if label:
+            with open(os.path.join(d, "gecd-alt-env.txt")) as f:
+                label = ", " + f.read().strip()
         rows.append(
-            (f"gecd serve, gecd-load --find-max, p99 < {fm['slo_p99_s']:g} s", [fm["max_qps"]], "", None)
+            (
+                f"gecd serve{label}, gecd-load --find-max, p99 < {fm['slo_p99_s']:g} s",
+                [fm["max_qps"]],
+                "",
+                None,
+            )
         )
     print()
     print("| system | req/s (each round) | median | outputs identical to gecd's |")
@@ -309,6 +336,88 @@ def report(args):
                 shown += 1
 
 
+# Engine-process symbols by part of the work: the first pattern that matches (dso or symbol).
+PERF_GROUPS = [
+    ("matmuls: OpenBLAS sgemm (all projections, lm_head)", r"openblas"),
+    ("attention", r"CpuBackend::Attention"),
+    ("sampling and copy bias (argmax over the vocabulary)", r"BiasedArgmax|AdvanceCopy|CopyCandidate"),
+    ("RMSNorm", r"RmsNorm"),
+    ("expf (SiLU, softmax)", r"libm[.-]"),
+    ("RoPE and KV store", r"Rope"),
+    ("rest of Forward (embeddings, SiLU loop, checks)", r"CpuBackend::|CpuLinear|CheckSequence|CheckTokenIds"),
+    ("engine scheduling (plan, commit, blocks, compute thread)",
+     r"engine::(Engine|PipelinedEngine|Block|StepBatch|OutputCollector|ComputeThread|KvCache)"),
+    ("ring I/O and engine host (ipc, requests, replies)", r"ipc::|Ring|[Ee]ngine_?[Hh]ost|EngineProcess|Generator|server::|worker::"),
+    ("kernel: sched_yield (OpenBLAS threads waiting for work)", r"sched_yield|do_sched_yield"),
+    ("kernel (other syscalls, futex, scheduling, page faults)", r"\[kernel|\[k\]"),
+    ("libc / libstdc++ (memcpy, malloc, locks)", r"libc[.-]|libstdc|ld-linux|libpthread"),
+]
+
+
+def perf_groups(args):
+    line_re = re.compile(r"^\s*([\d.]+)%\s+(\d+):(.+?)\s{2,}(\S+)\s+\[(.)\]\s+(.*?)\s*$")
+    by_proc = {}
+    groups = {}
+    other = {}
+    thread_proc = {}
+    if args.threads:
+        with open(args.threads) as f:
+            for line in f:
+                tid, _, name = line.strip().partition(" ")
+                thread_proc[tid] = name
+    with open(args.perf) as f:
+        for line in f:
+            m = line_re.match(line)
+            if not m:
+                continue
+            pct, comm, dso, kind, sym = float(m[1]), m[3].strip(), m[4], m[5], m[6]
+            comm = thread_proc.get(m[2], comm)
+            proc = "engine" if "engine" in comm else ("worker" if "worker" in comm else comm)
+            by_proc[proc] = by_proc.get(proc, 0) + pct
+            if proc != "engine":
+                continue
+            key = f"{dso} [{kind}] {sym}"
+            for name, pattern in PERF_GROUPS:
+                if re.search(pattern, key):
+                    groups[name] = groups.get(name, 0) + pct
+                    break
+            else:
+                other[sym] = other.get(sym, 0) + pct
+    total = sum(by_proc.values())
+    if total == 0:
+        sys.exit(f"ct2_peer: no samples parsed from {args.perf}")
+    print("| process | share of the daemon's on-CPU samples |\n|---|---:|")
+    for proc, pct in sorted(by_proc.items(), key=lambda x: -x[1]):
+        print(f"| {proc} | {100 * pct / total:.1f}% |")
+    engine = by_proc.get("engine", 0)
+    if engine:
+        print("\n| engine process: part | share of its on-CPU samples |\n|---|---:|")
+        for name, _ in PERF_GROUPS:
+            if name in groups:
+                print(f"| {name} | {100 * groups[name] / engine:.1f}% |")
+        rest = sum(other.values())
+        top = ", ".join(f"{k} {100 * v / engine:.1f}%" for k, v in sorted(other.items(), key=lambda x: -x[1])[:4])
+        print(f"| other ({top}) | {100 * rest / engine:.1f}% |")
+    if args.metrics and os.path.exists(args.metrics):
+        buckets, total_sum, count = [], 0.0, 0
+        with open(args.metrics) as f:
+            for line in f:
+                m = re.match(r'gecd_batch_size_bucket\{le="([^"]+)"\} (\S+)', line)
+                if m:
+                    buckets.append((m[1], float(m[2])))
+                elif line.startswith("gecd_batch_size_sum "):
+                    total_sum = float(line.split()[1])
+                elif line.startswith("gecd_batch_size_count "):
+                    count = int(float(line.split()[1]))
+        if count:
+            cells, prev = [], 0.0
+            for le, c in buckets:
+                if c > prev:
+                    cells.append(f"<= {le}: {100 * (c - prev) / count:.0f}%")
+                prev = c
+            print(f"\nengine steps: {count}, mean batch {total_sum / count:.1f} sequences; " + ", ".join(cells))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -324,11 +433,17 @@ def main():
     g.add_argument("--repeat", type=int, default=3)
     g.add_argument("--ids-out", required=True)
     g.add_argument("--json-out", required=True)
+    pg = sub.add_parser("perf-groups")
+    pg.add_argument("--perf", required=True)
+    pg.add_argument("--metrics")
+    pg.add_argument("--threads", help="lines of 'thread-id process-name'")
     r = sub.add_parser("report")
     r.add_argument("--dir", required=True)
     r.add_argument("--diffs", type=int, default=3, help="differing outputs to show per type")
     args = ap.parse_args()
-    {"convert": convert, "generate": generate, "report": report}[args.cmd](args)
+    {"convert": convert, "generate": generate, "report": report, "perf-groups": perf_groups}[
+        args.cmd
+    ](args)
 
 
 if __name__ == "__main__":
