@@ -14,7 +14,8 @@
 # CTranslate2 picks its GEMM library by CPU vendor: Intel MKL on Intel, oneDNN elsewhere. On AMD
 # oneDNN's sgemm is several times slower than MKL's, and MKL's int8 several times slower than
 # oneDNN's, so each compute type runs with the faster one (CT2_ENV_float32, CT2_ENV_int8: extra
-# environment, e.g. CT2_USE_MKL=1 or CT2_FORCE_CPU_ISA=AVX512); the table names the backend.
+# environment, e.g. CT2_USE_MKL=1 or CT2_FORCE_CPU_ISA=AVX512); the table names the backend and
+# the ISA CTranslate2 logged.
 #
 # Builds nothing: first `cmake --build build --target gecd gecd-load cpu_peer_tool`.
 set -euo pipefail
@@ -30,10 +31,17 @@ ROUNDS="${ROUNDS:-3}"
 FINDMAX="${FINDMAX:-1}"
 if grep -qm1 GenuineIntel /proc/cpuinfo; then
   CT2_ENV_float32="${CT2_ENV_float32-}"
+  CT2_ENV_int8="${CT2_ENV_int8-}"
 else
   CT2_ENV_float32="${CT2_ENV_float32-CT2_USE_MKL=1}"
+  # CTranslate2 keeps its own kernels at AVX2 on non-Intel CPUs; AVX-512 ran its int8 ~8%
+  # faster on AMD Zen 5 (2026-12-02, bench/RESULTS.md), float32 no faster.
+  if grep -qm1 -w avx512f /proc/cpuinfo; then
+    CT2_ENV_int8="${CT2_ENV_int8-CT2_FORCE_CPU_ISA=AVX512}"
+  else
+    CT2_ENV_int8="${CT2_ENV_int8-}"
+  fi
 fi
-CT2_ENV_int8="${CT2_ENV_int8-}"
 # Debian 12's OpenBLAS (0.3.21) runs its Haswell (AVX2) kernels on CPUs it does not know, such as
 # AMD Zen 5; where the CPU has AVX-512, a second gecd eval row forces its SkylakeX kernels.
 # GECD_ALT_ENV="" leaves the row out.
