@@ -28,11 +28,12 @@ import struct
 import sys
 import time
 
-import numpy as np
 
 
 def read_safetensors(path):
     """Every tensor of one .safetensors file as float32 numpy arrays, by name."""
+    import numpy as np
+
     with open(path, "rb") as f:
         (header_len,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(header_len))
@@ -72,6 +73,7 @@ def load_checkpoint(model_dir):
 
 def convert(args):
     import ctranslate2
+    import numpy as np
     from ctranslate2 import specs
 
     with open(os.path.join(args.model, "config.json")) as f:
@@ -315,6 +317,11 @@ def report(args):
         )
     same_ct = sum(1 for a, b in zip(outputs["int8"], outputs["float32"]) if a == b)
     print(f"\nCTranslate2 int8 vs its float32: {same_ct} / {n} identical.")
+    load = os.path.join(d, "loadavg.txt")
+    if os.path.exists(load):
+        with open(load) as f:
+            print("load average (1, 5, 15 min) at the start of each round: "
+                  + "; ".join(line.strip() for line in f))
     toks = [len(p["tokens"]) for p in prompts if "tokens" in p]
     print(
         f"{n} JFLEG dev sources: {len(toks)} run through the model "
@@ -397,7 +404,8 @@ def perf_groups(args):
                 print(f"| {name} | {100 * groups[name] / engine:.1f}% |")
         rest = sum(other.values())
         top = ", ".join(f"{k} {100 * v / engine:.1f}%" for k, v in sorted(other.items(), key=lambda x: -x[1])[:4])
-        print(f"| other ({top}) | {100 * rest / engine:.1f}% |")
+        if rest:
+            print(f"| other ({top}) | {100 * rest / engine:.1f}% |")
     if args.metrics and os.path.exists(args.metrics):
         buckets, total_sum, count = [], 0.0, 0
         with open(args.metrics) as f:

@@ -94,7 +94,8 @@ MODEL_DIR="$(cd "$(dirname "$CONFIG")" && cd "$MODEL_DIR" && pwd)"
 "$PY" "$HERE/ct2_peer.py" convert --model "$MODEL_DIR" --out "$OUT/ct2-model" >/dev/null
 
 for r in $(seq "$ROUNDS"); do
-  echo "== round $r of $ROUNDS"
+  echo "== round $r of $ROUNDS; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "round $r: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/loadavg.txt"
   for ct in int8 float32; do
     extra="CT2_ENV_$ct"
     # shellcheck disable=SC2086  # the extra environment is KEY=VALUE words
