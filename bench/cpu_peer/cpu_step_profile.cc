@@ -92,7 +92,6 @@ struct RunTotals {
   std::vector<Group> groups;
   int max_sampled = 0;
   int layers = 0;
-  bool sgemm_ceiling = true;
 };
 
 absl::StatusOr<RunTotals> RunClosedLoop(gecd::engine::Backend* backend,
@@ -223,7 +222,7 @@ void Print(const RunTotals& r) {
           // The step's mean rows for this group (sampled rows for lm_head).
           const bool head = g.stage == profile::kLmHead;
           const int rows = static_cast<int>((head ? r.sampled : r.tokens) / steps + 0.5);
-          if (r.sgemm_ceiling && rows > 0) {
+          if (rows > 0) {
             alone = IsolatedSgemmGflops(rows, g.n, g.k, head ? 1 : layers);
           }
         }
