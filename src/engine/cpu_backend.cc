@@ -15,6 +15,7 @@
 #include "common/memory_limit.h"
 #include "common/startup_phases.h"
 #include "common/status_macros.h"
+#include "engine/step_profile.h"
 
 namespace gecd::engine {
 namespace {
@@ -361,43 +362,57 @@ void CpuBackend::Attention(const StepBatch& batch, int layer) {
 }
 
 absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
+  GECD_PROFILE_BEGIN(kValidate);
   RETURN_IF_ERROR(Validate(batch));
   result->next_tokens.clear();
   result->logits.clear();
   const int tokens = batch.num_tokens();
   if (tokens == 0) {
     previous_next_tokens_.clear();
+    GECD_PROFILE_END();
     return absl::OkStatus();
   }
   const int hidden = config_.hidden_size;
   const int inter = config_.intermediate_size;
   const float eps = config_.rms_norm_eps;
 
+  GECD_PROFILE_MARK(kEmbed);
   for (int t = 0; t < tokens; ++t) {
     std::copy_n(embed_.data() + static_cast<size_t>(tokens_[t]) * hidden, hidden,
                 x_.data() + static_cast<size_t>(t) * hidden);
   }
+  GECD_PROFILE_MARK(kRopeTables);
   ComputeRope(batch);
   for (int l = 0; l < static_cast<int>(layers_.size()); ++l) {
     const Layer& layer = layers_[l];
+    GECD_PROFILE_MARK(kInputNorm);
     RmsNorm(x_.data(), layer.input_norm.data(), tokens, hidden, eps, h_.data());
+    GECD_PROFILE_MARK(kQkv);
     layer.qkv.Apply(h_.data(), tokens, qkv_.data(), /*accumulate=*/false, &scratch_);
+    GECD_PROFILE_MARK(kRopeStore);
     ApplyRopeAndStore(batch, l);
+    GECD_PROFILE_MARK(kAttention);
     Attention(batch, l);
+    GECD_PROFILE_MARK(kO);
     layer.o.Apply(attn_.data(), tokens, x_.data(), /*accumulate=*/true, &scratch_);
 
+    GECD_PROFILE_MARK(kPostNorm);
     RmsNorm(x_.data(), layer.post_attention_norm.data(), tokens, hidden, eps, h_.data());
+    GECD_PROFILE_MARK(kGateUp);
     layer.gate_up.Apply(h_.data(), tokens, gate_up_.data(), /*accumulate=*/false, &scratch_);
+    GECD_PROFILE_MARK(kSilu);
     for (int t = 0; t < tokens; ++t) {
       const float* gate = gate_up_.data() + static_cast<size_t>(t) * 2 * inter;
       const float* up = gate + inter;
       float* a = act_.data() + static_cast<size_t>(t) * inter;
       for (int i = 0; i < inter; ++i) a[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
     }
+    GECD_PROFILE_MARK(kDown);
     layer.down.Apply(act_.data(), tokens, x_.data(), /*accumulate=*/true, &scratch_);
   }
 
   // Only the rows that sample need the final norm and the (large) lm_head GEMM.
+  GECD_PROFILE_MARK(kFinalNorm);
   int sampled = 0;
   for (const BatchSequence& s : batch.sequences) {
     if (!s.sample) continue;
@@ -407,7 +422,9 @@ absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
     ++sampled;
   }
   const int vocab = config_.vocab_size;
+  GECD_PROFILE_MARK(kLmHead);
   lm_head_.Apply(last_.data(), sampled, logits_.data(), /*accumulate=*/false, &scratch_);
+  GECD_PROFILE_MARK(kSample);
   int r = 0;
   for (const BatchSequence& s : batch.sequences) {
     if (!s.sample) continue;
@@ -423,10 +440,12 @@ absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
     }
     result->next_tokens.push_back(BiasedArgmax(row, candidate, s.copy.bias));
   }
+  GECD_PROFILE_MARK(kResult);
   if (batch.return_logits) {
     result->logits.assign(logits_.begin(), logits_.begin() + static_cast<size_t>(sampled) * vocab);
   }
   previous_next_tokens_ = result->next_tokens;
+  GECD_PROFILE_END();
   return absl::OkStatus();
 }
 
