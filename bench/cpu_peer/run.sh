@@ -42,8 +42,9 @@ else
     CT2_ENV_int8="${CT2_ENV_int8-}"
   fi
 fi
-# Debian 12's OpenBLAS (0.3.21) runs its Haswell (AVX2) kernels on CPUs it does not know, such as
-# AMD Zen 5; where the CPU has AVX-512, a second gecd eval row forces its SkylakeX kernels.
+# The development boxes' environment sets OPENBLAS_CORETYPE=Haswell (AVX2 kernels; unset, Debian
+# 12's OpenBLAS picks Cooperlake on AMD Zen 5); where the CPU has AVX-512, a second gecd eval row
+# runs its SkylakeX kernels.
 # GECD_ALT_ENV="" leaves the row out.
 if grep -qm1 -w avx512f /proc/cpuinfo; then
   GECD_ALT_ENV="${GECD_ALT_ENV-OPENBLAS_CORETYPE=SkylakeX}"

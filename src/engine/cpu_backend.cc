@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <new>
 #include <numbers>
 #include <span>
@@ -203,6 +204,15 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::Chec
   ProcessStartup().Mark("KV cache and step buffers");
   if (options.threads > 0) openblas_set_num_threads(options.threads);
   return b;
+}
+
+std::string CpuBackend::Describe() const {
+  // OpenBLAS picks its kernels when it loads, from the CPU or from OPENBLAS_CORETYPE, which
+  // some environments set (one of ours sets Haswell, AVX2, on a CPU with AVX-512): say which.
+  const char* name = openblas_get_corename();
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  return absl::StrCat("cpu, OpenBLAS ", name == nullptr ? "?" : name, " kernels",
+                      forced == nullptr ? "" : " (chosen by OPENBLAS_CORETYPE)");
 }
 
 // Catches at the allocations, so a size the machine cannot hold is an error, not an exception.

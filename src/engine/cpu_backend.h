@@ -47,6 +47,8 @@ class CpuBackend final : public Backend {
   int max_step_tokens() const override { return max_step_tokens_; }
   int max_batch_size() const override { return max_batch_size_; }
   absl::Status Forward(const StepBatch& batch, StepResult* result) override;
+  // "cpu, OpenBLAS <core> kernels": which kernels the matmuls run.
+  std::string Describe() const override;
 
  private:
   struct Layer {

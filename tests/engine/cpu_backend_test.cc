@@ -1,5 +1,7 @@
 #include "engine/cpu_backend.h"
 
+#include <cblas.h>
+
 #include <sys/resource.h>
 
 #include <cmath>
@@ -136,6 +138,18 @@ TEST_P(DecodeTest, BatchedAndChunkedEqualUnbatched) {
       EXPECT_EQ(testing::Argmax(together[i]), testing::Argmax(alone[i]));
     }
   }
+}
+
+// The engine's start-up line says which kernels the matmuls run, and whether the environment
+// chose them (one of our boxes sets OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU).
+TEST(CpuBackendTest, DescribeNamesTheOpenBlasKernels) {
+  auto m = LoadFixtureModel("ref-llama-f32", {.kv_block_size = 4, .num_kv_blocks = 8});
+  ASSERT_NE(m.backend, nullptr);
+  const std::string what = m.backend->Describe();
+  EXPECT_THAT(what, ::testing::StartsWith("cpu, OpenBLAS "));
+  EXPECT_THAT(what, ::testing::HasSubstr(openblas_get_corename()));
+  EXPECT_EQ(what.find("OPENBLAS_CORETYPE") != std::string::npos,
+            std::getenv("OPENBLAS_CORETYPE") != nullptr);
 }
 
 TEST(CpuBackendTest, RejectsMalformedBatches) {
