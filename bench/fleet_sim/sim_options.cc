@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "common/flag_scan.h"
+#include "common/args.h"
 #include "common/status_macros.h"
 
 namespace gecd::fleet_sim {
@@ -80,77 +80,108 @@ absl::StatusOr<std::vector<double>> ParseNumbers(absl::string_view flag, absl::s
 
 }  // namespace
 
-absl::StatusOr<SweepOptions> ParseSweepOptions(const std::vector<std::string>& args) {
+absl::StatusOr<SweepOptions> ParseSweepOptions(const std::vector<std::string>& argv) {
   SweepOptions options;
   FleetOptions& fleet = options.fleet;
   PodModel& model = fleet.model;
   model = CpuCalibratedPodModel();
   options.policies = {Policy::kRoundRobin, Policy::kRandom, Policy::kP2C, Policy::kLeastRequest};
   options.utilisations = {0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98};
-  for (size_t i = 0; i < args.size(); ++i) {
-    const CommandLineFlag parsed = SplitFlag(args[i]);
-    const std::string& flag = parsed.name;
-    if (flag == "--help" || flag == "-h") {
-      options.help = true;
-      continue;
-    }
-    ASSIGN_OR_RETURN(const std::string value, FlagValue(parsed, args, i));
-    if (flag == "--policies") {
-      options.policies.clear();
-      for (absl::string_view name : absl::StrSplit(value, ',')) {
-        absl::StatusOr<Policy> policy = ParsePolicy(name);
-        if (!policy.ok()) {
-          return absl::InvalidArgumentError(absl::StrCat(flag, ": ", policy.status().message()));
-        }
-        options.policies.push_back(*policy);
+  static const std::vector<FlagSpec> kFlags = {{"help", false, ""},
+                                               {"policies", true, ""},
+                                               {"utilisation", true, ""},
+                                               {"rates", true, ""},
+                                               {"pods", true, ""},
+                                               {"slow-fraction", true, ""},
+                                               {"slow-factor", true, ""},
+                                               {"routers", true, ""},
+                                               {"pod-capacity", true, ""},
+                                               {"requests", true, ""},
+                                               {"warmup", true, ""},
+                                               {"seed", true, ""},
+                                               {"csv", true, ""},
+                                               {"step-ms", true, ""},
+                                               {"decode-token-ms", true, ""},
+                                               {"prompt-token-ms", true, ""},
+                                               {"max-batch", true, ""},
+                                               {"max-step-tokens", true, ""},
+                                               {"steps", true, ""},
+                                               {"prompt-tokens", true, ""}};
+  bool help = false;
+  ASSIGN_OR_RETURN(const Args args, ParseToolArgs(argv, kFlags, &help));
+  options.help = help;
+  if (auto v = args.Get("policies")) {
+    options.policies.clear();
+    for (absl::string_view name : absl::StrSplit(*v, ',')) {
+      absl::StatusOr<Policy> policy = ParsePolicy(name);
+      if (!policy.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("--policies: ", policy.status().message()));
       }
-    } else if (flag == "--utilisation") {
-      ASSIGN_OR_RETURN(options.utilisations, ParseNumbers(flag, value));
-      options.rates.clear();
-    } else if (flag == "--rates") {
-      ASSIGN_OR_RETURN(options.rates, ParseNumbers(flag, value));
-    } else if (flag == "--pods") {
-      ASSIGN_OR_RETURN(fleet.pods, ParseInteger(flag, value, 1));
-    } else if (flag == "--slow-fraction") {
-      ASSIGN_OR_RETURN(fleet.slow_fraction, ParseNumber(flag, value, 0));
-      if (fleet.slow_fraction > 1) return BadValue(flag, value, "a share in [0, 1]");
-    } else if (flag == "--slow-factor") {
-      ASSIGN_OR_RETURN(fleet.slow_factor, ParseNumber(flag, value, 1));
-    } else if (flag == "--routers") {
-      ASSIGN_OR_RETURN(fleet.routers, ParseInteger(flag, value, 1));
-    } else if (flag == "--pod-capacity") {
-      ASSIGN_OR_RETURN(options.pod_capacity, ParseNumber(flag, value, 0));
-    } else if (flag == "--requests") {
-      // The latencies are kept for exact percentiles: 8 bytes each.
-      ASSIGN_OR_RETURN(fleet.measured_requests, ParseInteger(flag, value, 1, 100'000'000));
-    } else if (flag == "--warmup") {
-      ASSIGN_OR_RETURN(fleet.warmup_requests, ParseInteger(flag, value, 0, 1'000'000'000));
-    } else if (flag == "--seed") {
-      int64_t seed;
-      ASSIGN_OR_RETURN(seed, ParseInteger(flag, value, 0, INT64_MAX));
-      fleet.seed = static_cast<uint64_t>(seed);
-    } else if (flag == "--csv") {
-      options.csv_path = value;
-    } else if (flag == "--step-ms") {
-      ASSIGN_OR_RETURN(model.step_fixed_s, ParseNumber(flag, value, 0));
-      model.step_fixed_s *= 1e-3;
-    } else if (flag == "--decode-token-ms") {
-      ASSIGN_OR_RETURN(model.decode_token_s, ParseNumber(flag, value, 0));
-      model.decode_token_s *= 1e-3;
-    } else if (flag == "--prompt-token-ms") {
-      ASSIGN_OR_RETURN(model.prompt_token_s, ParseNumber(flag, value, 0));
-      model.prompt_token_s *= 1e-3;
-    } else if (flag == "--max-batch") {
-      ASSIGN_OR_RETURN(model.max_batch, ParseInteger(flag, value, 1));
-    } else if (flag == "--max-step-tokens") {
-      ASSIGN_OR_RETURN(model.max_step_tokens, ParseInteger(flag, value, 1));
-    } else if (flag == "--steps") {
-      ASSIGN_OR_RETURN(model.steps_per_request, ParseInteger(flag, value, 1));
-    } else if (flag == "--prompt-tokens") {
-      ASSIGN_OR_RETURN(model.prompt_tokens, ParseInteger(flag, value, 1));
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", flag, " (see --help)"));
+      options.policies.push_back(*policy);
     }
+  }
+  if (args.Has("utilisation") && args.Has("rates")) {
+    return absl::InvalidArgumentError(
+        "--utilisation and --rates exclude each other: load points are one or the other");
+  }
+  if (auto v = args.Get("utilisation")) {
+    ASSIGN_OR_RETURN(options.utilisations, ParseNumbers("--utilisation", *v));
+  }
+  if (auto v = args.Get("rates")) {
+    ASSIGN_OR_RETURN(options.rates, ParseNumbers("--rates", *v));
+  }
+  if (auto v = args.Get("pods")) {
+    ASSIGN_OR_RETURN(fleet.pods, ParseInteger("--pods", *v, 1));
+  }
+  if (auto v = args.Get("slow-fraction")) {
+    ASSIGN_OR_RETURN(fleet.slow_fraction, ParseNumber("--slow-fraction", *v, 0));
+    if (fleet.slow_fraction > 1) return BadValue("--slow-fraction", *v, "a share in [0, 1]");
+  }
+  if (auto v = args.Get("slow-factor")) {
+    ASSIGN_OR_RETURN(fleet.slow_factor, ParseNumber("--slow-factor", *v, 1));
+  }
+  if (auto v = args.Get("routers")) {
+    ASSIGN_OR_RETURN(fleet.routers, ParseInteger("--routers", *v, 1));
+  }
+  if (auto v = args.Get("pod-capacity")) {
+    ASSIGN_OR_RETURN(options.pod_capacity, ParseNumber("--pod-capacity", *v, 0));
+  }
+  if (auto v = args.Get("requests")) {
+    // The latencies are kept for exact percentiles: 8 bytes each.
+    ASSIGN_OR_RETURN(fleet.measured_requests, ParseInteger("--requests", *v, 1, 100'000'000));
+  }
+  if (auto v = args.Get("warmup")) {
+    ASSIGN_OR_RETURN(fleet.warmup_requests, ParseInteger("--warmup", *v, 0, 1'000'000'000));
+  }
+  if (auto v = args.Get("seed")) {
+    int64_t seed;
+    ASSIGN_OR_RETURN(seed, ParseInteger("--seed", *v, 0, INT64_MAX));
+    fleet.seed = static_cast<uint64_t>(seed);
+  }
+  if (auto v = args.Get("csv")) options.csv_path = *v;
+  if (auto v = args.Get("step-ms")) {
+    ASSIGN_OR_RETURN(model.step_fixed_s, ParseNumber("--step-ms", *v, 0));
+    model.step_fixed_s *= 1e-3;
+  }
+  if (auto v = args.Get("decode-token-ms")) {
+    ASSIGN_OR_RETURN(model.decode_token_s, ParseNumber("--decode-token-ms", *v, 0));
+    model.decode_token_s *= 1e-3;
+  }
+  if (auto v = args.Get("prompt-token-ms")) {
+    ASSIGN_OR_RETURN(model.prompt_token_s, ParseNumber("--prompt-token-ms", *v, 0));
+    model.prompt_token_s *= 1e-3;
+  }
+  if (auto v = args.Get("max-batch")) {
+    ASSIGN_OR_RETURN(model.max_batch, ParseInteger("--max-batch", *v, 1));
+  }
+  if (auto v = args.Get("max-step-tokens")) {
+    ASSIGN_OR_RETURN(model.max_step_tokens, ParseInteger("--max-step-tokens", *v, 1));
+  }
+  if (auto v = args.Get("steps")) {
+    ASSIGN_OR_RETURN(model.steps_per_request, ParseInteger("--steps", *v, 1));
+  }
+  if (auto v = args.Get("prompt-tokens")) {
+    ASSIGN_OR_RETURN(model.prompt_tokens, ParseInteger("--prompt-tokens", *v, 1));
   }
   // A model that is wrong before scaling is reported as written, not as scaled.
   RETURN_IF_ERROR(model.Validate());

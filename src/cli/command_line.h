@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "cli/args.h"
+#include "common/args.h"
 
 // The start every gecd command with --help shares: parse the flags, answer --help, turn the
 // flags into the command's options, and end a usage error with exit code 2.

@@ -3,8 +3,8 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "cli/args.h"
 #include "cli/command_line.h"
+#include "common/args.h"
 #include "common/status_macros.h"
 
 namespace gecd::cli {

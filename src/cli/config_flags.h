@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "cli/args.h"
+#include "common/args.h"
 #include "config/config.h"
 
 // The config a command runs with: its --config file and its --set KEY=VALUE overrides, which

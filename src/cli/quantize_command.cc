@@ -3,9 +3,9 @@
 #include <optional>
 #include <string>
 
-#include "cli/args.h"
 #include "cli/command_line.h"
 #include "cli/commands.h"
+#include "common/args.h"
 #include "common/progress_bar.h"
 #include "common/status_macros.h"
 #include "model/quantizer.h"

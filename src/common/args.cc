@@ -1,10 +1,10 @@
-#include "cli/args.h"
+#include "common/args.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace gecd::cli {
+namespace gecd {
 
 absl::StatusOr<Args> Args::Parse(const std::vector<std::string>& argv,
                                  const std::vector<FlagSpec>& specs) {
@@ -83,6 +83,23 @@ absl::StatusOr<int> Args::GetInt(std::string_view name, int default_value) const
   return out;
 }
 
+absl::StatusOr<Args> ParseToolArgs(const std::vector<std::string>& argv,
+                                   const std::vector<FlagSpec>& specs, bool* help) {
+  absl::StatusOr<Args> args = Args::Parse(argv, specs);
+  if (!args.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(args.status().message(), " (see --help)"));
+  }
+  *help = args->Has("help");
+  for (const std::string& positional : args->positionals()) {
+    if (positional != "-h") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unexpected argument '", positional, "' (see --help)"));
+    }
+    *help = true;
+  }
+  return args;
+}
+
 std::string FlagHelp(const std::vector<FlagSpec>& specs) {
   std::string out;
   for (const FlagSpec& s : specs) {
@@ -92,4 +109,4 @@ std::string FlagHelp(const std::vector<FlagSpec>& specs) {
   return out;
 }
 
-}  // namespace gecd::cli
+}  // namespace gecd

@@ -1,5 +1,5 @@
-#ifndef GECD_CLI_ARGS_H_
-#define GECD_CLI_ARGS_H_
+#ifndef GECD_COMMON_ARGS_H_
+#define GECD_COMMON_ARGS_H_
 
 #include <map>
 #include <optional>
@@ -10,10 +10,12 @@
 
 #include "absl/status/statusor.h"
 
-// Command-line arguments of one subcommand: `--name value`, `--name=value`, boolean `--name`,
-// and positionals. Each subcommand declares its flags, so a misspelt flag is an error that
-// names it instead of being ignored.
-namespace gecd::cli {
+// The one command-line parser, of gecd's subcommands, gecd-load and the bench tools:
+// `--name value`, `--name=value`, boolean `--name`, and positionals (everything after `--`
+// too). Each program declares its flags, so a misspelt flag is an error that names it instead
+// of being ignored. Repeated flags keep every value; Get gives the last, so the order of
+// different flags never matters. Parsed Args are immutable; thread-compatible.
+namespace gecd {
 
 struct FlagSpec {
   std::string name;  // without the leading "--"
@@ -41,9 +43,14 @@ class Args {
   std::vector<std::string> positionals_;
 };
 
+// Parse for a tool that takes no positionals (gecd-load, the bench tools): errors end in
+// " (see --help)"; `-h` or a `help` switch among `specs` sets *help.
+absl::StatusOr<Args> ParseToolArgs(const std::vector<std::string>& argv,
+                                   const std::vector<FlagSpec>& specs, bool* help);
+
 // "  --name VALUE   help" lines for a usage message.
 std::string FlagHelp(const std::vector<FlagSpec>& specs);
 
-}  // namespace gecd::cli
+}  // namespace gecd
 
-#endif  // GECD_CLI_ARGS_H_
+#endif  // GECD_COMMON_ARGS_H_

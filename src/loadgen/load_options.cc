@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/flag_scan.h"
+#include "common/args.h"
 #include "common/status_macros.h"
 
 namespace gecd::loadgen {
@@ -128,78 +128,81 @@ absl::StatusOr<double> ParseDuration(std::string_view text) {
   return v * scale;
 }
 
-absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& args) {
+absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& argv) {
+  static const std::vector<FlagSpec> kFlags = {
+      {"help", false, ""},       {"stream", false, ""},
+      {"find-max", false, ""},   {"honor-pushback", false, ""},
+      {"target", true, ""},      {"input", true, ""},
+      {"qps", true, ""},         {"profile", true, ""},
+      {"concurrency", true, ""}, {"duration", true, ""},
+      {"warmup", true, ""},      {"slo-p99", true, ""},
+      {"deadline-ms", true, ""}, {"channels", true, ""},
+      {"threads", true, ""},     {"priority", true, ""},
+      {"seed", true, ""},        {"json", true, ""},
+      {"csv", true, ""},         {"max-error-rate", true, ""},
+      {"precision", true, ""},   {"max-trials", true, ""}};
+  bool help = false;
+  ASSIGN_OR_RETURN(const Args args, ParseToolArgs(argv, kFlags, &help));
   LoadOptions options;
   RunConfig& run = options.run;
+  options.help = help;
+  run.stream = args.Has("stream");
+  options.find_max = args.Has("find-max");
+  run.honor_pushback = args.Has("honor-pushback");
   std::optional<double> qps;
-  std::string profile;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const CommandLineFlag parsed = SplitFlag(args[i]);
-    const std::string& flag = parsed.name;
-    if (flag == "--help" || flag == "-h") {
-      options.help = true;
-      continue;
+  const std::string profile = args.Get("profile").value_or("");
+  if (auto v = args.Get("target")) {
+    ASSIGN_OR_RETURN(run.targets, ParseTargets("--target", *v));
+  }
+  if (auto v = args.Get("input")) options.input_path = *v;
+  if (auto v = args.Get("qps")) {
+    ASSIGN_OR_RETURN(qps, ParsePositive("--qps", *v));
+  }
+  if (auto v = args.Get("concurrency")) {
+    ASSIGN_OR_RETURN(run.concurrency, ParseCount("--concurrency", *v));
+  }
+  if (auto v = args.Get("duration")) {
+    ASSIGN_OR_RETURN(run.duration_s, ParseDuration(*v));
+  }
+  if (auto v = args.Get("warmup")) {
+    ASSIGN_OR_RETURN(run.warmup_s, ParseDuration(*v));
+  }
+  if (auto v = args.Get("slo-p99")) {
+    ASSIGN_OR_RETURN(options.find_max_options.slo_p99_s, ParseDuration(*v));
+    run.objective =
+        std::chrono::microseconds(static_cast<int64_t>(options.find_max_options.slo_p99_s * 1e6));
+  }
+  if (auto v = args.Get("deadline-ms")) {
+    ASSIGN_OR_RETURN(run.deadline_ms, ParseCount("--deadline-ms", *v));
+  }
+  if (auto v = args.Get("channels")) {
+    ASSIGN_OR_RETURN(run.channels, ParseCount("--channels", *v));
+  }
+  if (auto v = args.Get("threads")) {
+    ASSIGN_OR_RETURN(run.threads, ParseCount("--threads", *v));
+  }
+  if (auto v = args.Get("priority")) {
+    if (*v != "interactive" && *v != "batch") {
+      return BadValue("--priority", *v, "interactive or batch");
     }
-    if (flag == "--stream") {
-      run.stream = true;
-      continue;
+    run.priority = *v;
+  }
+  if (auto v = args.Get("seed"); v && !absl::SimpleAtoi(*v, &run.seed)) {
+    return BadValue("--seed", *v, "an integer");
+  }
+  if (auto v = args.Get("json")) options.json_path = *v;
+  if (auto v = args.Get("csv")) options.csv_path = *v;
+  if (auto v = args.Get("max-error-rate")) {
+    double& rate = options.find_max_options.max_error_rate;
+    if (!absl::SimpleAtod(*v, &rate) || rate < 0 || rate > 1) {
+      return BadValue("--max-error-rate", *v, "a fraction in [0, 1]");
     }
-    if (flag == "--find-max") {
-      options.find_max = true;
-      continue;
-    }
-    if (flag == "--honor-pushback") {
-      run.honor_pushback = true;
-      continue;
-    }
-    ASSIGN_OR_RETURN(const std::string value, FlagValue(parsed, args, i));
-    if (flag == "--target") {
-      ASSIGN_OR_RETURN(run.targets, ParseTargets(flag, value));
-    } else if (flag == "--input") {
-      options.input_path = value;
-    } else if (flag == "--qps") {
-      ASSIGN_OR_RETURN(qps, ParsePositive(flag, value));
-    } else if (flag == "--profile") {
-      profile = value;
-    } else if (flag == "--concurrency") {
-      ASSIGN_OR_RETURN(run.concurrency, ParseCount(flag, value));
-    } else if (flag == "--duration") {
-      ASSIGN_OR_RETURN(run.duration_s, ParseDuration(value));
-    } else if (flag == "--warmup") {
-      ASSIGN_OR_RETURN(run.warmup_s, ParseDuration(value));
-    } else if (flag == "--slo-p99") {
-      ASSIGN_OR_RETURN(options.find_max_options.slo_p99_s, ParseDuration(value));
-      run.objective =
-          std::chrono::microseconds(static_cast<int64_t>(options.find_max_options.slo_p99_s * 1e6));
-    } else if (flag == "--deadline-ms") {
-      ASSIGN_OR_RETURN(run.deadline_ms, ParseCount(flag, value));
-    } else if (flag == "--channels") {
-      ASSIGN_OR_RETURN(run.channels, ParseCount(flag, value));
-    } else if (flag == "--threads") {
-      ASSIGN_OR_RETURN(run.threads, ParseCount(flag, value));
-    } else if (flag == "--priority") {
-      if (value != "interactive" && value != "batch") {
-        return BadValue(flag, value, "interactive or batch");
-      }
-      run.priority = value;
-    } else if (flag == "--seed") {
-      if (!absl::SimpleAtoi(value, &run.seed)) return BadValue(flag, value, "an integer");
-    } else if (flag == "--json") {
-      options.json_path = value;
-    } else if (flag == "--csv") {
-      options.csv_path = value;
-    } else if (flag == "--max-error-rate") {
-      double& rate = options.find_max_options.max_error_rate;
-      if (!absl::SimpleAtod(value, &rate) || rate < 0 || rate > 1) {
-        return BadValue(flag, value, "a fraction in [0, 1]");
-      }
-    } else if (flag == "--precision") {
-      ASSIGN_OR_RETURN(options.find_max_options.precision, ParsePositive(flag, value));
-    } else if (flag == "--max-trials") {
-      ASSIGN_OR_RETURN(options.find_max_options.max_trials, ParseCount(flag, value));
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", flag, " (see --help)"));
-    }
+  }
+  if (auto v = args.Get("precision")) {
+    ASSIGN_OR_RETURN(options.find_max_options.precision, ParsePositive("--precision", *v));
+  }
+  if (auto v = args.Get("max-trials")) {
+    ASSIGN_OR_RETURN(options.find_max_options.max_trials, ParseCount("--max-trials", *v));
   }
   if (options.help) return options;
   if (options.input_path.empty()) return absl::InvalidArgumentError("--input FILE is required");

@@ -98,11 +98,28 @@ TEST(ParseLoadOptionsTest, RejectsConflictsAndBadValues) {
       {"--input", "s", "--max-error-rate", "2"},
       {"--input", "s", "--bogus", "1"},
       {"--input"},
+      {"--input", "s", "stray"},
+      {"--input", "s", "--stream=yes"},
   };
   for (const auto& args : bad) {
     EXPECT_EQ(Parse(args).status().code(), absl::StatusCode::kInvalidArgument)
         << ::testing::PrintToString(args);
   }
+}
+
+// gecd-load parses with the same parser as gecd's subcommands (common/args.h): errors name the
+// flag and point at --help; -h and --help both ask for help.
+TEST(ParseLoadOptionsTest, ErrorsNameTheFlagAndHelpIsHelp) {
+  EXPECT_EQ(Parse({"--input", "s", "--bogus", "1"}).status().message(),
+            "unknown flag --bogus (see --help)");
+  EXPECT_EQ(Parse({"--input", "s", "--qps"}).status().message(),
+            "flag --qps needs a value (see --help)");
+  EXPECT_EQ(Parse({"--input", "s", "stray"}).status().message(),
+            "unexpected argument 'stray' (see --help)");
+  EXPECT_TRUE(Parse({"-h"})->help);
+  EXPECT_TRUE(Parse({"--help"})->help);
+  // The last of a repeated flag counts, as before.
+  EXPECT_EQ(Parse({"--input", "a", "--input=b"})->input_path, "b");
 }
 
 TEST(ReadSentencesTest, ReadsNonEmptyLinesAndRejectsEmptyOrMissingFiles) {

@@ -50,6 +50,9 @@ TEST(SimOptionsTest, BadValuesNameTheFlag) {
   EXPECT_NE(Error({"--pods-count", "3"}).find("unknown flag --pods-count"), std::string::npos);
   EXPECT_NE(Error({"--max-step-tokens", "100"}).find("max_step_tokens"), std::string::npos);
   EXPECT_NE(Error({"--routers", "5000"}).find("routers"), std::string::npos);
+  EXPECT_NE(Error({"--rates", "10", "--utilisation", "0.5"}).find("exclude each other"),
+            std::string::npos);
+  EXPECT_NE(Error({"stray"}).find("unexpected argument 'stray'"), std::string::npos);
 }
 
 }  // namespace
