@@ -63,11 +63,4 @@ engine::EngineOptions EngineOptionsFrom(const model::Checkpoint& checkpoint) {
   return options;
 }
 
-absl::StatusOr<std::unique_ptr<model::SpellCorrector>> SpellCorrectorFrom(
-    const SpellingSection& spelling) {
-  if (spelling.dictionary.empty()) return nullptr;
-  return model::SpellCorrector::Create(spelling.dictionary, spelling.lexicon, spelling.min_count,
-                                       spelling.instances);
-}
-
 }  // namespace gecd::config

@@ -10,9 +10,9 @@
 #include "engine/cpu_backend.h"
 #include "engine/engine.h"
 #include "model/checkpoint.h"
-#include "spelling/spell_corrector.h"
 
 // The settings every command that runs the model (serve, generate, eval) derives the same way.
+// (The spelling stage's: spelling/spelling_config.h.)
 namespace gecd::config {
 
 // The engine section's settings as the CPU backend takes them.
@@ -26,11 +26,6 @@ absl::StatusOr<std::unique_ptr<engine::Backend>> CreateBackend(const Config& con
 // The engine options the checkpoint sets: its EOS ids (generation_config.json's, which
 // Checkpoint::Open already filled in from config.json where it had none).
 engine::EngineOptions EngineOptionsFrom(const model::Checkpoint& checkpoint);
-
-// The spelling stage the `spelling` section asks for; null when it is off. Errors name the
-// missing or malformed file.
-absl::StatusOr<std::unique_ptr<model::SpellCorrector>> SpellCorrectorFrom(
-    const SpellingSection& spelling);
 
 }  // namespace gecd::config
 

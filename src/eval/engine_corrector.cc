@@ -7,6 +7,7 @@
 #include "engine/output_collector.h"
 #include "engine_options/engine_options.h"
 #include "model/checkpoint.h"
+#include "spelling/spelling_config.h"
 #include "text/output_text.h"
 
 namespace gecd::eval {
@@ -26,7 +27,7 @@ absl::StatusOr<std::unique_ptr<EngineCorrector>> EngineCorrector::Create(
   ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tokenizer,
                    model::Tokenizer::LoadFromModelDir(config.model.dir));
   ASSIGN_OR_RETURN(std::unique_ptr<model::SpellCorrector> spelling,
-                   config::SpellCorrectorFrom(config.spelling));
+                   model::SpellCorrectorFrom(config.spelling));
   ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend,
                    config::CreateBackend(config, *checkpoint));
   auto engine = std::make_unique<engine::PipelinedEngine>(std::move(backend), tokenizer.get(),

@@ -22,8 +22,8 @@
 #include "common/startup_phases.h"
 #include "common/status_macros.h"
 #include "config/config.h"
-#include "engine_options/engine_options.h"
 #include "ipc/shared_segment.h"
+#include "spelling/spelling_config.h"
 #ifdef GECD_HAVE_CUDA
 #include "kernels/device_info.h"
 #endif
@@ -587,7 +587,7 @@ int RunSupervisor(const config::Config& config, const std::string& config_path,
   std::future<absl::Status> spelling = std::async(std::launch::async, [&config] {
     config::SpellingSection one = config.spelling;
     one.instances = 1;
-    return config::SpellCorrectorFrom(one).status();
+    return model::SpellCorrectorFrom(one).status();
   });
   const absl::Status model = CheckModelDirectory(config);
   const absl::Status spelling_status = spelling.get();

@@ -7,11 +7,11 @@
 #include <ctime>
 
 #include "common/startup_phases.h"
-#include "engine_options/engine_options.h"
 #include "ipc/shared_segment.h"
 #include "metrics/metrics.h"
 #include "spdlog/spdlog.h"
 #include "spelling/spell_corrector.h"
+#include "spelling/spelling_config.h"
 #include "supervisor/roles.h"
 #include "tokenizer/tokenizer.h"
 #include "worker/ring_engine_link.h"
@@ -61,7 +61,7 @@ int RunWorkerProcess(const config::Config& config, const std::string& shm_name, 
     return 1;
   }
   absl::StatusOr<std::unique_ptr<model::SpellCorrector>> spelling =
-      config::SpellCorrectorFrom(config.spelling);
+      model::SpellCorrectorFrom(config.spelling);
   if (!spelling.ok()) {
     spdlog::critical("{}", spelling.status().ToString());
     return 1;
