@@ -27,17 +27,9 @@ for bin in "$GECD" "$LOAD" "$WRITE_MODEL"; do
 done
 mkdir -p "$OUT"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-DAEMON_PID=""
-stop_daemon() {
-  if [[ -n "$DAEMON_PID" ]]; then
-    kill -TERM "$DAEMON_PID" 2>/dev/null || true
-    wait "$DAEMON_PID" 2>/dev/null || true
-    DAEMON_PID=""
-  fi
-}
-trap stop_daemon EXIT
+# free_port, DAEMON_PID, stop_daemon (run on exit).
+# shellcheck source=scripts/lib/daemon.sh
+source "$ROOT/scripts/lib/daemon.sh"
 
 # start_daemon NAME --set K=V...: starts gecd serve on free ports, waits for /readyz.
 start_daemon() {

@@ -31,7 +31,6 @@
 namespace {
 
 using gecd::bench::cpu_peer::BuildPrompts;
-using gecd::bench::cpu_peer::LoadConfig;
 using gecd::bench::cpu_peer::PeerPrompt;
 using gecd::bench::cpu_peer::ReadJflegSources;
 
@@ -121,7 +120,8 @@ int main(int argc, char** argv) {
   }
   if (f.mode != "prompts" && f.mode != "decode") return Usage("mode must be prompts or decode");
   if (f.mode == "prompts" && f.jfleg_src.empty()) return Usage("prompts needs --jfleg-src");
-  absl::StatusOr<gecd::config::Config> cfg = LoadConfig(f.config, f.overrides);
+  absl::StatusOr<gecd::config::Config> cfg =
+      gecd::config::LoadConfigWithOverrides(f.config, f.overrides);
   if (!cfg.ok()) {
     std::fprintf(stderr, "cpu_peer_tool: %s\n", cfg.status().ToString().c_str());
     return 1;

@@ -260,7 +260,7 @@ struct Flags {
 
 absl::Status Run(const Flags& f) {
   ASSIGN_OR_RETURN(gecd::config::Config cfg,
-                   gecd::bench::cpu_peer::LoadConfig(f.config, f.overrides));
+                   gecd::config::LoadConfigWithOverrides(f.config, f.overrides));
   if (cfg.engine.backend != "cpu") {
     return absl::InvalidArgumentError("cpu_step_profile profiles engine.backend cpu only");
   }

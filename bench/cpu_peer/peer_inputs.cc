@@ -8,23 +8,6 @@
 
 namespace gecd::bench::cpu_peer {
 
-absl::StatusOr<config::Config> LoadConfig(const std::string& path,
-                                          const std::vector<std::string>& overrides) {
-  config::Config cfg;
-  if (!path.empty()) {
-    ASSIGN_OR_RETURN(cfg, config::LoadConfigFile(path));
-  }
-  for (const std::string& kv : overrides) {
-    const size_t eq = kv.find('=');
-    if (eq == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("--set wants KEY=VALUE, got '", kv, "'"));
-    }
-    RETURN_IF_ERROR(config::ApplyOverride(cfg, kv.substr(0, eq), kv.substr(eq + 1)));
-  }
-  RETURN_IF_ERROR(config::ValidateConfig(cfg));
-  return cfg;
-}
-
 absl::StatusOr<std::vector<std::string>> ReadJflegSources(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));

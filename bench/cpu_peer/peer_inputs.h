@@ -15,11 +15,6 @@
 // spelling stage). Plain functions, no shared state: thread-safe.
 namespace gecd::bench::cpu_peer {
 
-// `path` empty: built-in defaults. The overrides are KEY=VALUE, applied in order, then the
-// config's cross-key rules are checked.
-absl::StatusOr<config::Config> LoadConfig(const std::string& path,
-                                          const std::vector<std::string>& overrides);
-
 // Every line of a JFLEG .src file, detokenized as `gecd eval --jfleg` does. NotFound naming the
 // file if it cannot be read; InvalidArgument if it is empty.
 absl::StatusOr<std::vector<std::string>> ReadJflegSources(const std::string& path);

@@ -122,16 +122,9 @@ for ct in int8 float32; do
   "$TOOL" decode --config "$CONFIG" <"$OUT/ct2-$ct.ids" >"$OUT/ct2-$ct.txt.jsonl"
 done
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-DAEMON_PID=""
-stop_daemon() {
-  if [[ -n "$DAEMON_PID" ]]; then
-    kill -TERM "$DAEMON_PID" 2>/dev/null || true
-    wait "$DAEMON_PID" 2>/dev/null || true
-    DAEMON_PID=""
-  fi
-}
-trap stop_daemon EXIT
+# free_port, DAEMON_PID, stop_daemon (run on exit).
+# shellcheck source=scripts/lib/daemon.sh
+source "$ROOT/scripts/lib/daemon.sh"
 # findmax NAME [KEY=VALUE...]: gecd serve (same config, extra environment) on free ports, then
 # gecd-load's find-max at p99 < 1 s on the same texts; NAME.json, NAME.txt, NAME-metrics.txt.
 findmax() {

@@ -66,6 +66,26 @@ absl::StatusOr<int64_t> ParseInteger(absl::string_view flag, absl::string_view v
   return v;
 }
 
+// Sets *field from flag `name` when it is given: a number >= min, times `scale`.
+absl::Status SetNumber(const Args& args, std::string_view name, double min, double* field,
+                       double scale = 1) {
+  const std::optional<std::string> v = args.Get(name);
+  if (!v) return absl::OkStatus();
+  ASSIGN_OR_RETURN(*field, ParseNumber(absl::StrCat("--", std::string(name)), *v, min));
+  *field *= scale;
+  return absl::OkStatus();
+}
+
+// Sets *field from flag `name` when it is given: an integer in [min, max].
+template <typename T>
+absl::Status SetInteger(const Args& args, std::string_view name, int64_t min, T* field,
+                        int64_t max = INT_MAX) {
+  const std::optional<std::string> v = args.Get(name);
+  if (!v) return absl::OkStatus();
+  ASSIGN_OR_RETURN(*field, ParseInteger(absl::StrCat("--", std::string(name)), *v, min, max));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<double>> ParseNumbers(absl::string_view flag, absl::string_view value) {
   std::vector<double> numbers;
   for (absl::string_view item : absl::StrSplit(value, ',')) {
@@ -130,59 +150,28 @@ absl::StatusOr<SweepOptions> ParseSweepOptions(const std::vector<std::string>& a
   if (auto v = args.Get("rates")) {
     ASSIGN_OR_RETURN(options.rates, ParseNumbers("--rates", *v));
   }
-  if (auto v = args.Get("pods")) {
-    ASSIGN_OR_RETURN(fleet.pods, ParseInteger("--pods", *v, 1));
+  RETURN_IF_ERROR(SetInteger(args, "pods", 1, &fleet.pods));
+  RETURN_IF_ERROR(SetNumber(args, "slow-fraction", 0, &fleet.slow_fraction));
+  if (fleet.slow_fraction > 1) {
+    return BadValue("--slow-fraction", *args.Get("slow-fraction"), "a share in [0, 1]");
   }
-  if (auto v = args.Get("slow-fraction")) {
-    ASSIGN_OR_RETURN(fleet.slow_fraction, ParseNumber("--slow-fraction", *v, 0));
-    if (fleet.slow_fraction > 1) return BadValue("--slow-fraction", *v, "a share in [0, 1]");
-  }
-  if (auto v = args.Get("slow-factor")) {
-    ASSIGN_OR_RETURN(fleet.slow_factor, ParseNumber("--slow-factor", *v, 1));
-  }
-  if (auto v = args.Get("routers")) {
-    ASSIGN_OR_RETURN(fleet.routers, ParseInteger("--routers", *v, 1));
-  }
-  if (auto v = args.Get("pod-capacity")) {
-    ASSIGN_OR_RETURN(options.pod_capacity, ParseNumber("--pod-capacity", *v, 0));
-  }
-  if (auto v = args.Get("requests")) {
-    // The latencies are kept for exact percentiles: 8 bytes each.
-    ASSIGN_OR_RETURN(fleet.measured_requests, ParseInteger("--requests", *v, 1, 100'000'000));
-  }
-  if (auto v = args.Get("warmup")) {
-    ASSIGN_OR_RETURN(fleet.warmup_requests, ParseInteger("--warmup", *v, 0, 1'000'000'000));
-  }
-  if (auto v = args.Get("seed")) {
-    int64_t seed;
-    ASSIGN_OR_RETURN(seed, ParseInteger("--seed", *v, 0, INT64_MAX));
-    fleet.seed = static_cast<uint64_t>(seed);
-  }
+  RETURN_IF_ERROR(SetNumber(args, "slow-factor", 1, &fleet.slow_factor));
+  RETURN_IF_ERROR(SetInteger(args, "routers", 1, &fleet.routers));
+  RETURN_IF_ERROR(SetNumber(args, "pod-capacity", 0, &options.pod_capacity));
+  // The latencies are kept for exact percentiles: 8 bytes each.
+  RETURN_IF_ERROR(SetInteger(args, "requests", 1, &fleet.measured_requests, 100'000'000));
+  RETURN_IF_ERROR(SetInteger(args, "warmup", 0, &fleet.warmup_requests, 1'000'000'000));
+  int64_t seed = -1;
+  RETURN_IF_ERROR(SetInteger(args, "seed", 0, &seed, INT64_MAX));
+  if (seed >= 0) fleet.seed = static_cast<uint64_t>(seed);
   if (auto v = args.Get("csv")) options.csv_path = *v;
-  if (auto v = args.Get("step-ms")) {
-    ASSIGN_OR_RETURN(model.step_fixed_s, ParseNumber("--step-ms", *v, 0));
-    model.step_fixed_s *= 1e-3;
-  }
-  if (auto v = args.Get("decode-token-ms")) {
-    ASSIGN_OR_RETURN(model.decode_token_s, ParseNumber("--decode-token-ms", *v, 0));
-    model.decode_token_s *= 1e-3;
-  }
-  if (auto v = args.Get("prompt-token-ms")) {
-    ASSIGN_OR_RETURN(model.prompt_token_s, ParseNumber("--prompt-token-ms", *v, 0));
-    model.prompt_token_s *= 1e-3;
-  }
-  if (auto v = args.Get("max-batch")) {
-    ASSIGN_OR_RETURN(model.max_batch, ParseInteger("--max-batch", *v, 1));
-  }
-  if (auto v = args.Get("max-step-tokens")) {
-    ASSIGN_OR_RETURN(model.max_step_tokens, ParseInteger("--max-step-tokens", *v, 1));
-  }
-  if (auto v = args.Get("steps")) {
-    ASSIGN_OR_RETURN(model.steps_per_request, ParseInteger("--steps", *v, 1));
-  }
-  if (auto v = args.Get("prompt-tokens")) {
-    ASSIGN_OR_RETURN(model.prompt_tokens, ParseInteger("--prompt-tokens", *v, 1));
-  }
+  RETURN_IF_ERROR(SetNumber(args, "step-ms", 0, &model.step_fixed_s, 1e-3));
+  RETURN_IF_ERROR(SetNumber(args, "decode-token-ms", 0, &model.decode_token_s, 1e-3));
+  RETURN_IF_ERROR(SetNumber(args, "prompt-token-ms", 0, &model.prompt_token_s, 1e-3));
+  RETURN_IF_ERROR(SetInteger(args, "max-batch", 1, &model.max_batch));
+  RETURN_IF_ERROR(SetInteger(args, "max-step-tokens", 1, &model.max_step_tokens));
+  RETURN_IF_ERROR(SetInteger(args, "steps", 1, &model.steps_per_request));
+  RETURN_IF_ERROR(SetInteger(args, "prompt-tokens", 1, &model.prompt_tokens));
   // A model that is wrong before scaling is reported as written, not as scaled.
   RETURN_IF_ERROR(model.Validate());
   FleetOptions check = fleet;

@@ -9,25 +9,8 @@
 
 namespace gecd::cli {
 
-absl::StatusOr<config::Config> LoadConfigWithOverrides(const std::string& path,
-                                                       const std::vector<std::string>& overrides) {
-  config::Config cfg;
-  if (!path.empty()) {
-    ASSIGN_OR_RETURN(cfg, config::LoadConfigFile(path));
-  }
-  for (const std::string& kv : overrides) {
-    const size_t eq = kv.find('=');
-    if (eq == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("--set wants KEY=VALUE, got '", kv, "'"));
-    }
-    RETURN_IF_ERROR(config::ApplyOverride(cfg, kv.substr(0, eq), kv.substr(eq + 1)));
-  }
-  RETURN_IF_ERROR(config::ValidateConfig(cfg));
-  return cfg;
-}
-
 absl::StatusOr<config::Config> LoadConfigFlags(const Args& args) {
-  return LoadConfigWithOverrides(args.Get("config").value_or(""), args.GetAll("set"));
+  return config::LoadConfigWithOverrides(args.Get("config").value_or(""), args.GetAll("set"));
 }
 
 absl::StatusOr<DaemonFlags> LoadDaemonFlags(const Args& args) {
@@ -37,7 +20,7 @@ absl::StatusOr<DaemonFlags> LoadDaemonFlags(const Args& args) {
   f.config_path =
       args.Has("config") ? std::filesystem::absolute(*args.Get("config")).string() : std::string();
   f.overrides = args.GetAll("set");
-  ASSIGN_OR_RETURN(f.config, LoadConfigWithOverrides(f.config_path, f.overrides));
+  ASSIGN_OR_RETURN(f.config, config::LoadConfigWithOverrides(f.config_path, f.overrides));
   return f;
 }
 

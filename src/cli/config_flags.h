@@ -13,11 +13,6 @@
 // `gecd serve` also hands to the processes it starts.
 namespace gecd::cli {
 
-// The file at `path` ("" for the built-in defaults) with `overrides` ("KEY=VALUE" each)
-// applied in order. InvalidArgument names an override without '=' or an unknown key.
-absl::StatusOr<config::Config> LoadConfigWithOverrides(const std::string& path,
-                                                       const std::vector<std::string>& overrides);
-
 // The config of a command's --config FILE (as given; none: the built-in defaults) and its
 // --set KEY=VALUE flags.
 absl::StatusOr<config::Config> LoadConfigFlags(const Args& args);

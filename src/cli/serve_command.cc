@@ -50,7 +50,7 @@ int RunChildRole(const std::string& role) {
   const std::vector<std::string> overrides =
       absl::StrSplit(EnvOrEmpty(supervisor::kOverridesEnv), '\n', absl::SkipEmpty());
   absl::StatusOr<config::Config> cfg =
-      LoadConfigWithOverrides(EnvOrEmpty(supervisor::kConfigEnv), overrides);
+      config::LoadConfigWithOverrides(EnvOrEmpty(supervisor::kConfigEnv), overrides);
   ProcessStartup().Mark("config");
   const std::string shm = EnvOrEmpty(supervisor::kShmEnv);
   int worker = -1;

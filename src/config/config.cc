@@ -411,6 +411,23 @@ absl::Status ApplyOverride(Config& config, std::string_view key_path, std::strin
 }
 
 // Checks relations between fields that no single range can express.
+absl::StatusOr<Config> LoadConfigWithOverrides(const std::string& path,
+                                               const std::vector<std::string>& overrides) {
+  Config config;
+  if (!path.empty()) {
+    ASSIGN_OR_RETURN(config, LoadConfigFile(path));
+  }
+  for (const std::string& kv : overrides) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("--set wants KEY=VALUE, got '", kv, "'"));
+    }
+    RETURN_IF_ERROR(ApplyOverride(config, kv.substr(0, eq), kv.substr(eq + 1)));
+  }
+  RETURN_IF_ERROR(ValidateConfig(config));
+  return config;
+}
+
 absl::Status ValidateConfig(const Config& c) {
   if (c.model.prompt_template.find("{text}") == std::string::npos) {
     return absl::InvalidArgumentError("model.prompt_template: must contain {text}");

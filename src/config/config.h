@@ -148,6 +148,12 @@ absl::Status ApplyOverride(Config& config, std::string_view key_path, std::strin
 // ParseConfig also applies.
 absl::Status ValidateConfig(const Config& config);
 
+// The file at `path` ("" for the built-in defaults) with `overrides` ("KEY=VALUE" each, as
+// --set gives them) applied in order, then ValidateConfig. InvalidArgument names an override
+// without '=' or an unknown key.
+absl::StatusOr<Config> LoadConfigWithOverrides(const std::string& path,
+                                               const std::vector<std::string>& overrides);
+
 // engine.graph_batch_sizes as numbers (validated when the config was read).
 std::vector<int> GraphBatchSizes(const EngineSection& engine);
 
