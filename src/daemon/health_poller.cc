@@ -11,8 +11,11 @@ HealthPoller::HealthPoller(grpc::HealthCheckServiceInterface* health, Subject su
                            std::chrono::milliseconds period)
     : health_(health), subject_(std::move(subject)), period_(period) {
   // The default health service starts out SERVING; correct it before anyone can ask twice.
-  health_->SetServingStatus(subject_.ready());
-  thread_ = std::thread([this] { Loop(); });
+  const bool serving = subject_.ready();
+  health_->SetServingStatus(serving);
+  // The loop starts from what was set, not from a second reading: a change between the two
+  // (the thread may start late on a loaded machine) would otherwise never be published.
+  thread_ = std::thread([this, serving] { Loop(serving); });
 }
 
 void HealthPoller::Stop() {
@@ -23,8 +26,7 @@ void HealthPoller::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void HealthPoller::Loop() {
-  bool serving = subject_.ready();
+void HealthPoller::Loop(bool serving) {
   MutexLock lock(&mu_);
   // True when stopping_ is (else period_ has passed).
   while (!mu_.AwaitWithTimeout(&stopping_, period_)) {

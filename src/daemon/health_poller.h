@@ -33,7 +33,8 @@ class HealthPoller {
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Polls the subject every period; `serving` is the status the constructor set.
+  void Loop(bool serving) ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::HealthCheckServiceInterface* const health_;
   const Subject subject_;
