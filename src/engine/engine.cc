@@ -17,10 +17,6 @@ bool Contains(const std::vector<int32_t>& ids, int32_t id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
 
-int BlocksFor(int64_t tokens, int block_size) {
-  return static_cast<int>((tokens + block_size - 1) / block_size);
-}
-
 }  // namespace
 
 Engine::Engine(Backend* backend, const model::Tokenizer* tokenizer, EngineOptions options)
@@ -91,7 +87,7 @@ absl::Status Engine::AddSequence(SequenceId id, std::vector<int32_t> prompt,
                                                  .copy_before_last = {}});
   seq->num_prompt = static_cast<int>(seq->tokens.size());
   seq->due_us = seq->params.due_us != 0 ? seq->params.due_us : options_.clock();
-  seq->max_blocks = BlocksFor(needed, pool_.block_size());
+  seq->max_blocks = pool_.BlocksFor(needed);
   // After every sequence due no later: ties keep their arrival order.
   waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), seq->due_us,
                                    [](int64_t due, const Sequence* s) { return due < s->due_us; }),

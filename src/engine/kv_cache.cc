@@ -33,8 +33,7 @@ BlockTable& BlockTable::operator=(BlockTable&& other) noexcept {
 }
 
 bool BlockTable::Reserve(int64_t num_tokens) {
-  const int64_t bs = pool_->block_size_;
-  const int64_t needed = (num_tokens + bs - 1) / bs - static_cast<int64_t>(blocks_.size());
+  const int64_t needed = pool_->BlocksFor(num_tokens) - static_cast<int64_t>(blocks_.size());
   if (needed <= 0) return true;
   if (needed > static_cast<int64_t>(pool_->free_.size())) return false;
   for (int64_t i = 0; i < needed; ++i) {

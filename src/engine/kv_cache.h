@@ -40,6 +40,10 @@ class KvBlockPool {
   int num_blocks() const { return num_blocks_; }
   int block_size() const { return block_size_; }
   int num_free() const { return static_cast<int>(free_.size()); }
+  // Blocks that hold `num_tokens` positions (rounded up).
+  int BlocksFor(int64_t num_tokens) const {
+    return static_cast<int>((num_tokens + block_size_ - 1) / block_size_);
+  }
 
  private:
   friend class BlockTable;

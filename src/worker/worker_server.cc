@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/monotonic_clock.h"
 #include "common/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -73,11 +74,8 @@ void WorkerServer::Drain(std::chrono::milliseconds grace) {
   // the wire when Shutdown starts, is cancelled instead, and clients do not retry CANCELLED.
   const auto quiet_us = std::chrono::duration_cast<std::chrono::microseconds>(drain_quiet_);
   const auto busy = [&] {
-    const int64_t now_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                               std::chrono::steady_clock::now().time_since_epoch())
-                               .count();
     return service_->in_flight() > 0 || service_->open_streams() > 0 ||
-           now_us - service_->last_call_us() < quiet_us.count();
+           MonotonicMicros() - service_->last_call_us() < quiet_us.count();
   };
   while (busy() && std::chrono::system_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
