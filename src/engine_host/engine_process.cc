@@ -234,7 +234,14 @@ absl::Status EngineLoop::RunStep() {
     Reply(id, absl::StatusCode::kDeadlineExceeded,
           "the deadline passed while the request waited for the engine");
   }
-  if (!outcome.ran.empty()) metrics_.ObserveBatch(static_cast<int>(outcome.ran.size()));
+  if (!outcome.ran.empty()) {
+    metrics_.ObserveBatch(static_cast<int>(outcome.ran.size()));
+    step_time_.Observe(static_cast<int>(outcome.ran.size()),
+                       static_cast<double>(committed_us - start_us));
+    const ipc::StepTime fitted = step_time_.Fitted();
+    segment_.PublishStepTime(fitted);
+    metrics_.SetStepTime(fitted.fixed_us * 1e-6, fitted.per_sequence_us * 1e-6);
+  }
   header_->engine_steps.fetch_add(1, std::memory_order_release);
   return absl::OkStatus();
 }

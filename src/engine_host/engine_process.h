@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "engine/engine.h"
 #include "engine/output_collector.h"
+#include "engine_host/step_time_fit.h"
 #include "ipc/messages.h"
 #include "ipc/ring.h"
 #include "ipc/shared_segment.h"
@@ -91,6 +92,7 @@ class EngineLoop {
   engine::OutputCollector outputs_;  // the generated tokens of sequences_
   engine::SequenceId next_id_ = 1;
   bool published_has_work_ = false;  // the supervisor clears the flag when an engine dies
+  StepTimeFit step_time_;            // published after every step, for admission
 };
 
 }  // namespace gecd::engine_host

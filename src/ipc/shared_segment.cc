@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -20,7 +21,7 @@ namespace gecd::ipc {
 namespace {
 
 constexpr uint64_t kMagic = 0x31474553'44434547;  // "GECDSEG1"
-constexpr uint32_t kVersion = 5;
+constexpr uint32_t kVersion = 6;
 constexpr int kMaxWorkers = 1024;
 
 size_t RoundUp64(size_t n) { return (n + 63) / 64 * 64; }
@@ -208,6 +209,22 @@ bool SharedSegment::EngineWorkQueued() const {
   if (header()->engine_has_work.load(std::memory_order_acquire) != 0) return true;
   return std::any_of(channels_.begin(), channels_.end(),
                      [](const WorkerChannel& c) { return c.requests().HasUnread(); });
+}
+
+void SharedSegment::PublishStepTime(StepTime step_time) const {
+  header()->engine_step_time.store(std::bit_cast<uint64_t>(step_time), std::memory_order_relaxed);
+}
+
+StepTime SharedSegment::step_time() const {
+  return std::bit_cast<StepTime>(header()->engine_step_time.load(std::memory_order_relaxed));
+}
+
+int SharedSegment::AdmittedByOtherWorkers(int index) const {
+  int admitted = 0;
+  for (int i = 0; i < std::ssize(channels_); ++i) {
+    if (i != index) admitted += channels_[i].admitted();
+  }
+  return admitted;
 }
 
 void SharedSegment::ResetWorkerChannel(int index) {

@@ -30,6 +30,15 @@ struct SegmentOptions {
 // The longest engine start-up failure message the segment keeps; longer ones are cut.
 inline constexpr size_t kEngineFailureCapacity = 1024;
 
+// The engine's step time as measured: a step of n sequences takes about fixed_us +
+// per_sequence_us * n (engine_host/step_time_fit.h). Zeros: not measured yet.
+struct StepTime {
+  float fixed_us = 0;
+  float per_sequence_us = 0;
+  bool known() const { return fixed_us > 0 || per_sequence_us > 0; }
+};
+static_assert(sizeof(StepTime) == sizeof(uint64_t), "published as one atomic word");
+
 // Shared state every process reads. Written only as noted.
 struct SegmentHeader {
   uint64_t magic;
@@ -60,6 +69,9 @@ struct SegmentHeader {
   // step, so one that never returns leaves it set). See SharedSegment::EngineWorkQueued.
   alignas(64) std::atomic<uint64_t> engine_steps;
   std::atomic<uint32_t> engine_has_work;
+  // The engine's StepTime, both floats in one word so that a reader never mixes two fits;
+  // written by the engine, read by the workers' admission. See SharedSegment::step_time().
+  std::atomic<uint64_t> engine_step_time;
   // Why the engine could not start (loading the model or sizing its cache failed): written by
   // that engine just before it exits, read by the supervisor once it has reaped it, cleared by
   // the supervisor before it starts an engine. See SharedSegment::SetEngineFailure.
@@ -109,6 +121,12 @@ class SharedSegment {
   // Whether the engine has work it should be making steps on: sequences it admitted, or
   // requests waiting in a worker's ring. With engine_steps standing still, a wedged engine.
   bool EngineWorkQueued() const;
+
+  // Engine: publishes what it measured of its steps; workers read it.
+  void PublishStepTime(StepTime step_time) const;
+  StepTime step_time() const;
+  // The sentences admitted by every worker but `index` (ChannelHeader::admitted).
+  int AdmittedByOtherWorkers(int index) const;
 
   // Supervisor, after worker `index` died and before starting its replacement: has the engine
   // free its sequences and reset its rings (see worker_channel.h).

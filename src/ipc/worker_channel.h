@@ -27,6 +27,9 @@ struct ChannelHeader {
   std::atomic<uint64_t> engine_generation;
   // The generation whose worker's gRPC server listens (set by that worker); none at Format.
   std::atomic<uint64_t> listening_generation;
+  // The worker's admitted, unanswered sentences (its admission's in-flight count), which the
+  // other workers add to their own to predict the engine's batch. Zeroed when the worker dies.
+  alignas(64) std::atomic<int32_t> admitted;
 };
 
 // A view of one channel's region; copyable, owns nothing.
@@ -44,7 +47,10 @@ class WorkerChannel {
   const Ring& responses() const { return responses_; }
 
   // Supervisor, after the worker died: step 1 above (without the doorbell).
-  void RequestReset() { header_->generation.fetch_add(1, std::memory_order_acq_rel); }
+  void RequestReset() {
+    header_->admitted.store(0, std::memory_order_relaxed);
+    header_->generation.fetch_add(1, std::memory_order_acq_rel);
+  }
   // Engine: whether step 2 is due, and step 2's ring part.
   bool ResetPending() const {
     return header_->generation.load(std::memory_order_acquire) !=
@@ -58,6 +64,11 @@ class WorkerChannel {
     header_->listening_generation.store(header_->generation.load(std::memory_order_acquire),
                                         std::memory_order_release);
   }
+  // Worker: its admitted count; others: theirs (see ChannelHeader::admitted).
+  void PublishAdmitted(int admitted) const {
+    header_->admitted.store(admitted, std::memory_order_relaxed);
+  }
+  int admitted() const { return header_->admitted.load(std::memory_order_relaxed); }
   bool Listening() const {
     return header_->listening_generation.load(std::memory_order_acquire) ==
            header_->generation.load(std::memory_order_acquire);

@@ -88,11 +88,18 @@ void ProcessMetrics::SetKvCacheUsage(double ratio) {
   kv_cache_usage_bits_.store(std::bit_cast<uint64_t>(ratio), std::memory_order_relaxed);
 }
 
+void ProcessMetrics::SetStepTime(double fixed_seconds, double per_sequence_seconds) {
+  step_fixed_bits_.store(std::bit_cast<uint64_t>(fixed_seconds), std::memory_order_relaxed);
+  step_per_sequence_bits_.store(std::bit_cast<uint64_t>(per_sequence_seconds),
+                                std::memory_order_relaxed);
+}
+
 void ProcessMetrics::ResetGauges() {
   concurrency_.store(0, std::memory_order_relaxed);
   open_streams_.store(0, std::memory_order_relaxed);
   kv_cache_usage_bits_.store(std::bit_cast<uint64_t>(0.0), std::memory_order_relaxed);
   queue_depth_.store(0, std::memory_order_relaxed);
+  SetStepTime(0, 0);
 }
 
 size_t MetricsRegion::BytesFor(int num_processes) {
@@ -135,6 +142,10 @@ MetricsSnapshot MetricsRegion::Sum() const {
     s.kv_cache_usage +=
         std::bit_cast<double>(m.kv_cache_usage_bits_.load(std::memory_order_relaxed));
     s.queue_depth += m.queue_depth_.load(std::memory_order_relaxed);
+    s.step_fixed_seconds +=
+        std::bit_cast<double>(m.step_fixed_bits_.load(std::memory_order_relaxed));
+    s.step_per_sequence_seconds +=
+        std::bit_cast<double>(m.step_per_sequence_bits_.load(std::memory_order_relaxed));
     daemon::AddTo(s.request_duration, m.request_duration_);
     daemon::AddTo(s.time_to_first_token, m.time_to_first_token_);
     daemon::AddTo(s.batch_size, m.batch_size_);
@@ -193,6 +204,13 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
                absl::StrFormat("%g", s.kv_cache_usage));
   AppendScalar(out, "gecd_queue_depth", "Sequences waiting for the engine to admit them.", "gauge",
                absl::StrCat(s.queue_depth));
+  AppendScalar(out, "gecd_engine_step_fixed_seconds",
+               "The engine's measured step time: its part independent of the batch (a step of n "
+               "sequences takes fixed + per_sequence * n); admission predicts from it.",
+               "gauge", absl::StrFormat("%g", s.step_fixed_seconds));
+  AppendScalar(out, "gecd_engine_step_per_sequence_seconds",
+               "The engine's measured step time: its part per sequence in the step.", "gauge",
+               absl::StrFormat("%g", s.step_per_sequence_seconds));
   AppendHistogram(out, kSpellingDuration, s.spelling_duration);
   AppendScalar(out, "gecd_spelling_lookups_total", "Words the spelling stage looked up.", "counter",
                absl::StrCat(s.spelling_lookups));

@@ -64,6 +64,8 @@ class ProcessMetrics {
   // Engine gauges: KV blocks in use / total, and sequences waiting for admission.
   void SetKvCacheUsage(double ratio);
   void SetQueueDepth(int64_t n) { queue_depth_.store(n, std::memory_order_relaxed); }
+  // Engine gauges: its measured step time, fixed + per_sequence * sequences (seconds).
+  void SetStepTime(double fixed_seconds, double per_sequence_seconds);
 
   // Supervisor: the process died; its in-flight gauges no longer hold.
   void ResetGauges();
@@ -82,6 +84,8 @@ class ProcessMetrics {
   std::atomic<uint64_t> expired_sequences_;
   std::atomic<uint64_t> kv_cache_usage_bits_;  // a double's bits
   std::atomic<int64_t> queue_depth_;
+  std::atomic<uint64_t> step_fixed_bits_;         // a double's bits
+  std::atomic<uint64_t> step_per_sequence_bits_;  // a double's bits
   daemon::HistogramBlock request_duration_;
   daemon::HistogramBlock time_to_first_token_;
   daemon::HistogramBlock batch_size_;
@@ -107,6 +111,8 @@ struct MetricsSnapshot {
   uint64_t expired_sequences = 0;
   double kv_cache_usage = 0;
   int64_t queue_depth = 0;
+  double step_fixed_seconds = 0;
+  double step_per_sequence_seconds = 0;
   using Histogram = daemon::HistogramCounts;
   Histogram request_duration;
   Histogram time_to_first_token;

@@ -9,12 +9,10 @@
 namespace gecd::worker {
 namespace {
 
-// How many standard deviations of actual / predicted above its mean the objective must hold:
-// the 99th percentile of a normal spread.
-constexpr double kSpreadsFor99th = 2.33;
-// The margin's bounds, and how many (decayed) completions it needs before it is trusted.
-constexpr double kMaxMargin = 4.0;
-constexpr double kMinErrorSamples = 3.0;
+// The share of admitted sentences the margin lets finish after their budget, and how far one
+// late answer moves it (log scale).
+constexpr double kLateShare = 0.005;
+constexpr double kMarginGain = 0.1;
 // A refused client is told to come back after no less and no more than this.
 constexpr std::chrono::milliseconds kMinRetryAfter{5};
 constexpr std::chrono::milliseconds kMaxRetryAfter{10'000};
@@ -35,11 +33,18 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
   const int64_t now_us = clock_();
   Advance(now_us);
   Decision decision;
-  const double predicted_us = PredictUs(text_bytes, max_output_tokens);
+  const StepModel model = Model();
+  const int ahead = in_flight_ + model.others;
+  const double output = PredictOutput(text_bytes, max_output_tokens);
+  const double predicted_us = PredictUs(model, ahead, output);
+  // How long the sentences ahead take to leave, each.
+  const double leave_us = [&] {
+    const int batch = std::max(1, model.Batch(ahead));
+    return (output_.Ratio() + 1) * model.StepUs(batch) / batch;
+  }();
   if (in_flight_ >= options_.max_in_flight) {
     decision.refusal = Refusal::kMaxInFlight;
-    decision.retry_after =
-        predicted_us > 0 ? Jittered(predicted_us / (in_flight_ + 1)) : kDefaultRetryAfter;
+    decision.retry_after = leave_us > 0 ? Jittered(leave_us) : kDefaultRetryAfter;
     decision.message = absl::StrFormat(
         "server is at its in-flight limit (server.max_in_flight %d); retry after %d ms",
         options_.max_in_flight, decision.retry_after.count());
@@ -50,7 +55,7 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
                         (batch ? kBatchShare : 1.0);
   const bool deadline_first = !batch && budget != kNoDeadline && Us(budget) < slo_us;
   const double limit_us = deadline_first ? Us(budget) : slo_us;
-  const double margin = Margin();
+  const double margin = margin_;
   if (step_us_.weight <= 0 && in_flight_ >= (batch ? kStartWindow / 2 : kStartWindow)) {
     decision.refusal = Refusal::kNoEstimate;
     decision.retry_after = kDefaultRetryAfter;
@@ -62,10 +67,9 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
   }
   if (in_flight_ > 0 && predicted_us * margin > limit_us) {
     // The sentences that must leave before this one would fit, at the rate they leave.
-    const double per_sentence_us = predicted_us * margin / (in_flight_ + 1);
-    const double fits = std::max(0.0, std::floor(limit_us / per_sentence_us) - 1);
-    const double excess = std::max(1.0, in_flight_ - fits);
-    decision.retry_after = Jittered(predicted_us * excess / (in_flight_ + 1));
+    int fits = ahead;
+    while (fits > 0 && PredictUs(model, fits, output) * margin > limit_us) --fits;
+    decision.retry_after = Jittered(leave_us * std::max(1, ahead - fits));
     decision.refusal = deadline_first ? Refusal::kDeadline : Refusal::kSlo;
     const std::string limit =
         deadline_first
@@ -79,15 +83,16 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
     decision.message = absl::StrFormat(
         "overloaded: predicted %.0f ms (%d sentences in flight, ~%.0f output tokens) exceeds "
         "%s; retry after %d ms",
-        predicted_us * margin * 1e-3, in_flight_, PredictOutput(text_bytes, max_output_tokens),
-        limit, decision.retry_after.count());
+        predicted_us * margin * 1e-3, ahead, output, limit, decision.retry_after.count());
     return decision;
   }
   ++in_flight_;
+  if (options_.publish_in_flight) options_.publish_in_flight(in_flight_);
   decision.ticket = {.admitted_us = now_us,
                      .held_us = held_us_,
                      .text_bytes = text_bytes,
-                     .predicted_us = predicted_us};
+                     .predicted_us = predicted_us,
+                     .budget_us = limit_us};
   return decision;
 }
 
@@ -102,8 +107,7 @@ double AdmissionController::Release(const Ticket& ticket, int output_tokens) {
   busy_since_release_us_ = 0;
   step_us_.Decay(decay);
   output_per_byte_.Decay(decay);
-  error_.Decay(decay);
-  error_squared_.Decay(decay);
+  output_.Decay(decay);
   const auto sojourn_us = static_cast<double>(now_us - ticket.admitted_us);
   double error = 0;
   if (output_tokens >= 0 && sojourn_us > 0) {
@@ -113,13 +117,16 @@ double AdmissionController::Release(const Ticket& ticket, int output_tokens) {
     if (ticket.text_bytes > 0) {
       output_per_byte_.Add(output_tokens, static_cast<double>(ticket.text_bytes));
     }
+    output_.Add(output_tokens);
     if (ticket.predicted_us > 0) {
       error = sojourn_us / ticket.predicted_us;
-      error_.Add(error);
-      error_squared_.Add(error * error);
+      const double late = sojourn_us > ticket.budget_us ? 1.0 : 0.0;
+      margin_ =
+          std::clamp(margin_ * std::exp(kMarginGain * (late - kLateShare)), kMinMargin, kMaxMargin);
     }
   }
   --in_flight_;
+  if (options_.publish_in_flight) options_.publish_in_flight(in_flight_);
   return error;
 }
 
@@ -130,7 +137,9 @@ int AdmissionController::in_flight() const {
 
 std::chrono::microseconds AdmissionController::PredictedTime(size_t text_bytes) const {
   MutexLock lock(&mu_);
-  return std::chrono::microseconds(static_cast<int64_t>(PredictUs(text_bytes, 0) * Margin()));
+  const StepModel model = Model();
+  return std::chrono::microseconds(static_cast<int64_t>(
+      PredictUs(model, in_flight_ + model.others, PredictOutput(text_bytes, 0)) * margin_));
 }
 
 double AdmissionController::step_seconds_per_sentence() const {
@@ -145,7 +154,7 @@ double AdmissionController::output_tokens_per_byte() const {
 
 double AdmissionController::margin() const {
   MutexLock lock(&mu_);
-  return Margin();
+  return margin_;
 }
 
 void AdmissionController::Advance(int64_t now_us) {
@@ -161,8 +170,26 @@ double AdmissionController::PredictOutput(size_t text_bytes, int max_output_toke
   return max_output_tokens > 0 ? std::min(output, static_cast<double>(max_output_tokens)) : output;
 }
 
-double AdmissionController::PredictUs(size_t text_bytes, int max_output_tokens) const {
-  return step_us_.Ratio() * (PredictOutput(text_bytes, max_output_tokens) + 1) * (in_flight_ + 1);
+AdmissionController::StepModel AdmissionController::Model() const {
+  const EngineLoad load = options_.engine_load ? options_.engine_load() : EngineLoad{};
+  if (load.known()) {
+    return {.fixed_us = load.step_fixed_us,
+            .per_sequence_us = load.step_per_sequence_us,
+            .others = std::max(0, load.others_admitted),
+            .max_batch = std::max(1, options_.max_batch_size)};
+  }
+  return {.per_sequence_us = step_us_.Ratio()};
+}
+
+double AdmissionController::PredictUs(const StepModel& model, int ahead, double output) const {
+  // Output lengths are learned from answers: before the first, a prediction would be of a
+  // sentence with no output, and its error would only mislead the margin.
+  if (output_.weight <= 0) return 0;
+  const int in_flight = ahead + 1;
+  const int batch = model.Batch(in_flight);
+  const double queued =
+      static_cast<double>(in_flight - batch) * (output_.Ratio() + 1) / std::max(1, batch);
+  return (output + 1 + queued) * model.StepUs(batch);
 }
 
 std::chrono::milliseconds AdmissionController::Jittered(double us) {
@@ -173,13 +200,6 @@ std::chrono::milliseconds AdmissionController::Jittered(double us) {
   const double u = static_cast<double>(jitter_state_ >> 11) * 0x1.0p-53;
   const auto ms = std::chrono::milliseconds(static_cast<int64_t>(us * (0.5 + u) * 1e-3));
   return std::clamp(ms, kMinRetryAfter, kMaxRetryAfter);
-}
-
-double AdmissionController::Margin() const {
-  if (error_.weight < kMinErrorSamples) return 1.0;
-  const double mean = error_.Ratio();
-  const double spread = std::sqrt(std::max(0.0, error_squared_.Ratio() - mean * mean));
-  return std::clamp(mean + kSpreadsFor99th * spread, 1.0, kMaxMargin);
 }
 
 }  // namespace gecd::worker

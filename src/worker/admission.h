@@ -1,6 +1,7 @@
 #ifndef GECD_WORKER_ADMISSION_H_
 #define GECD_WORKER_ADMISSION_H_
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -9,6 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "common/mutex.h"
+#include "worker/engine_link.h"
 
 // Latency-objective admission for one worker: a sentence is refused at once (RESOURCE_EXHAUSTED)
 // when the worker predicts it could not be answered within the latency objective
@@ -22,25 +24,36 @@ namespace gecd::worker {
 //
 // The engine batches: every sentence in flight runs in every step, each step emits one token per
 // sentence, and a step takes longer the more sentences it runs. So a sentence's time in the
-// server is about (its output tokens + 1) steps, each as long as the in-flight count makes it:
+// server is about (its output tokens + 1) steps, each as long as the batch makes it. The engine
+// measures its own steps (engine_host/step_time_fit.h) and publishes the line
+// step(n) = fixed + per_sequence * n, and every worker publishes how many sentences it holds, so
+// with n sentences in flight across the workers, this one included:
 //
-//   predicted = theta * (output + 1) * (in_flight + 1)
+//   predicted = (output + 1 + queued) * step(min(n, max_batch_size))
 //
-// theta, the time per step per sentence in flight, is learned from the finished sentences as a
-// ratio of sums, sum(time) / sum((output + 1) * mean in flight during its stay), smoothed over
-// the completions of about `smoothing` of busy time; the output length of a new sentence, which
-// is not known before the model has run, is predicted from its text's length by the learned
-// ratio of output tokens to text bytes (for a correction, about the input's own length). A long
-// sentence thus costs what it will really hold the engine for, and is refused sooner under load
-// than a short one. Sentences that queue in the engine (beyond engine.max_batch_size or the KV
-// cache) wait longer as the in-flight count grows, and the same ratio absorbs it.
-//
-// The prediction is of a typical sentence; the objective is a 99th percentile. So the controller
-// also learns how far the actual times run over their predictions (the mean and spread of the
-// ratio actual / predicted) and refuses when predicted * (mean + 2.33 spread) passes the budget:
-// a prediction that often runs long admits fewer. The budget is the call's own deadline if that
-// is sooner than the objective, else the objective: a client looser than the objective does not
-// let the queue grow past it.
+// where queued, the steps a sentence beyond the engine's batch waits for others to leave, is
+// (n - max_batch_size) * (mean output + 1) / max_batch_size. Until the engine has published its
+// step time (or with a link that cannot tell), each worker learns theta, a time per step per
+// sentence in its own flight, from its finished sentences, as a ratio of sums, sum(time) /
+// sum((output + 1) * mean in flight during its stay), and predicts theta * (output + 1) *
+// (in_flight + 1): proportional to the batch, which overstates a larger batch by the step's
+// fixed part. Whatever is learned from finished sentences is smoothed over the completions of
+// about `smoothing` of busy time. The output length of a new sentence, which is not known before
+// the model has run, is predicted from its text's length by the learned ratio of output tokens
+// to text bytes (for a correction, about the input's own length). A long sentence thus costs
+// what it will really hold the engine for, and is refused sooner under load than a short one.
+
+// The prediction is of a typical sentence; the objective is a 99th percentile. So admission
+// compares predicted * margin with the budget, and steers the margin by what happens: each
+// admitted sentence answered later than the budget it was admitted against raises it by a
+// tenth, each one in time lowers it by a two-hundredth of that, which holds the share of late
+// answers at about 0.5% (a quantile tracker). A fixed allowance for the spread of predictions
+// (the mean ratio actual / predicted plus 2.33 spreads, before) refused, at the very rate a
+// load test finds to be the capacity, the long sentences whose predicted length ran a little
+// over: they would have finished in time. This one admits them while answers keep in time, and
+// under overload, where every admitted sentence is near its budget, it refuses more until they
+// do. The budget is the call's own deadline if that is sooner than the objective, else the
+// objective: a client looser than the objective does not let the queue grow past it.
 //
 // What refusals cannot do: nothing learned depends on refusals or on the arrival rate, only on
 // the sentences that finished, so a flood of refused calls cannot talk the estimate down (before
@@ -70,6 +83,14 @@ class AdmissionController {
     std::chrono::milliseconds slo{1000};  // server.slo_p99_ms
     // The smoothing time constant (busy time) of what is learned.
     std::chrono::milliseconds smoothing{1000};
+    // engine.max_batch_size: beyond it, sentences wait in the engine for others to leave.
+    int max_batch_size = 128;
+    // The engine's step time and the other workers' sentences, read on every decision; null
+    // (or a load that is not known()): the own-flight model above.
+    std::function<EngineLoad()> engine_load;
+    // Told this worker's in-flight count on every change, under the controller's lock; may be
+    // null.
+    std::function<void(int)> publish_in_flight;
   };
 
   // kNoEstimate: kStartWindow in flight before a first answer; the caller may let it wait for
@@ -81,12 +102,17 @@ class AdmissionController {
   // deadline is the caller's to keep (it waits for room, worker/waiting_room.h).
   enum class Priority { kInteractive, kBatch };
   static constexpr double kBatchShare = 0.75;
+  // The margin's range: below 1 admits sentences predicted a little over their budget (while
+  // answers keep in time); the top bounds how far a burst of late answers can close admission.
+  static constexpr double kMinMargin = 0.7;
+  static constexpr double kMaxMargin = 2.5;
   // What Release needs of an admitted sentence.
   struct Ticket {
     int64_t admitted_us = 0;  // the clock's time at admission
     double held_us = 0;       // the worker's sentence-microseconds in flight until then
     size_t text_bytes = 0;    // the request's text
     double predicted_us = 0;  // the predicted time in the server; 0 when there was none
+    double budget_us = 0;     // what it was admitted against (objective or deadline)
   };
   struct Decision {
     Refusal refusal = Refusal::kNone;
@@ -115,7 +141,7 @@ class AdmissionController {
   // margin for the spread of predictions applied; 0 until the first completion.
   std::chrono::microseconds PredictedTime(size_t text_bytes) const ABSL_LOCKS_EXCLUDED(mu_);
   // What is learned, for metrics and tests: seconds per step per sentence in flight, predicted
-  // output tokens per text byte, and the margin applied to predictions (>= 1).
+  // output tokens per text byte, and the margin applied to predictions (kMinMargin..kMaxMargin).
   double step_seconds_per_sentence() const ABSL_LOCKS_EXCLUDED(mu_);
   double output_tokens_per_byte() const ABSL_LOCKS_EXCLUDED(mu_);
   double margin() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -136,16 +162,27 @@ class AdmissionController {
     double Ratio() const { return weight > 0 ? sum / weight : 0; }
   };
 
+  // The step-time model one decision uses: the engine's, or the own-flight one.
+  struct StepModel {
+    double fixed_us = 0;
+    double per_sequence_us = 0;  // theta in the own-flight model
+    int others = 0;              // sentences in flight besides this worker's
+    int max_batch = 0;           // beyond it, sentences queue; 0: no limit
+    double StepUs(int batch) const { return fixed_us + per_sequence_us * batch; }
+    int Batch(int in_flight) const {
+      return max_batch > 0 ? std::min(in_flight, max_batch) : in_flight;
+    }
+  };
+  StepModel Model() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counts the busy time since the last event, and the sentences held over it.
   void Advance(int64_t now_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The predicted time in µs of a sentence of `text_bytes` (output capped at `max_output_tokens`
-  // when positive) admitted now, without the margin; 0 until the first completion.
-  double PredictUs(size_t text_bytes, int max_output_tokens) const
+  // The predicted time in µs of a sentence with `output` tokens to generate admitted with
+  // `ahead` sentences in flight, without the margin; 0 until a step time is known.
+  double PredictUs(const StepModel& model, int ahead, double output) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Its output tokens.
   double PredictOutput(size_t text_bytes, int max_output_tokens) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  double Margin() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `us` microseconds spread by ±50%, as a retry-after within its bounds.
   std::chrono::milliseconds Jittered(double us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -160,9 +197,8 @@ class AdmissionController {
   // time in the server (µs) over (output + 1) * mean in flight: theta
   DecayingSum step_us_ ABSL_GUARDED_BY(mu_);
   DecayingSum output_per_byte_ ABSL_GUARDED_BY(mu_);  // output tokens over text bytes
-  // actual / predicted, and its square
-  DecayingSum error_ ABSL_GUARDED_BY(mu_);
-  DecayingSum error_squared_ ABSL_GUARDED_BY(mu_);
+  DecayingSum output_ ABSL_GUARDED_BY(mu_);           // output tokens per sentence
+  double margin_ ABSL_GUARDED_BY(mu_) = 1.0;          // steered by late answers; see above
   uint64_t jitter_state_ ABSL_GUARDED_BY(mu_) = 0x9e3779b97f4a7c15ull;
 };
 

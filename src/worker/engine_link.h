@@ -38,6 +38,17 @@ struct EngineReply {
   int64_t first_token_us = 0;   // arrival → first generated token; 0 when not reported
 };
 
+// What admission (worker/admission.h) needs to know of the engine's load beyond its own
+// worker: how long the engine's steps take by batch size, and what the other workers hold.
+struct EngineLoad {
+  // A step of n sequences takes about step_fixed_us + step_per_sequence_us * n; both 0 while
+  // the engine has not measured its steps.
+  double step_fixed_us = 0;
+  double step_per_sequence_us = 0;
+  int others_admitted = 0;  // sentences admitted by the other workers, still unanswered
+  bool known() const { return step_fixed_us > 0 || step_per_sequence_us > 0; }
+};
+
 class EngineLink {
  public:
   using Done = std::function<void(EngineReply)>;
@@ -52,6 +63,10 @@ class EngineLink {
   virtual void Cancel(uint64_t id) = 0;
   // True while an engine is attached and warmed up.
   virtual bool Ready() const = 0;
+  // The engine's load as last published (zeros when the link cannot tell). Any thread.
+  virtual EngineLoad Load() const { return {}; }
+  // Tells the other workers how many sentences this one has admitted. Any thread.
+  virtual void PublishAdmitted(int /*admitted*/) {}
 };
 
 }  // namespace gecd::worker

@@ -287,7 +287,11 @@ GrammarService::GrammarService(const config::Config& config, const model::Tokeni
       spelling_budget_(config.spelling.budget_ms),
       slo_(config.server.slo_p99_ms),
       model_max_output_tokens_(static_cast<uint32_t>(config.model.max_output_tokens)),
-      admission_({.max_in_flight = config.server.max_in_flight, .slo = slo_},
+      admission_({.max_in_flight = config.server.max_in_flight,
+                  .slo = slo_,
+                  .max_batch_size = config.engine.max_batch_size,
+                  .engine_load = [&engine] { return engine.Load(); },
+                  .publish_in_flight = [&engine](int n) { engine.PublishAdmitted(n); }},
                  options.admission_clock ? options.admission_clock : MonotonicMicros),
       refusal_pacer_(config.server.max_refusals_per_second, kRefusalBurst),
       waiting_room_(static_cast<size_t>(config.server.max_in_flight)) {

@@ -25,7 +25,9 @@ absl::StatusOr<std::unique_ptr<RingEngineLink>> RingEngineLink::Create(
 
 RingEngineLink::RingEngineLink(const ipc::SharedSegment& segment, int index,
                                RingEngineLinkOptions options)
-    : header_(segment.header()),
+    : segment_(segment),
+      index_(index),
+      header_(segment.header()),
       channel_(segment.channel(index)),
       engine_doorbell_(segment.engine_doorbell()),
       reader_doorbell_(channel_.responses().consumer_doorbell()),
@@ -63,6 +65,15 @@ bool RingEngineLink::Ready() const {
   return epoch != 0 && header_->engine_ready_epoch.load(std::memory_order_acquire) == epoch &&
          attached_.load(std::memory_order_acquire);
 }
+
+EngineLoad RingEngineLink::Load() const {
+  const ipc::StepTime step = segment_.step_time();
+  return {.step_fixed_us = step.fixed_us,
+          .step_per_sequence_us = step.per_sequence_us,
+          .others_admitted = segment_.AdmittedByOtherWorkers(index_)};
+}
+
+void RingEngineLink::PublishAdmitted(int admitted) { channel_.PublishAdmitted(admitted); }
 
 absl::Status RingEngineLink::Submit(EngineRequest request, Done done) {
   if (!attached_.load(std::memory_order_acquire)) {

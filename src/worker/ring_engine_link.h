@@ -57,6 +57,8 @@ class RingEngineLink final : public EngineLink {
   absl::Status Submit(EngineRequest request, Done done) override;
   void Cancel(uint64_t id) override;
   bool Ready() const override;
+  EngineLoad Load() const override;
+  void PublishAdmitted(int admitted) override;
 
  private:
   struct InFlight {
@@ -84,6 +86,8 @@ class RingEngineLink final : public EngineLink {
   void FailAll(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
   static void Run(std::vector<Completion>& completions);
 
+  const ipc::SharedSegment& segment_;
+  const int index_;
   ipc::SegmentHeader* const header_;
   const ipc::WorkerChannel channel_;
   const ipc::Doorbell engine_doorbell_;

@@ -108,6 +108,7 @@ TEST(MetricsTest, SumsEveryProcessBlock) {
   engine->SequenceExpired();
   engine->SetKvCacheUsage(0.25);
   engine->SetQueueDepth(4);
+  engine->SetStepTime(0.004, 0.0005);
 
   // A second view of the same memory, as a child process maps it.
   const MetricsSnapshot s = MetricsRegion(memory.span()).Sum();
@@ -120,6 +121,8 @@ TEST(MetricsTest, SumsEveryProcessBlock) {
   EXPECT_EQ(s.cancelled_sequences, 1u);
   EXPECT_DOUBLE_EQ(s.kv_cache_usage, 0.25);
   EXPECT_EQ(s.queue_depth, 4);
+  EXPECT_DOUBLE_EQ(s.step_fixed_seconds, 0.004);
+  EXPECT_DOUBLE_EQ(s.step_per_sequence_seconds, 0.0005);
   EXPECT_EQ(s.request_duration.sum_units, 2000u + 300000u + 100u + 100u);
   EXPECT_EQ(s.time_to_first_token.sum_units, 50000u);
   EXPECT_EQ(s.batch_size.sum_units, 103u);
@@ -132,6 +135,7 @@ TEST(MetricsTest, ResetGaugesKeepsCounters) {
   m->RequestAdmitted();
   m->SetQueueDepth(9);
   m->SetKvCacheUsage(0.5);
+  m->SetStepTime(0.004, 0.0005);
   m->RequestFinished(0, 0.01);
   m->AddGeneratedTokens(3);
   m->ResetGauges();
@@ -139,6 +143,8 @@ TEST(MetricsTest, ResetGaugesKeepsCounters) {
   EXPECT_EQ(s.concurrency, 0);
   EXPECT_EQ(s.queue_depth, 0);
   EXPECT_EQ(s.kv_cache_usage, 0);
+  EXPECT_EQ(s.step_fixed_seconds, 0);
+  EXPECT_EQ(s.step_per_sequence_seconds, 0);
   EXPECT_EQ(s.requests[0], 1u);
   EXPECT_EQ(s.generated_tokens, 3u);
 }
@@ -207,6 +213,8 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   }
   EXPECT_EQ(e.types.at("gecd_kv_cache_usage_ratio"), "gauge");
   EXPECT_EQ(e.types.at("gecd_queue_depth"), "gauge");
+  EXPECT_EQ(e.types.at("gecd_engine_step_fixed_seconds"), "gauge");
+  EXPECT_EQ(e.types.at("gecd_engine_step_per_sequence_seconds"), "gauge");
   EXPECT_EQ(e.types.at("gecd_requests_shed_total"), "counter");
   EXPECT_EQ(e.types.at("gecd_open_streams"), "gauge");
 
