@@ -234,7 +234,10 @@ absl::Status EngineLoop::RunStep() {
     Reply(id, absl::StatusCode::kDeadlineExceeded,
           "the deadline passed while the request waited for the engine");
   }
-  if (!outcome.ran.empty()) metrics_.ObserveBatch(static_cast<int>(outcome.ran.size()));
+  if (!outcome.ran.empty()) {
+    metrics_.ObserveBatch(static_cast<int>(outcome.ran.size()),
+                          static_cast<double>(committed_us - start_us) * 1e-6);
+  }
   header_->engine_steps.fetch_add(1, std::memory_order_release);
   return absl::OkStatus();
 }
