@@ -33,7 +33,10 @@ summary() { echo "$*" | tee -a "$SUMMARY"; }
 
 # --- Tools: Debian's packages, installed when missing (not in install_deps.sh: CI builds no
 # images). The client below uses the build's python3-grpcio, protoc and grpc_python_plugin.
-packages=(buildah podman runc debootstrap netavark aardvark-dns curl stargz-snapshotter
+# iptables: netavark (podman's network backend) runs it to set up the bridge and the published
+# ports, but Debian 12's netavark does not depend on it and podman only suggests it, so without
+# it the first `podman run` fails ("netavark: No such file or directory").
+packages=(buildah podman runc debootstrap netavark aardvark-dns iptables curl stargz-snapshotter
           containerd docker-registry python3-grpcio python3-protobuf protobuf-compiler
           protobuf-compiler-grpc)
 missing=()

@@ -15,7 +15,7 @@ packages=(
   libcpp-httplib-dev  # the route tests' fake Kubernetes API server
   haproxy  # bench/route_bench.sh: the router's measured peer
   python3-venv  # .venv-test below
-  prometheus  # tests/tools/prometheus_autoscaling_test.py: prometheus and promtool
+  prometheus  # prometheus and promtool: tests/tools/prometheus_autoscaling_test.py, monitoring_test.py
   patchelf  # scripts/gpu_deps.sh
   systemd  # tests/tools/systemd_unit_test.py: systemd-analyze verify/security on docs/gecd.service
   # .ci/run's gates: clang-format (scripts/format_check.sh); clang's sanitizer and libFuzzer

@@ -57,9 +57,14 @@ struct ServerSection {
   int max_streams_per_connection = 1024;  // concurrent calls (HTTP/2 streams) per connection
   int grace_period_ms = 10000;            // SIGTERM: time to finish admitted requests
   int drain_quiet_ms = 500;               // ... and to answer UNAVAILABLE until calls stop coming
-  std::string metrics_listen = "0.0.0.0:9100";  // Prometheus /metrics, /healthz, /readyz
-  int ring_slots = 1024;                        // per ring, power of two
-  int ring_slot_bytes = 4096;                   // one ring message; several requests pack into one
+  // Prometheus /metrics, /healthz, /readyz: loopback unless told otherwise (they are not
+  // authenticated; a Prometheus or kubelet elsewhere needs an address it can reach).
+  std::string metrics_listen = "127.0.0.1:9100";
+  int ring_slots = 1024;       // per ring, power of two
+  int ring_slot_bytes = 4096;  // one ring message; several requests pack into one
+  // gRPC server reflection on server.listen (lists and describes the services, for grpcurl);
+  // false: the workers do not offer it.
+  bool reflection = true;
 };
 
 // The spelling stage before the model (spelling/spell_corrector.h): on when both paths are set.
@@ -91,9 +96,10 @@ struct KubernetesSection {
 // endpoints a discovery source reports (src/route).
 struct RouteSection {
   std::string listen = "0.0.0.0:50061";
-  std::string metrics_listen = "0.0.0.0:9101";  // /metrics, /healthz, /readyz
-  std::string policy = "p2c";                   // p2c | round_robin | least_request
-  int max_in_flight = 10000;                    // the router's own cap; beyond: RESOURCE_EXHAUSTED
+  // /metrics, /healthz, /readyz: loopback unless told otherwise, as server.metrics_listen.
+  std::string metrics_listen = "127.0.0.1:9101";
+  std::string policy = "p2c";     // p2c | round_robin | least_request
+  int max_in_flight = 10000;      // the router's own cap; beyond: RESOURCE_EXHAUSTED
   int channels_per_endpoint = 1;  // HTTP/2 connections to each endpoint, per relay thread
   int threads = 0;                // relay event-loop threads; 0 = one per core
   // A newly eligible endpoint's weight ramps from min_weight to 1 over slow_start_s (0 = off):
@@ -114,6 +120,7 @@ struct RouteSection {
   std::string dns;        // route.endpoints.dns: "name:port", every A/AAAA record is an endpoint
   int dns_refresh_s = 5;  // route.dns_refresh_s
   KubernetesSection kubernetes;  // route.kubernetes
+  bool reflection = true;        // gRPC server reflection on route.listen
 };
 
 struct LoggingSection {

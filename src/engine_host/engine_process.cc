@@ -235,7 +235,8 @@ absl::Status EngineLoop::RunStep() {
           "the deadline passed while the request waited for the engine");
   }
   if (!outcome.ran.empty()) {
-    metrics_.ObserveBatch(static_cast<int>(outcome.ran.size()));
+    metrics_.ObserveBatch(static_cast<int>(outcome.ran.size()),
+                          static_cast<double>(committed_us - start_us) * 1e-6);
     step_time_.Observe(static_cast<int>(outcome.ran.size()),
                        static_cast<double>(committed_us - start_us));
     const ipc::StepTime fitted = step_time_.Fitted();

@@ -43,6 +43,16 @@ constexpr HistogramSpec kPredictionRatio = {
     kRatioBounds, 1e3};
 constexpr HistogramSpec kBatchSize = {"gecd_batch_size", "Sequences per engine step.", kBatchBounds,
                                       1};
+// A step is a fraction of a millisecond on a GPU and tens of milliseconds on the CPU backend;
+// the latency bounds would put every GPU step in their first bucket.
+constexpr double kStepBounds[] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02,
+                                  0.05,   0.1,   0.2,   0.5,   1,    2};
+static_assert(std::size(kStepBounds) <= daemon::HistogramBlock::kMaxBuckets);
+constexpr HistogramSpec kStepDuration = {
+    "gecd_engine_step_seconds",
+    "Time one engine step took (the sequences in "
+    "gecd_batch_size), from its start to its tokens committed.",
+    kStepBounds, 1e6};
 
 constexpr std::string_view kShedReasonNames[ProcessMetrics::kNumShedReasons] = {"max_in_flight",
                                                                                 "slo", "deadline"};
@@ -82,7 +92,10 @@ void ProcessMetrics::ObservePredictionRatio(double ratio) {
   Observe(prediction_ratio_, kPredictionRatio, ratio);
 }
 
-void ProcessMetrics::ObserveBatch(int sequences) { Observe(batch_size_, kBatchSize, sequences); }
+void ProcessMetrics::ObserveBatch(int sequences, double seconds) {
+  Observe(batch_size_, kBatchSize, sequences);
+  Observe(step_duration_, kStepDuration, seconds);
+}
 
 void ProcessMetrics::SetKvCacheUsage(double ratio) {
   kv_cache_usage_bits_.store(std::bit_cast<uint64_t>(ratio), std::memory_order_relaxed);
@@ -149,6 +162,7 @@ MetricsSnapshot MetricsRegion::Sum() const {
     daemon::AddTo(s.request_duration, m.request_duration_);
     daemon::AddTo(s.time_to_first_token, m.time_to_first_token_);
     daemon::AddTo(s.batch_size, m.batch_size_);
+    daemon::AddTo(s.step_duration, m.step_duration_);
     daemon::AddTo(s.spelling_duration, m.spelling_duration_);
     daemon::AddTo(s.prediction_ratio, m.prediction_ratio_);
     s.spelling_lookups += m.spelling_lookups_.load(std::memory_order_relaxed);
@@ -189,6 +203,7 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
   AppendHistogram(out, kRequestDuration, s.request_duration);
   AppendHistogram(out, kTimeToFirstToken, s.time_to_first_token);
   AppendHistogram(out, kBatchSize, s.batch_size);
+  AppendHistogram(out, kStepDuration, s.step_duration);
   AppendScalar(out, "gecd_prompt_tokens_total", "Prompt tokens prefilled.", "counter",
                absl::StrCat(s.prompt_tokens));
   AppendScalar(out, "gecd_generated_tokens_total", "Tokens generated.", "counter",

@@ -52,8 +52,9 @@ class ProcessMetrics {
   // Workers: the spelling stage of one request took `seconds`, looked `lookups` words up in
   // Hunspell, and left `skipped` candidate words unchecked because its budget ran out.
   void ObserveSpelling(double seconds, int lookups, int skipped);
-  // Engine: one step ran `sequences` sequences.
-  void ObserveBatch(int sequences);
+  // Engine: one step ran `sequences` sequences and took `seconds` (the backend's step, from
+  // its start to its tokens committed).
+  void ObserveBatch(int sequences, double seconds);
   // Engine: tokens prefilled (prompt) and generated.
   void AddPromptTokens(uint64_t n) { prompt_tokens_.fetch_add(n, std::memory_order_relaxed); }
   void AddGeneratedTokens(uint64_t n) { generated_tokens_.fetch_add(n, std::memory_order_relaxed); }
@@ -89,6 +90,7 @@ class ProcessMetrics {
   daemon::HistogramBlock request_duration_;
   daemon::HistogramBlock time_to_first_token_;
   daemon::HistogramBlock batch_size_;
+  daemon::HistogramBlock step_duration_;
   daemon::HistogramBlock spelling_duration_;
   daemon::HistogramBlock prediction_ratio_;
   std::atomic<uint64_t> spelling_lookups_;
@@ -117,6 +119,7 @@ struct MetricsSnapshot {
   Histogram request_duration;
   Histogram time_to_first_token;
   Histogram batch_size;
+  Histogram step_duration;
   Histogram spelling_duration;
   Histogram prediction_ratio;
   uint64_t spelling_lookups = 0;

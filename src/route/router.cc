@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "daemon/grpc_reflection.h"
 #include "daemon/sd_notify.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
@@ -46,10 +46,11 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Start(const config::Config& conf
     r->endpoints_.Update(std::move(endpoints));
   }));
 
-  // Both are process-wide switches read by the builder.
+  // A process-wide switch read by the builder.
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // Without reflection, the relay's calls for it reach a server that answers UNIMPLEMENTED.
+  daemon::SetReflection(builder, config.route.reflection);
   int internal_port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &internal_port);
   builder.RegisterService(&r->listed_);

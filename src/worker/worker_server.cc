@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/monotonic_clock.h"
 #include "common/status_macros.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "daemon/grpc_reflection.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
@@ -19,9 +19,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const config::
                                                                   EngineLink& engine,
                                                                   metrics::ProcessMetrics& metrics,
                                                                   const Options& options) {
-  // Both are process-wide switches read by the builder.
+  // A process-wide switch read by the builder.
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
   ASSIGN_OR_RETURN(text::PromptBuilder prompts,
                    text::PromptBuilder::Create(config, tokenizer, options.service.spelling));
@@ -30,6 +29,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const config::
                                                         engine, metrics, options.service),
                        std::chrono::milliseconds(config.server.drain_quiet_ms)));
   grpc::ServerBuilder builder;
+  daemon::SetReflection(builder, config.server.reflection);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 1);
   // Each open call holds ~18 KB (gRPC's call arena and HTTP/2 stream, the reactor) for as long as
   // the client keeps it open, so a client that abandons streams without closing them would

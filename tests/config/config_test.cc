@@ -254,6 +254,27 @@ TEST(Config, TheReplacedMaxQueueKeyNamesItsReplacement) {
 TEST(Config, ShippedDefaultConfigParses) {
   auto c = LoadConfigFile(gecd::testing::SourceDir() + "/configs/gecd.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
+  // The unauthenticated HTTP endpoints stay on loopback unless an operator says otherwise.
+  EXPECT_EQ(c->server.metrics_listen, "127.0.0.1:9100");
+  EXPECT_EQ(c->route.metrics_listen, "127.0.0.1:9101");
+}
+
+TEST(Config, MetricsOnLoopbackAndReflectionOnUnlessTurnedOff) {
+  auto defaults = ParseConfig("", "x.yaml");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->server.metrics_listen, "127.0.0.1:9100");
+  EXPECT_EQ(defaults->route.metrics_listen, "127.0.0.1:9101");
+  EXPECT_TRUE(defaults->server.reflection);
+  EXPECT_TRUE(defaults->route.reflection);
+
+  auto off = ParseConfig("server:\n  reflection: false\nroute:\n  reflection: false\n", "x.yaml");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->server.reflection);
+  EXPECT_FALSE(off->route.reflection);
+
+  auto bad = ParseConfig("server:\n  reflection: sometimes\n", "x.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("server.reflection"));
 }
 
 // deploy/k8s/router/configmap.yaml carries the router's gecd.yaml: the same rules apply to it.

@@ -240,6 +240,15 @@ TEST_F(EngineProcessTest, EchoStepDelaySlowsEveryStepAndCapsItsBatch) {
   for (size_t b = 4; b < m.batch_size.counts.size(); ++b) {
     EXPECT_EQ(m.batch_size.counts[b], 0u) << "a step above max_batch_size, bucket " << b;
   }
+  // Every step timed, none shorter than the delay: the step-time buckets below 50 ms (0.5, 1,
+  // 2, 5, 10, 20 ms) are empty.
+  uint64_t timed = 0;
+  for (uint64_t count : m.step_duration.counts) timed += count;
+  EXPECT_EQ(timed, steps);
+  for (size_t b = 0; b < 6; ++b) {
+    EXPECT_EQ(m.step_duration.counts[b], 0u) << "a step shorter than the delay, bucket " << b;
+  }
+  EXPECT_GE(m.step_duration.sum_units, steps * static_cast<uint64_t>(delay_us));
 }
 
 TEST_F(EngineProcessTest, PublishesStepsAndQueuedWorkForTheWatchdog) {

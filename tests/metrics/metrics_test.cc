@@ -99,8 +99,8 @@ TEST(MetricsTest, SumsEveryProcessBlock) {
   w1->RequestFinished(8, 0.0001);   // RESOURCE_EXHAUSTED
   w1->RequestFinished(99, 0.0001);  // not a gRPC code: UNKNOWN
   w0->ObserveTimeToFirstToken(0.05);
-  engine->ObserveBatch(3);
-  engine->ObserveBatch(100);
+  engine->ObserveBatch(3, 0.004);
+  engine->ObserveBatch(100, 0.03);
   engine->AddPromptTokens(50);
   engine->AddGeneratedTokens(7);
   engine->SequenceCancelled();
@@ -126,6 +126,7 @@ TEST(MetricsTest, SumsEveryProcessBlock) {
   EXPECT_EQ(s.request_duration.sum_units, 2000u + 300000u + 100u + 100u);
   EXPECT_EQ(s.time_to_first_token.sum_units, 50000u);
   EXPECT_EQ(s.batch_size.sum_units, 103u);
+  EXPECT_EQ(s.step_duration.sum_units, 34000u);  // microseconds
 }
 
 TEST(MetricsTest, ResetGaugesKeepsCounters) {
@@ -191,9 +192,9 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   worker->ObservePredictionRatio(1.0);
   worker->ObservePredictionRatio(9);
   worker->StreamOpened();
-  engine->ObserveBatch(1);
-  engine->ObserveBatch(2);
-  engine->ObserveBatch(5000);
+  engine->ObserveBatch(1, 0.0004);
+  engine->ObserveBatch(2, 0.003);
+  engine->ObserveBatch(5000, 5.0);
   engine->SequenceCancelled();
   engine->SequenceExpired();
   engine->SequenceExpired();
@@ -253,8 +254,8 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   EXPECT_EQ(e.samples.at(d + "_bucket{le=\"+Inf\"}"), 4);
   EXPECT_EQ(e.samples.at(d + "_count"), 4);
   EXPECT_NEAR(e.samples.at(d + "_sum"), 0.001 + 0.0011 + 0.7 + 60, 1e-6);
-  for (const std::string h :
-       {"gecd_request_duration_seconds", "gecd_time_to_first_token_seconds", "gecd_batch_size"}) {
+  for (const std::string h : {"gecd_request_duration_seconds", "gecd_time_to_first_token_seconds",
+                              "gecd_batch_size", "gecd_engine_step_seconds"}) {
     std::map<double, double> by_bound;  // le -> cumulative count, in numeric order
     for (const auto& [key, value] : e.samples) {
       if (!absl::StartsWith(key, h + "_bucket{le=\"")) continue;
@@ -280,6 +281,13 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   EXPECT_EQ(e.samples.at("gecd_batch_size_bucket{le=\"1024\"}"), 2);
   EXPECT_EQ(e.samples.at("gecd_batch_size_count"), 3);
   EXPECT_EQ(e.samples.at("gecd_batch_size_sum"), 5003);
+  // Step times in their own bounds: below a millisecond, and beyond the largest (2 s).
+  EXPECT_EQ(e.samples.at("gecd_engine_step_seconds_bucket{le=\"0.0005\"}"), 1);
+  EXPECT_EQ(e.samples.at("gecd_engine_step_seconds_bucket{le=\"0.002\"}"), 1);
+  EXPECT_EQ(e.samples.at("gecd_engine_step_seconds_bucket{le=\"0.005\"}"), 2);
+  EXPECT_EQ(e.samples.at("gecd_engine_step_seconds_bucket{le=\"2\"}"), 2);
+  EXPECT_EQ(e.samples.at("gecd_engine_step_seconds_bucket{le=\"+Inf\"}"), 3);
+  EXPECT_NEAR(e.samples.at("gecd_engine_step_seconds_sum"), 5.0034, 1e-6);
 }
 
 }  // namespace

@@ -6,7 +6,6 @@ import glob
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -39,6 +38,18 @@ def http_get(port, path, timeout=2.0):
         return e.code, e.read().decode()
     except (urllib.error.URLError, ConnectionError, socket.timeout):
         return 0, ""
+
+
+def terminate(process, timeout=15.0):
+    """SIGTERM to `process` (a subprocess.Popen), up to `timeout` to exit, then SIGKILL."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def parse_metrics(text):
@@ -117,13 +128,7 @@ class Daemon:
         """SIGTERM, up to `timeout` to exit, then SIGKILL. Returns the exit code."""
         if self.process is None or self._log.closed:
             return self.process and self.process.returncode
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        terminate(self.process, timeout)
         self._log.close()
         return self.process.returncode
 

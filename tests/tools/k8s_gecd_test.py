@@ -17,6 +17,7 @@ deploy/k8s/prometheus-adapter and the top-level kustomization (no cluster):
 """
 
 import copy
+import itertools
 import json
 import os
 import re
@@ -324,6 +325,8 @@ class GecdManifestsTest(unittest.TestCase):
                 self.assertEqual(ports["grpc"], int(server["listen"].rsplit(":", 1)[1]))
                 self.assertEqual(ports["metrics"],
                                  int(server["metrics_listen"].rsplit(":", 1)[1]))
+                # Set, not the default (loopback): the probes and Prometheus come from outside.
+                self.assertEqual(server["metrics_listen"], "0.0.0.0:9100")
                 for probe, path in (("startupProbe", "/readyz"), ("readinessProbe", "/readyz"),
                                     ("livenessProbe", "/healthz")):
                     get = v.container[probe]["httpGet"]
@@ -343,19 +346,24 @@ class GecdManifestsTest(unittest.TestCase):
                 self.assertEqual(int(notes["prometheus.io/port"]), ports["metrics"])
                 self.assertEqual(notes["prometheus.io/path"], "/metrics")
 
-    def test_the_service_monitor_scrapes_the_metrics_port(self):
-        for name, v in self.variants().items():
-            with self.subTest(variant=name):
-                monitor = only(v.objects, "ServiceMonitor")
+    def test_the_service_monitors_scrape_the_metrics_ports(self):
+        # The daemons' (gecd/) and the routers' (router/): each scrapes its own Service alone.
+        expected = {"gecd": "gecd", "gecd-route": "gecd-route"}
+        for (name, v), (monitor_name, service_name) in itertools.product(
+                self.variants().items(), expected.items()):
+            with self.subTest(variant=name, monitor=monitor_name):
+                self.assertEqual(sorted(n for k, n in v.objects if k == "ServiceMonitor"),
+                                 sorted(expected))
+                monitor = v.objects[("ServiceMonitor", monitor_name)]
                 selector = monitor["spec"]["selector"]["matchLabels"]
-                # Every Service the selector picks (the router's headless one carries the same
-                # labels) with the endpoint's port: exactly the daemons' Service.
+                # Every Service the selector picks (the router's headless one carries the
+                # daemons' labels) with the endpoint's port: exactly the one Service.
                 (endpoint,) = monitor["spec"]["endpoints"]
                 scraped = [d for (k, _), d in v.objects.items()
                            if k == "Service"
                            and k8s.is_subset(selector, d["metadata"].get("labels", {}))
                            and any(p["name"] == endpoint["port"] for p in d["spec"]["ports"])]
-                self.assertEqual([d["metadata"]["name"] for d in scraped], ["gecd"])
+                self.assertEqual([d["metadata"]["name"] for d in scraped], [service_name])
                 port = next(p for p in scraped[0]["spec"]["ports"]
                             if p["name"] == endpoint["port"])
                 self.assertEqual(port["targetPort"], "metrics")

@@ -88,6 +88,8 @@ class RouterManifestsTest(unittest.TestCase):
         ports = {p["name"]: p["containerPort"] for p in self.container["ports"]}
         self.assertEqual(ports["grpc"], int(route["listen"].rsplit(":", 1)[1]))
         self.assertEqual(ports["metrics"], int(route["metrics_listen"].rsplit(":", 1)[1]))
+        # Set, not the default (loopback): the probes and Prometheus come from outside the pod.
+        self.assertEqual(route["metrics_listen"], "0.0.0.0:9101")
         self.assertEqual(ports, {"grpc": 50061, "metrics": 9101})
         for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
             get = self.container[probe]["httpGet"]

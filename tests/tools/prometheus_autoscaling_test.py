@@ -108,14 +108,8 @@ class Prometheus:
                 for r in data["result"]}
 
     def stop(self):
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
         if self.process is not None:
+            gecd_daemon.terminate(self.process)
             self._log.close()
 
 
