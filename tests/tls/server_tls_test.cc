@@ -1,5 +1,8 @@
 #include "tls/server_tls.h"
 
+#include <openssl/bio.h>
+#include <openssl/ssl.h>
+
 #include <chrono>
 #include <future>
 #include <memory>
@@ -55,6 +58,30 @@ std::shared_ptr<grpc::ChannelCredentials> Trusting(const TestCa& ca,
   return grpc::SslCredentials(options);
 }
 
+// A bare OpenSSL handshake with the server, the protocol versions capped at `max_version`
+// (TLS1_1_VERSION, ...) and, if set, only `ciphers` (TLS 1.2 names): whether it completes.
+bool Handshakes(int port, int max_version, const char* ciphers = nullptr) {
+  SSL_CTX* context = SSL_CTX_new(TLS_client_method());
+  SSL_CTX_set_min_proto_version(context, TLS1_VERSION);
+  SSL_CTX_set_max_proto_version(context, max_version);
+  SSL_CTX_set_security_level(context, 0);  // let the client offer TLS 1.0/1.1 at all
+  if (ciphers != nullptr) SSL_CTX_set_cipher_list(context, ciphers);
+  static const unsigned char kH2[] = {2, 'h', '2'};
+  SSL_CTX_set_alpn_protos(context, kH2, sizeof(kH2));
+  BIO* bio = BIO_new_connect(absl::StrCat("127.0.0.1:", port).c_str());
+  SSL* ssl = SSL_new(context);
+  bool done = false;
+  if (BIO_do_connect(bio) == 1) {
+    SSL_set_bio(ssl, bio, bio);
+    bio = nullptr;  // owned by ssl now
+    done = SSL_connect(ssl) == 1;
+  }
+  if (bio != nullptr) BIO_free(bio);
+  SSL_free(ssl);
+  SSL_CTX_free(context);
+  return done;
+}
+
 class ServerTlsTest : public ::testing::Test {
  protected:
   ServerTlsTest() : ca_("server CA"), clients_("client CA"), other_("another CA") {
@@ -108,6 +135,18 @@ TEST_F(ServerTlsTest, ServesTlsAndRefusesPlaintext) {
   EXPECT_EQ(Check(port_, grpc::InsecureChannelCredentials()), grpc::StatusCode::UNAVAILABLE);
   // A client that trusts another CA does not accept the server.
   EXPECT_EQ(Check(port_, Trusting(other_)), grpc::StatusCode::UNAVAILABLE);
+}
+
+// TLS 1.2 at least, with forward-secret AEAD ciphers only.
+TEST_F(ServerTlsTest, RefusesTlsBelow12AndCiphersWithoutForwardSecrecyOrAead) {
+  Start();
+  EXPECT_TRUE(Handshakes(port_, TLS1_3_VERSION));
+  EXPECT_TRUE(Handshakes(port_, TLS1_2_VERSION));
+  EXPECT_FALSE(Handshakes(port_, TLS1_1_VERSION));
+  EXPECT_FALSE(Handshakes(port_, TLS1_VERSION));
+  EXPECT_FALSE(Handshakes(port_, TLS1_2_VERSION, "AES128-SHA"));  // RSA key exchange, CBC
+  EXPECT_FALSE(Handshakes(port_, TLS1_2_VERSION, "ECDHE-ECDSA-AES128-SHA"));  // CBC
+  EXPECT_TRUE(Handshakes(port_, TLS1_2_VERSION, "ECDHE-ECDSA-AES128-GCM-SHA256"));
 }
 
 TEST_F(ServerTlsTest, MutualTlsRefusesClientsWithoutACertificateOfItsCa) {
