@@ -263,6 +263,13 @@ const std::vector<Field>& Fields() {
       Int(
           "route.kubernetes.token_refresh_s",
           [](Config& c) -> int& { return c.route.kubernetes.token_refresh_s; }, 1, 24 * 3600),
+      String("tls.cert_file", &Config::tls, &TlsSection::cert_file, true),
+      String("tls.key_file", &Config::tls, &TlsSection::key_file, true),
+      String("tls.client_ca_file", &Config::tls, &TlsSection::client_ca_file, true),
+      Bool("tls.require_client_cert", &Config::tls, &TlsSection::require_client_cert),
+      Int("tls.refresh_s", &Config::tls, &TlsSection::refresh_s, 1, 24 * 3600),
+      String("auth.tokens_file", &Config::auth, &AuthSection::tokens_file, true),
+      Int("auth.refresh_s", &Config::auth, &AuthSection::refresh_s, 1, 24 * 3600),
       Enum("logging.level", &Config::logging, &LoggingSection::level,
            {"trace", "debug", "info", "warn", "error"}),
       Enum("logging.format", &Config::logging, &LoggingSection::format, {"text", "json"}),
@@ -378,6 +385,10 @@ constexpr PathField kPathFields[] = {
     {"spelling.lexicon", [](Config& c) -> std::string& { return c.spelling.lexicon; }},
     {"route.kubernetes.kubeconfig",
      [](Config& c) -> std::string& { return c.route.kubernetes.kubeconfig; }},
+    {"tls.cert_file", [](Config& c) -> std::string& { return c.tls.cert_file; }},
+    {"tls.key_file", [](Config& c) -> std::string& { return c.tls.key_file; }},
+    {"tls.client_ca_file", [](Config& c) -> std::string& { return c.tls.client_ca_file; }},
+    {"auth.tokens_file", [](Config& c) -> std::string& { return c.auth.tokens_file; }},
 };
 
 }  // namespace
@@ -477,6 +488,19 @@ absl::Status ValidateConfig(const Config& c) {
     return absl::InvalidArgumentError(absl::StrCat("route.ejection_max_ms (", r.ejection_max_ms,
                                                    ") must be at least route.ejection_base_ms (",
                                                    r.ejection_base_ms, ")"));
+  }
+  if (c.tls.cert_file.empty() != c.tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "tls.cert_file and tls.key_file: set both (TLS on the gRPC listener) or neither");
+  }
+  if (!c.tls.client_ca_file.empty() && c.tls.cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "tls.client_ca_file: client certificates need TLS (set tls.cert_file and tls.key_file)");
+  }
+  if (c.tls.require_client_cert && c.tls.client_ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "tls.require_client_cert: needs tls.client_ca_file (the CAs client certificates are "
+        "verified against)");
   }
   if ((c.server.ring_slots & (c.server.ring_slots - 1)) != 0) {
     return absl::InvalidArgumentError(

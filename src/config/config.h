@@ -123,6 +123,26 @@ struct RouteSection {
   bool reflection = true;        // gRPC server reflection on route.listen
 };
 
+// TLS on gecd serve's gRPC listener (server.listen; gecd route refuses it, not having TLS
+// yet). Off while
+// cert_file is "". The files are checked at start (a bad one stops the start, naming it) and
+// re-read every refresh_s: a valid new pair serves the next connections, a bad one is logged
+// and the pair in use kept. Relative paths resolve against the config file.
+struct TlsSection {
+  std::string cert_file;             // PEM certificate chain, the server's own first
+  std::string key_file;              // PEM private key of cert_file's first certificate
+  std::string client_ca_file;        // PEM CAs that client certificates are verified against
+  bool require_client_cert = false;  // mTLS: refuse a client without one from client_ca_file
+  int refresh_s = 5;
+};
+
+// Bearer tokens (auth.tokens_file): off while "". Each line "name sha256-hex" (lowercase hex of
+// the token's SHA-256, never the token); '#' starts a comment. Re-read every refresh_s.
+struct AuthSection {
+  std::string tokens_file;
+  int refresh_s = 5;
+};
+
 struct LoggingSection {
   std::string level = "info";   // trace | debug | info | warn | error
   std::string format = "text";  // text | json
@@ -135,6 +155,8 @@ struct Config {
   ServerSection server;
   SpellingSection spelling;
   RouteSection route;
+  TlsSection tls;
+  AuthSection auth;
   LoggingSection logging;
 };
 
@@ -143,7 +165,8 @@ absl::StatusOr<Config> ParseConfig(std::string_view yaml, std::string_view path)
 absl::StatusOr<Config> LoadConfigFile(const std::string& path);
 
 // The keys that name files: model.dir, spelling.dictionary, spelling.lexicon,
-// route.kubernetes.kubeconfig.
+// route.kubernetes.kubeconfig, tls.cert_file, tls.key_file, tls.client_ca_file,
+// auth.tokens_file.
 const std::vector<std::string>& PathKeys();
 
 // Sets one key from the command line ("engine.threads", "4") with the file's type and range

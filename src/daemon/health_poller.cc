@@ -12,6 +12,9 @@ HealthPoller::HealthPoller(grpc::HealthCheckServiceInterface* health, Subject su
     : health_(health), subject_(std::move(subject)), period_(period) {
   // The default health service starts out SERVING; correct it before anyone can ask twice.
   const bool serving = subject_.ready();
+  // Naming a service once registers it; from then on SetServingStatus(bool) and Shutdown set
+  // every registered name along with "".
+  for (const std::string& service : subject_.services) health_->SetServingStatus(service, serving);
   health_->SetServingStatus(serving);
   // The loop starts from what was set, not from a second reading: a change between the two
   // (the thread may start late on a loaded machine) would otherwise never be published.

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/args.h"
+#include "common/mapped_file.h"
 #include "common/status_macros.h"
 
 namespace gecd::loadgen {
@@ -39,6 +40,10 @@ QPS, latency percentiles (of successful requests) and errors by status code.
                          before the slot's next send (default: at once)
   --priority P           the requests' priority class: interactive (the server's default) or
                          batch (waits in the server for room, up to --deadline-ms)
+  --tls-ca FILE          speak TLS, trusting the CAs in FILE (PEM) for the server's certificate
+  --tls-server-name N    the name the server's certificate carries, if not the target's host
+  --token-file FILE      send 'authorization: Bearer <the file's first line>' (a file, so the
+                         token is not in the process list)
   --seed N               arrival schedule seed (1)
   --json FILE            write the report (or the find-max trials) as JSON
   --csv FILE             write per-second rows: t,sent,ok,errors,p50_ms,p99_ms
@@ -140,7 +145,9 @@ absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& arg
       {"threads", true, ""},     {"priority", true, ""},
       {"seed", true, ""},        {"json", true, ""},
       {"csv", true, ""},         {"max-error-rate", true, ""},
-      {"precision", true, ""},   {"max-trials", true, ""}};
+      {"precision", true, ""},   {"max-trials", true, ""},
+      {"tls-ca", true, ""},      {"tls-server-name", true, ""},
+      {"token-file", true, ""}};
   bool help = false;
   ASSIGN_OR_RETURN(const Args args, ParseToolArgs(argv, kFlags, &help));
   LoadOptions options;
@@ -186,6 +193,24 @@ absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& arg
       return BadValue("--priority", *v, "interactive or batch");
     }
     run.priority = *v;
+  }
+  if (auto v = args.Get("tls-ca")) {
+    absl::StatusOr<std::string> pem = ReadFileToString(*v);
+    if (!pem.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--tls-ca: ", pem.status().message()));
+    run.tls_ca_pem = *std::move(pem);
+  }
+  if (auto v = args.Get("tls-server-name")) run.tls_server_name = *v;
+  if (auto v = args.Get("token-file")) {
+    absl::StatusOr<std::string> token = ReadFileToString(*v);
+    if (!token.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--token-file: ", token.status().message()));
+    }
+    const absl::string_view first = absl::StripAsciiWhitespace(
+        absl::string_view(*token).substr(0, absl::string_view(*token).find('\n')));
+    if (first.empty())
+      return absl::InvalidArgumentError(absl::StrCat("--token-file ", *v, ": empty"));
+    run.authorization = absl::StrCat("Bearer ", first);
   }
   if (auto v = args.Get("seed"); v && !absl::SimpleAtoi(*v, &run.seed)) {
     return BadValue("--seed", *v, "an integer");

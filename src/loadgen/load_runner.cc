@@ -41,9 +41,10 @@ class UnaryCall final : public CqTag {
   UnaryCall(Driver* driver, Clock::time_point intended) : driver_(driver), intended_(intended) {}
 
   void Start(GrammarCorrection::Stub* stub, grpc::CompletionQueue* cq, const std::string& text,
-             int deadline_ms, const std::string& priority) {
+             int deadline_ms, const std::string& priority, const std::string& authorization) {
     request_.set_text(text);
     request_.set_priority(priority);
+    if (!authorization.empty()) context_.AddMetadata("authorization", authorization);
     context_.set_deadline(DeadlineFromNow(deadline_ms));
     reader_ = stub->AsyncCorrect(&context_, request_, cq);
     reader_->Finish(&response_, &status_, this);
@@ -133,6 +134,7 @@ class Driver {
   void IssueAfterPushback();
   LoadRecorder& recorder() { return *recorder_; }
   const std::string& priority() const { return config_.priority; }
+  const std::string& authorization() const { return config_.authorization; }
   void BeginWork() { active_.fetch_add(1, std::memory_order_relaxed); }
   void EndWork() ABSL_LOCKS_EXCLUDED(drain_mu_);
 
@@ -203,6 +205,8 @@ StreamSession::StreamSession(Driver* driver, GrammarCorrection::Stub* stub,
                              std::chrono::system_clock::time_point deadline)
     : driver_(driver) {
   context_.set_deadline(deadline);
+  if (!driver_->authorization().empty())
+    context_.AddMetadata("authorization", driver_->authorization());
   driver_->BeginWork();
   // Prepared, then started: the start tag may complete before an Async* call would return.
   stream_ = stub->PrepareAsyncCorrectStream(&context_, cq);
@@ -309,15 +313,22 @@ Driver::Driver(const RunConfig& config) : config_(config) {
   for (int i = 0; i < std::max(config.threads, 1); ++i) {
     cqs_.push_back(std::make_unique<grpc::CompletionQueue>());
   }
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!config.tls_ca_pem.empty()) {
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = config.tls_ca_pem;
+    credentials = grpc::SslCredentials(tls);
+  }
   for (int i = 0; i < config.channels; ++i) {
     grpc::ChannelArguments args;
     // Channels with equal args share one connection; a distinct arg and a private subchannel
     // pool give each its own.
     args.SetInt("gecd.load.channel", i);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    if (!config.tls_server_name.empty()) args.SetSslTargetNameOverride(config.tls_server_name);
     Lane& lane = lanes_.emplace_back();
     lane.target = config.targets[i % config.targets.size()];
-    lane.channel = grpc::CreateCustomChannel(lane.target, grpc::InsecureChannelCredentials(), args);
+    lane.channel = grpc::CreateCustomChannel(lane.target, credentials, args);
     lane.stub = GrammarCorrection::NewStub(lane.channel);
     lane.cq = cqs_[i % cqs_.size()].get();
   }
@@ -346,7 +357,8 @@ void Driver::Issue(Clock::time_point intended) {
   recorder_->RecordSent(intended);
   BeginWork();
   (new UnaryCall(this, intended))
-      ->Start(lane.stub.get(), lane.cq, NextSentence(), config_.deadline_ms, config_.priority);
+      ->Start(lane.stub.get(), lane.cq, NextSentence(), config_.deadline_ms, config_.priority,
+              config_.authorization);
 }
 
 void Driver::Finished(Clock::time_point intended, int code, size_t text_bytes,

@@ -33,6 +33,11 @@ struct RunConfig {
   std::chrono::microseconds objective{1'000'000};
   uint64_t seed = 1;
   std::string priority;  // the requests' priority class ("": the server's default)
+  // TLS: the CAs (PEM) the server's certificate must chain to; "" = plaintext. The name its
+  // certificate must carry, when not the target's host ("" = the target's).
+  std::string tls_ca_pem;
+  std::string tls_server_name;
+  std::string authorization;  // the authorization metadata ("Bearer <token>"); "" = none
   // Closed loop: after a refusal with the grpc-retry-pushback-ms trailer, the slot waits that
   // long before its next send, as a gRPC client with a retry policy does; false: at once.
   bool honor_pushback = false;

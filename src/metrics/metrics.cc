@@ -167,6 +167,7 @@ MetricsSnapshot MetricsRegion::Sum() const {
     daemon::AddTo(s.prediction_ratio, m.prediction_ratio_);
     s.spelling_lookups += m.spelling_lookups_.load(std::memory_order_relaxed);
     s.spelling_skipped += m.spelling_skipped_.load(std::memory_order_relaxed);
+    m.clients_.SumInto(s.clients);
   }
   return s;
 }
@@ -183,6 +184,11 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
   }
   AppendScalar(out, "gecd_request_concurrency", "Requests admitted and not yet answered.", "gauge",
                absl::StrCat(s.concurrency));
+  daemon::AppendClientTotals(
+      out, "gecd_client_requests_total",
+      "Requests of clients authenticated by bearer token (auth.tokens_file), by the token's name "
+      "(\"other\" past 16 names) and gRPC status code.",
+      s.clients);
   AppendHeader(out, "gecd_requests_shed_total",
                "Sentences refused at admission (RESOURCE_EXHAUSTED), by reason and priority class.",
                "counter");

@@ -8,7 +8,9 @@
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 
+#include "daemon/client_counters.h"
 #include "daemon/histogram.h"
 
 // Server metrics kept in the shared segment's metrics region: one ProcessMetrics block per
@@ -36,6 +38,12 @@ class ProcessMetrics {
   void RequestReleased() { concurrency_.fetch_sub(1, std::memory_order_relaxed); }
   // Workers: every RPC answered, admitted or not, with its gRPC code and duration.
   void RequestFinished(int grpc_code, double seconds);
+  // Workers: a request of a client authenticated by its bearer token (auth.tokens_file) was
+  // answered with `grpc_code`: gecd_client_requests_total{client, code} (daemon/client_counters.h:
+  // the first 16 names per process, later ones as "other").
+  void ClientRequestFinished(std::string_view client, int grpc_code) {
+    clients_.Add(client, grpc_code);
+  }
   // Workers: an answer (OK) within the latency objective and the call's deadline: goodput.
   void RequestWithinObjective() { goodput_.fetch_add(1, std::memory_order_relaxed); }
   // Workers: an admitted sentence answered in `ratio` times the time admission predicted.
@@ -95,6 +103,7 @@ class ProcessMetrics {
   daemon::HistogramBlock prediction_ratio_;
   std::atomic<uint64_t> spelling_lookups_;
   std::atomic<uint64_t> spelling_skipped_;
+  daemon::ClientCounters clients_;
 };
 
 // The sum of all blocks at one moment (each counter read once, relaxed).
@@ -124,6 +133,8 @@ struct MetricsSnapshot {
   Histogram prediction_ratio;
   uint64_t spelling_lookups = 0;
   uint64_t spelling_skipped = 0;
+  // By authenticated client name (and "other"), by code.
+  daemon::ClientTotals clients;
 };
 
 // A view of the metrics region: placement and lookup of the per-process blocks.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "auth/token_table.h"
 #include "route/endpoint_set.h"
 #include "route/route_metrics.h"
 
@@ -28,7 +29,9 @@
 //  - any other path (grpc.health.v1, reflection, unknown methods) goes to `internal`, the
 //    router's own gRPC server on loopback, which answers it.
 // Cancellation (RST_STREAM) passes on both ways. Past `max_in_flight` gecd calls the answer is
-// RESOURCE_EXHAUSTED; no eligible endpoint, or draining, is UNAVAILABLE saying so.
+// RESOURCE_EXHAUSTED; no eligible endpoint, or draining, is UNAVAILABLE saying so. With a token
+// table a gecd call without a valid bearer token is UNAUTHENTICATED before any of that (the
+// authorization metadata still goes on to the endpoint, which may check it too).
 // Owns `threads` event-loop threads, each with its own listening socket on one port
 // (SO_REUSEPORT: the kernel spreads client connections) and its own connections to every
 // endpoint, so a call lives on one thread and takes no lock but the EndpointSet's pick.
@@ -57,6 +60,8 @@ class Relay {
     // GOAWAY after a few.
     std::chrono::milliseconds keepalive_time{10000};
     std::chrono::milliseconds keepalive_timeout{5000};
+    // Bearer tokens (auth.tokens_file), or null: every call is let in. Outlives the relay.
+    const auth::TokenTable* tokens = nullptr;
   };
 
   static absl::StatusOr<std::unique_ptr<Relay>> Start(Options options, EndpointSet& endpoints,

@@ -112,6 +112,19 @@ void RelayCall::Open() {
     return;
   }
   relay_.last_arrival_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  if (relay_.options_.tokens != nullptr) {
+    std::string_view authorization;
+    for (const Header& h : request_headers_) {
+      if (h.name == "authorization") authorization = h.value;
+    }
+    absl::StatusOr<std::string> client = relay_.options_.tokens->Authenticate(authorization);
+    if (!client.ok()) {
+      AnswerStatus(static_cast<int>(StatusCode::UNAUTHENTICATED),
+                   absl::StrCat("gecd route: ", std::string(client.status().message())));
+      return;
+    }
+    client_ = *std::move(client);
+  }
   if (relay_.draining_.load(std::memory_order_relaxed)) {
     AnswerStatus(static_cast<int>(StatusCode::UNAVAILABLE),
                  "gecd route: draining (shutting down); retry on another router");
@@ -366,6 +379,7 @@ void RelayCall::Finished(int code) {
   if (finished_ || kind_ == Kind::kOther) return;
   finished_ = true;
   relay_.metrics_.CallFinished(code, std::chrono::duration<double>(Clock::now() - start_).count());
+  if (!client_.empty()) relay_.metrics_.ClientCallFinished(client_, code);
 }
 
 void RelayCall::MaybeDelete() {

@@ -106,6 +106,7 @@ class RelayCall {
 
   Kind kind_ = Kind::kOther;
   Headers request_headers_;
+  std::string client_;  // its bearer token's name, once checked; "" without auth.tokens_file
   std::optional<Clock::time_point> deadline_;
   bool admitted_ = false;
   bool opened_ = false;      // decided where the call goes (or answered it)

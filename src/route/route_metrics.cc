@@ -42,6 +42,13 @@ std::string RouteMetrics::Format(const EndpointSet& endpoints, const DiscoveryCo
     absl::StrAppend(&out, "gecd_route_requests_total{code=\"",
                     std::string(daemon::prometheus::CodeName(c)), "\"} ", load(calls_[c]), "\n");
   }
+  daemon::ClientTotals clients;
+  clients_.SumInto(clients);
+  daemon::AppendClientTotals(
+      out, "gecd_route_client_calls_total",
+      "Calls of clients authenticated by bearer token (auth.tokens_file), by the token's name "
+      "(\"other\" past 16 names) and gRPC status code.",
+      clients);
   daemon::HistogramCounts duration;
   daemon::AddTo(duration, duration_);
   const auto& bounds = daemon::prometheus::kLatencyBounds;

@@ -5,7 +5,9 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
+#include "daemon/client_counters.h"
 #include "daemon/histogram.h"
 #include "daemon/prometheus_text.h"
 #include "route/endpoint_set.h"
@@ -19,6 +21,11 @@ class RouteMetrics {
  public:
   // A call (unary, or a whole CorrectStream) answered to the client with `code`.
   void CallFinished(int grpc_code, double seconds);
+  // The same call, of a client authenticated by bearer token (auth.tokens_file): counted by its
+  // token's name in gecd_route_client_calls_total{client, code}.
+  void ClientCallFinished(std::string_view client, int grpc_code) {
+    clients_.Add(client, grpc_code);
+  }
   void Retried() { retries_.fetch_add(1, std::memory_order_relaxed); }
   // Refused at the router's own cap (route.max_in_flight).
   void Shed() { shed_.fetch_add(1, std::memory_order_relaxed); }
@@ -37,6 +44,7 @@ class RouteMetrics {
   std::atomic<uint64_t> shed_{0};
   std::atomic<uint64_t> stream_requests_{0};
   std::atomic<uint64_t> stream_responses_{0};
+  daemon::ClientCounters clients_;
 };
 
 }  // namespace gecd::route

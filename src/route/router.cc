@@ -38,7 +38,17 @@ Router::Router(const config::Config& config)
     : drain_quiet_(config.route.drain_quiet_ms), endpoints_(SetOptions(config.route)) {}
 
 absl::StatusOr<std::unique_ptr<Router>> Router::Start(const config::Config& config) {
+  // Refused rather than ignored: a router listening in plaintext while its config asks for TLS
+  // would be worse than one that does not start.
+  if (!config.tls.cert_file.empty()) {
+    return absl::UnimplementedError(
+        "tls.cert_file: gecd route does not serve TLS yet (gecd serve does); terminate TLS in "
+        "front of the router, or leave the tls section out of its config");
+  }
   std::unique_ptr<Router> router(new Router(config));
+  if (!config.auth.tokens_file.empty()) {
+    ASSIGN_OR_RETURN(router->tokens_, auth::TokenTable::Create(config.auth));
+  }
   ASSIGN_OR_RETURN(router->source_, CreateEndpointSource(config.route, &router->discovery_));
   Router* r = router.get();
   RETURN_IF_ERROR(r->source_->Start([r](std::vector<DiscoveredEndpoint> endpoints) {
@@ -67,13 +77,15 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Start(const config::Config& conf
                           ? config.route.threads
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
            .connections_per_endpoint = config.route.channels_per_endpoint,
-           .max_in_flight = config.route.max_in_flight},
+           .max_in_flight = config.route.max_in_flight,
+           .tokens = r->tokens_.get()},
           r->endpoints_, r->metrics_));
   r->health_ = std::make_unique<daemon::HealthPoller>(
       r->server_->GetHealthCheckService(),
       daemon::HealthPoller::Subject{.ready = [r] { return r->Ready(); },
                                     .ready_text = "an endpoint is eligible",
-                                    .not_ready_text = "no eligible endpoint"},
+                                    .not_ready_text = "no eligible endpoint",
+                                    .services = {v1::GrammarCorrection::service_full_name()}},
       kHealthPoll);
 
   absl::StatusOr<std::unique_ptr<daemon::StatusHttpServer>> status =

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "auth/token_table.h"
 #include "config/config.h"
 #include "daemon/health_poller.h"
 #include "daemon/status_http.h"
@@ -39,6 +40,7 @@ class Router {
   bool Ready() const { return !draining_.load() && endpoints_.AnyEligible(); }
 
   const std::chrono::milliseconds drain_quiet_;
+  std::unique_ptr<auth::TokenTable> tokens_;  // null without auth.tokens_file; outlives relay_
   DiscoveryCounters discovery_;
   RouteMetrics metrics_;
   EndpointSet endpoints_;

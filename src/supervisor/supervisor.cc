@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "auth/token_table.h"
 #include "common/child_process.h"
 #include "common/startup_phases.h"
 #include "common/status_macros.h"
@@ -37,6 +38,7 @@
 #include "spdlog/spdlog.h"
 #include "supervisor/roles.h"
 #include "supervisor/watchdog.h"
+#include "tls/key_material.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gecd::supervisor {
@@ -599,6 +601,20 @@ int RunSupervisor(const config::Config& config, const std::string& config_path,
   if (!spelling_status.ok()) {
     spdlog::critical("{}", spelling_status.ToString());
     return 2;
+  }
+  // The workers' certificate and tokens, checked here so that a bad file stops the start with
+  // exit 2 naming it, instead of workers that fail and are restarted.
+  if (!config.tls.cert_file.empty()) {
+    if (absl::Status tls = tls::LoadKeyMaterial(config.tls).status(); !tls.ok()) {
+      spdlog::critical("{}", tls.ToString());
+      return 2;
+    }
+  }
+  if (!config.auth.tokens_file.empty()) {
+    if (absl::Status tokens = auth::TokenTable::Load(config.auth).status(); !tokens.ok()) {
+      spdlog::critical("{}", tokens.ToString());
+      return 2;
+    }
   }
   for (const auto& [key, listen] :
        {std::pair{"server.listen", &config.server.listen},

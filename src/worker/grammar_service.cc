@@ -86,20 +86,20 @@ ProcessMetrics::ShedReason ShedReasonOf(AdmissionController::Refusal refusal) {
 class GrammarService::UnaryCall final : public grpc::ServerUnaryReactor {
  public:
   UnaryCall(GrammarService& service, grpc::CallbackServerContext* context,
-            const CorrectRequest* request, CorrectResponse* response)
+            const CorrectRequest* request, CorrectResponse* response, std::string client)
       : service_(service), id_(service.NextId()), deadline_(context->deadline()) {
-    service.Process(id_, *request, context->deadline(), PriorityOf(*context, *request),
-                    [this, context, response](const grpc::Status& status, CorrectResponse reply,
-                                              std::chrono::milliseconds retry_after) {
-                      if (status.ok()) *response = std::move(reply);
-                      // gRPC's retry design: a client with a retry policy waits this long
-                      // before its next attempt instead of its own backoff.
-                      if (retry_after.count() > 0) {
-                        context->AddTrailingMetadata(kRetryPushbackKey,
-                                                     absl::StrCat(retry_after.count()));
-                      }
-                      Finish(status);
-                    });
+    service.Process(
+        id_, *request, context->deadline(), PriorityOf(*context, *request), std::move(client),
+        [this, context, response](const grpc::Status& status, CorrectResponse reply,
+                                  std::chrono::milliseconds retry_after) {
+          if (status.ok()) *response = std::move(reply);
+          // gRPC's retry design: a client with a retry policy waits this long
+          // before its next attempt instead of its own backoff.
+          if (retry_after.count() > 0) {
+            context->AddTrailingMetadata(kRetryPushbackKey, absl::StrCat(retry_after.count()));
+          }
+          Finish(status);
+        });
   }
 
   // The client went away or the deadline passed: free the engine's work. The engine still
@@ -121,8 +121,8 @@ class GrammarService::UnaryCall final : public grpc::ServerUnaryReactor {
 class GrammarService::StreamCall final
     : public grpc::ServerBidiReactor<CorrectRequest, CorrectResponse> {
  public:
-  StreamCall(GrammarService& service, grpc::CallbackServerContext* context)
-      : service_(service), context_(context) {
+  StreamCall(GrammarService& service, grpc::CallbackServerContext* context, std::string client)
+      : service_(service), context_(context), client_(std::move(client)) {
     // Registered before taking mu_: StartDraining takes the service's lock, then ours.
     const bool draining = service_.AddStream(this);
     mu_.Lock();
@@ -146,7 +146,7 @@ class GrammarService::StreamCall final
       in_engine_.push_back(id);
     }
     service_.Process(
-        id, request_, context_->deadline(), PriorityOf(*context_, request_),
+        id, request_, context_->deadline(), PriorityOf(*context_, request_), client_,
         [this, id](const grpc::Status& status, CorrectResponse reply,
                    std::chrono::milliseconds retry_after) {
           if (retry_after.count() > 0) {
@@ -258,6 +258,7 @@ class GrammarService::StreamCall final
 
   GrammarService& service_;
   grpc::CallbackServerContext* const context_;
+  const std::string client_;  // its bearer token's name; "" without auth.tokens_file
   // The read in progress, then the sentence Process reads from it; reading_ covers both,
   // read_outstanding_ only the first.
   CorrectRequest request_;
@@ -313,13 +314,49 @@ grpc::ServerUnaryReactor* GrammarService::Correct(grpc::CallbackServerContext* c
                                                   const CorrectRequest* request,
                                                   CorrectResponse* response) {
   last_call_us_.store(MonotonicMicros(), std::memory_order_relaxed);
-  return new UnaryCall(*this, context, request, response);
+  absl::StatusOr<std::string> client = Authenticate(*context);
+  if (!client.ok()) {
+    grpc::ServerUnaryReactor* refused = context->DefaultReactor();
+    refused->Finish(ToGrpc(client.status()));
+    return refused;
+  }
+  return new UnaryCall(*this, context, request, response, *std::move(client));
 }
+
+namespace {
+
+// A CorrectStream call refused before it starts (no valid bearer token). Deletes itself.
+class RefusedStream final : public grpc::ServerBidiReactor<CorrectRequest, CorrectResponse> {
+ public:
+  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
 
 grpc::ServerBidiReactor<CorrectRequest, CorrectResponse>* GrammarService::CorrectStream(
     grpc::CallbackServerContext* context) {
   last_call_us_.store(MonotonicMicros(), std::memory_order_relaxed);
-  return new StreamCall(*this, context);
+  absl::StatusOr<std::string> client = Authenticate(*context);
+  if (!client.ok()) return new RefusedStream(ToGrpc(client.status()));
+  return new StreamCall(*this, context, *std::move(client));
+}
+
+absl::StatusOr<std::string> GrammarService::Authenticate(
+    const grpc::CallbackServerContext& context) {
+  if (options_.tokens == nullptr) return std::string();
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find("authorization");
+  absl::StatusOr<std::string> client = options_.tokens->Authenticate(
+      it == metadata.end() ? std::string_view()
+                           : std::string_view(it->second.data(), it->second.size()));
+  if (!client.ok()) {
+    // Counted and logged like any answer, without a name (and never with the token).
+    metrics_.RequestFinished(static_cast<int>(grpc::StatusCode::UNAUTHENTICATED), 0);
+    spdlog::debug("call from {} refused: {}", context.peer(),
+                  std::string(client.status().message()));
+  }
+  return client;
 }
 
 bool GrammarService::AddStream(StreamCall* stream) {
@@ -392,7 +429,7 @@ void GrammarService::CancelSentence(uint64_t id, Deadline deadline) {
 
 void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadline deadline,
                              absl::StatusOr<AdmissionController::Priority> priority,
-                             SentenceDone done) {
+                             std::string client, SentenceDone done) {
   const int64_t arrival_us = MonotonicMicros();
   // The objective an OK answer must meet to count as goodput: the SLO, or the deadline if sooner.
   const std::chrono::microseconds budget = Budget(deadline);
@@ -400,19 +437,23 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
       std::chrono::duration_cast<std::chrono::microseconds>(slo_).count(), budget.count());
   // Every outcome, refused or answered, is counted once and logged with both ids.
   SentenceDone reply = [this, id, arrival_us, objective_us, done = std::move(done),
-                        client_id = request.request_id()](const grpc::Status& status,
-                                                          CorrectResponse response,
-                                                          std::chrono::milliseconds retry_after) {
+                        client = std::move(client), client_id = request.request_id()](
+                           const grpc::Status& status, CorrectResponse response,
+                           std::chrono::milliseconds retry_after) {
     const int64_t elapsed_us = MonotonicMicros() - arrival_us;
     const double seconds = static_cast<double>(elapsed_us) * 1e-6;
     metrics_.RequestFinished(status.error_code(), seconds);
+    if (!client.empty()) metrics_.ClientRequestFinished(client, status.error_code());
+    // The access log: the engine's id, the client's request id and, with auth.tokens_file,
+    // the name of the caller's token.
     if (status.ok()) {
       if (elapsed_us <= objective_us) metrics_.RequestWithinObjective();
-      spdlog::debug("request {} ({}): ok, {} prompt + {} output tokens, {:.1f} ms", id, client_id,
-                    response.prompt_tokens(), response.output_tokens(), seconds * 1e3);
+      spdlog::debug("request {} ({}{}{}): ok, {} prompt + {} output tokens, {:.1f} ms", id,
+                    client_id, client.empty() ? "" : ", client ", client, response.prompt_tokens(),
+                    response.output_tokens(), seconds * 1e3);
     } else {
-      spdlog::debug("request {} ({}): {} {}", id, client_id, static_cast<int>(status.error_code()),
-                    status.error_message());
+      spdlog::debug("request {} ({}{}{}): {} {}", id, client_id, client.empty() ? "" : ", client ",
+                    client, static_cast<int>(status.error_code()), status.error_message());
     }
     response.set_request_id(client_id);
     done(status, std::move(response), retry_after);

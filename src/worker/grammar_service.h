@@ -8,6 +8,7 @@
 #include <set>
 
 #include "absl/base/thread_annotations.h"
+#include "auth/token_table.h"
 #include "common/mutex.h"
 #include "config/config.h"
 #include "gecd/internal/grammar_wire.pb.h"
@@ -32,7 +33,9 @@
 // slow anyone down. Admitted sentences go to the
 // engine and are answered with the detokenized correction and its edits; a text of only
 // whitespace is answered unchanged at once. Nothing queues in the worker: a sentence it could
-// not answer in time is refused with RESOURCE_EXHAUSTED at once.
+// not answer in time is refused with RESOURCE_EXHAUSTED at once. With a token table
+// (auth.tokens_file) a call without a valid bearer token is refused with UNAUTHENTICATED before
+// any of that, and the token's name labels the call's metrics and access-log lines.
 namespace gecd::worker {
 
 //
@@ -49,6 +52,8 @@ class GrammarService final : public grpc::Service {
     const model::SpellCorrector* spelling = nullptr;
     // Admission's clock (monotonic microseconds); null = the steady clock. Tests pass a fake.
     AdmissionController::Clock admission_clock = nullptr;
+    // Bearer tokens (auth.tokens_file), or null: every call is let in. Must outlive the service.
+    const auth::TokenTable* tokens = nullptr;
   };
 
   // Everything passed must outlive the service (and the grpc::Server it is registered with).
@@ -83,6 +88,9 @@ class GrammarService final : public grpc::Service {
   using SentenceDone = std::function<void(const grpc::Status&, gecd::v1::CorrectResponse,
                                           std::chrono::milliseconds retry_after)>;
 
+  // The name of the call's bearer token ("" without a token table), or UNAUTHENTICATED (then
+  // counted and logged).
+  absl::StatusOr<std::string> Authenticate(const grpc::CallbackServerContext& context);
   // The priority class of one sentence: its request's field, else the call's x-gecd-priority
   // metadata, else interactive; INVALID_ARGUMENT naming an unknown value and where it came from.
   static absl::StatusOr<AdmissionController::Priority> PriorityOf(
@@ -99,8 +107,10 @@ class GrammarService final : public grpc::Service {
   // before a first answer), validates and submits one sentence under engine id `id`. `done` runs
   // exactly once: inline when the sentence is refused or invalid, else on the engine link's or the
   // waiting room's thread.
+  // `client` is the name of the call's bearer token, or "".
   void Process(uint64_t id, const gecd::internal::CorrectRequest& request, Deadline deadline,
-               absl::StatusOr<AdmissionController::Priority> priority, SentenceDone done);
+               absl::StatusOr<AdmissionController::Priority> priority, std::string client,
+               SentenceDone done);
   // A sentence's times on the monotonic clock, as EngineRequest carries them.
   struct SentenceTimes {
     int64_t arrival_us = 0;

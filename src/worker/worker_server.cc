@@ -7,6 +7,7 @@
 #include "common/monotonic_clock.h"
 #include "common/status_macros.h"
 #include "daemon/grpc_reflection.h"
+#include "gecd/v1/grammar.grpc.pb.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
@@ -24,10 +25,22 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const config::
 
   ASSIGN_OR_RETURN(text::PromptBuilder prompts,
                    text::PromptBuilder::Create(config, tokenizer, options.service.spelling));
+  std::unique_ptr<auth::TokenTable> tokens;
+  GrammarService::Options service_options = options.service;
+  if (!config.auth.tokens_file.empty()) {
+    ASSIGN_OR_RETURN(tokens, auth::TokenTable::Create(config.auth));
+    service_options.tokens = tokens.get();
+  }
   std::unique_ptr<WorkerServer> server(
-      new WorkerServer(std::make_unique<GrammarService>(config, tokenizer, std::move(prompts),
-                                                        engine, metrics, options.service),
+      new WorkerServer(std::move(tokens),
+                       std::make_unique<GrammarService>(config, tokenizer, std::move(prompts),
+                                                        engine, metrics, service_options),
                        std::chrono::milliseconds(config.server.drain_quiet_ms)));
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!config.tls.cert_file.empty()) {
+    ASSIGN_OR_RETURN(server->tls_, tls::ServerTls::Create(config.tls));
+    credentials = server->tls_->credentials();
+  }
   grpc::ServerBuilder builder;
   daemon::SetReflection(builder, config.server.reflection);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 1);
@@ -36,7 +49,10 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const config::
   // otherwise grow the worker without bound; past the limit its new calls wait in its transport.
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              config.server.max_streams_per_connection);
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->port_);
+  // A connection that has not finished its TLS and HTTP/2 handshakes by then is closed (gRPC's
+  // default is 120 s), so a flood of slow handshakes holds each socket for 10 s at most.
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 10000);
+  builder.AddListeningPort(options.listen, credentials, &server->port_);
   builder.RegisterService(server->service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
@@ -47,14 +63,16 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const config::
       server->server_->GetHealthCheckService(),
       daemon::HealthPoller::Subject{.ready = [&engine] { return engine.Ready(); },
                                     .ready_text = "engine ready",
-                                    .not_ready_text = "engine not ready"},
+                                    .not_ready_text = "engine not ready",
+                                    .services = {v1::GrammarCorrection::service_full_name()}},
       options.health_poll);
   return server;
 }
 
-WorkerServer::WorkerServer(std::unique_ptr<GrammarService> service,
+WorkerServer::WorkerServer(std::unique_ptr<auth::TokenTable> tokens,
+                           std::unique_ptr<GrammarService> service,
                            std::chrono::milliseconds drain_quiet)
-    : service_(std::move(service)), drain_quiet_(drain_quiet) {}
+    : tokens_(std::move(tokens)), service_(std::move(service)), drain_quiet_(drain_quiet) {}
 
 WorkerServer::~WorkerServer() { Drain(std::chrono::milliseconds(0)); }
 

@@ -7,18 +7,23 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "auth/token_table.h"
 #include "config/config.h"
 #include "daemon/health_poller.h"
 #include "grpcpp/server.h"
 #include "metrics/metrics.h"
+#include "tls/server_tls.h"
 #include "tokenizer/tokenizer.h"
 #include "worker/engine_link.h"
 #include "worker/grammar_service.h"
 
 // One front-end worker's gRPC server: GrammarService plus grpc.health.v1 (SERVING only while
-// the engine link is ready and the worker is not draining) and server reflection. It listens
-// with SO_REUSEPORT, so every worker of an instance binds the same address. RunWorkerProcess
-// builds one over the shared-memory engine link; tests build one over a fake.
+// the engine link is ready and the worker is not draining, for "" and for
+// gecd.v1.GrammarCorrection) and server reflection. It listens with SO_REUSEPORT, so every
+// worker of an instance binds the same address; with TLS when the config's tls section names a
+// certificate (tls/server_tls.h: rotated without a restart), and checks bearer tokens when
+// auth.tokens_file is set (auth/token_table.h). RunWorkerProcess builds one over the
+// shared-memory engine link; tests build one over a fake.
 namespace gecd::worker {
 
 class WorkerServer {
@@ -51,9 +56,12 @@ class WorkerServer {
   void Drain(std::chrono::milliseconds grace);
 
  private:
-  WorkerServer(std::unique_ptr<GrammarService> service, std::chrono::milliseconds drain_quiet);
+  WorkerServer(std::unique_ptr<auth::TokenTable> tokens, std::unique_ptr<GrammarService> service,
+               std::chrono::milliseconds drain_quiet);
 
+  std::unique_ptr<auth::TokenTable> tokens_;  // null without auth.tokens_file; outlives service_
   std::unique_ptr<GrammarService> service_;
+  std::unique_ptr<tls::ServerTls> tls_;  // null without TLS; outlives the server using it
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<daemon::HealthPoller> health_;
   int port_ = 0;

@@ -175,6 +175,42 @@ TEST(Config, SpellingNeedsBothPathsAndResolvesThemAgainstTheFile) {
   EXPECT_EQ(c->spelling.min_count, 5);
 }
 
+TEST(Config, TlsAndAuthKeysResolveAgainstTheFileAndNeedTheirPartners) {
+  const Config defaults;
+  EXPECT_TRUE(defaults.tls.cert_file.empty());
+  EXPECT_TRUE(defaults.auth.tokens_file.empty());
+  const std::string dir = gecd::testing::MakeTempDir();
+  std::ofstream(dir + "/c.yaml") << "tls:\n  cert_file: tls/tls.crt\n  key_file: /k/tls.key\n"
+                                    "  client_ca_file: ca.crt\n  require_client_cert: true\n"
+                                    "  refresh_s: 2\nauth:\n  tokens_file: tokens\n"
+                                    "  refresh_s: 3\n";
+  auto c = LoadConfigFile(dir + "/c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->tls.cert_file, dir + "/tls/tls.crt");
+  EXPECT_EQ(c->tls.key_file, "/k/tls.key");
+  EXPECT_EQ(c->tls.client_ca_file, dir + "/ca.crt");
+  EXPECT_TRUE(c->tls.require_client_cert);
+  EXPECT_EQ(c->tls.refresh_s, 2);
+  EXPECT_EQ(c->auth.tokens_file, dir + "/tokens");
+  EXPECT_EQ(c->auth.refresh_s, 3);
+
+  const std::pair<const char*, const char*> bad[] = {
+      {"tls:\n  cert_file: a.crt\n", "tls.cert_file and tls.key_file"},
+      {"tls:\n  key_file: a.key\n", "tls.cert_file and tls.key_file"},
+      {"tls:\n  client_ca_file: ca.crt\n", "tls.client_ca_file"},
+      {"tls:\n  cert_file: a\n  key_file: b\n  require_client_cert: true\n",
+       "tls.require_client_cert"},
+      {"tls:\n  refresh_s: 0\n", "tls.refresh_s"},
+      {"tls:\n  certfile: a\n", "unknown key 'tls.certfile'"},
+      {"auth:\n  token_file: t\n", "unknown key 'auth.token_file'"},
+  };
+  for (const auto& [yaml, message] : bad) {
+    auto e = ParseConfig(yaml, "conf.yaml");
+    ASSERT_FALSE(e.ok()) << yaml;
+    EXPECT_THAT(e.status().message(), HasSubstr(message)) << yaml;
+  }
+}
+
 TEST(Config, CopyBias) {
   EXPECT_EQ(Config().model.copy_bias, 0.0);
   auto c = ParseConfig("model:\n  copy_bias: 2.5\n", "conf.yaml");

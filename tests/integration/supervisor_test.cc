@@ -33,7 +33,9 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "testing/daemon_process.h"
+#include "testing/scoped_temp_dir.h"
 #include "testing/test_paths.h"
+#include "tls/test_certificates.h"
 
 namespace gecd::supervisor {
 namespace {
@@ -350,6 +352,77 @@ TEST(SupervisorTest, TakenMetricsPortFailsWithoutLeavingTheSegment) {
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
     EXPECT_FALSE(absl::StartsWith(entry.path().filename().string(), prefix)) << entry.path();
   }
+}
+
+// Bad certificate or tokens files stop `gecd serve` before any child starts: exit 2, and a line
+// naming the key, the file and the reason.
+TEST(SupervisorTest, BadCertificateOrTokensFileIsExit2NamingIt) {
+  gecd::testing::ScopedTempDir dir;
+  const std::string cert = dir.path() + "/tls.crt";
+  const std::string key = dir.path() + "/tls.key";
+  testing::WriteTestFile(cert, "not a certificate\n");
+  testing::WriteTestFile(key, "nor a key\n");
+  {
+    Daemon daemon({"tls.cert_file=" + cert, "tls.key_file=" + key});
+    const std::optional<int> status = daemon.WaitExit(kStartTimeout);
+    ASSERT_TRUE(status.has_value()) << daemon.log();
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2) << *status;
+    EXPECT_TRUE(absl::StrContains(daemon.log(), "tls.cert_file " + cert + ": no PEM certificate"))
+        << daemon.log();
+  }
+  const std::string tokens = dir.path() + "/tokens";
+  testing::WriteTestFile(tokens, "# clients\nfrontend\n");
+  Daemon daemon({"auth.tokens_file=" + tokens});
+  const std::optional<int> status = daemon.WaitExit(kStartTimeout);
+  ASSERT_TRUE(status.has_value()) << daemon.log();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2) << *status;
+  EXPECT_TRUE(absl::StrContains(daemon.log(), tokens + ":2: expected 'name sha256-hex'"))
+      << daemon.log();
+}
+
+// The real daemon over TLS with bearer tokens: a plaintext client gets nothing, a TLS client
+// without a token UNAUTHENTICATED, one with the token its correction.
+TEST(SupervisorTest, ServesOverTlsWithBearerTokens) {
+  gecd::testing::ScopedTempDir dir;
+  const testing::TestCa ca("test CA");
+  const testing::PemPair pair = ca.Issue("gecd");
+  const std::string cert = dir.path() + "/tls.crt";
+  const std::string key = dir.path() + "/tls.key";
+  const std::string tokens = dir.path() + "/tokens";
+  testing::WriteTestFile(cert, pair.certificate);
+  testing::WriteTestFile(key, pair.key);
+  // SHA-256 of "abc" (FIPS 180-2's test vector).
+  testing::WriteTestFile(
+      tokens, "frontend ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n");
+  Daemon daemon({"server.workers=1", "tls.cert_file=" + cert, "tls.key_file=" + key,
+                 "auth.tokens_file=" + tokens});
+  ASSERT_TRUE(WaitFor([&] { return daemon.Get("/readyz") == 200; })) << daemon.log();
+  const auto correct = [&](std::shared_ptr<grpc::ChannelCredentials> credentials,
+                           const std::string& authorization) {
+    grpc::ChannelArguments args;
+    args.SetSslTargetNameOverride("localhost");
+    auto stub = gecd::v1::GrammarCorrection::NewStub(
+        grpc::CreateCustomChannel(daemon.grpc_target(), credentials, args));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    if (!authorization.empty()) context.AddMetadata("authorization", authorization);
+    gecd::v1::CorrectRequest request;
+    request.set_text("she go home");
+    gecd::v1::CorrectResponse response;
+    return stub->Correct(&context, request, &response).error_code();
+  };
+  grpc::SslCredentialsOptions trust;
+  trust.pem_root_certs = ca.certificate();
+  EXPECT_EQ(correct(grpc::InsecureChannelCredentials(), "Bearer abc"),
+            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(correct(grpc::SslCredentials(trust), ""), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(correct(grpc::SslCredentials(trust), "Bearer abc"), grpc::StatusCode::OK)
+      << daemon.log();
+  std::string metrics;
+  ASSERT_EQ(daemon.Get("/metrics", &metrics), 200);
+  EXPECT_TRUE(
+      absl::StrContains(metrics, "gecd_client_requests_total{client=\"frontend\",code=\"OK\"} 1\n"))
+      << metrics;
 }
 
 TEST(SupervisorTest, JsonLogLinesNameTheirRole) {

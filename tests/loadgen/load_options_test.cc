@@ -85,6 +85,31 @@ TEST(ParseLoadOptionsTest, PriorityIsInteractiveOrBatch) {
   EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr("--priority"));
 }
 
+// --tls-ca and --token-file are read at once (the token from a file, never the command line);
+// a file that cannot be read is an error naming the flag.
+TEST(ParseLoadOptionsTest, TlsAndTokenFlagsReadTheirFiles) {
+  const std::string ca = ::testing::TempDir() + "/gecd_load_ca.pem";
+  const std::string token = ::testing::TempDir() + "/gecd_load_token";
+  std::ofstream(ca) << "-----BEGIN CERTIFICATE-----\n";
+  std::ofstream(token) << "  s3cret \nignored\n";
+  absl::StatusOr<LoadOptions> options = Parse(
+      {"--input", "s", "--tls-ca", ca, "--tls-server-name", "gecd.example", "--token-file", token});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->run.tls_ca_pem, "-----BEGIN CERTIFICATE-----\n");
+  EXPECT_EQ(options->run.tls_server_name, "gecd.example");
+  EXPECT_EQ(options->run.authorization, "Bearer s3cret");
+  EXPECT_EQ(Parse({"--input", "s"})->run.tls_ca_pem, "");
+  std::remove(ca.c_str());
+  absl::StatusOr<LoadOptions> missing = Parse({"--input", "s", "--tls-ca", ca});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(std::string(missing.status().message()), ::testing::HasSubstr("--tls-ca"));
+  std::ofstream(token) << "\n";
+  absl::StatusOr<LoadOptions> empty = Parse({"--input", "s", "--token-file", token});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_THAT(std::string(empty.status().message()), ::testing::HasSubstr("--token-file"));
+  std::remove(token.c_str());
+}
+
 TEST(ParseLoadOptionsTest, RejectsConflictsAndBadValues) {
   const std::vector<std::vector<std::string>> bad = {
       {"--qps", "10"},  // no --input

@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "gmock/gmock.h"
@@ -170,6 +171,24 @@ TEST(MetricsTest, ConcurrentWritersLoseNothing) {
   EXPECT_EQ(s.requests[0], 4u * kPerThread);
   EXPECT_EQ(s.request_duration.sum_units, 4u * kPerThread);
   EXPECT_EQ(s.concurrency, 0);
+}
+
+// gecd_client_requests_total: summed by name over the workers' blocks, absent without clients
+// (daemon/client_counters_test.cc tests the table itself).
+TEST(MetricsTest, ClientRequestsAreSummedByNameAcrossWorkers) {
+  Region memory(3);
+  MetricsRegion region = MetricsRegion::Initialize(memory.span());
+  EXPECT_EQ(FormatPrometheus(region.Sum(), {}).find("gecd_client_requests_total"),
+            std::string::npos);
+  region.ForProcess(1)->ClientRequestFinished("frontend", 0);
+  region.ForProcess(2)->ClientRequestFinished("frontend", 0);
+  region.ForProcess(2)->ClientRequestFinished("frontend", 8);
+  const Exposition e = Parse(FormatPrometheus(region.Sum(), {}));
+  EXPECT_EQ(e.types.at("gecd_client_requests_total"), "counter");
+  EXPECT_EQ(e.samples.at("gecd_client_requests_total{client=\"frontend\",code=\"OK\"}"), 2);
+  EXPECT_EQ(
+      e.samples.at("gecd_client_requests_total{client=\"frontend\",code=\"RESOURCE_EXHAUSTED\"}"),
+      1);
 }
 
 TEST(MetricsTest, PrometheusTextIsWellFormed) {

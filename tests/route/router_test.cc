@@ -18,6 +18,8 @@
 #include "route/fake_daemon.h"
 #include "testing/daemon_process.h"
 #include "testing/run_gecd.h"
+#include "testing/scoped_temp_dir.h"
+#include "tls/test_certificates.h"
 
 namespace gecd::route {
 namespace {
@@ -48,11 +50,17 @@ grpc::ByteBuffer Buffer(const std::string& bytes) {
   return grpc::ByteBuffer(&slice, 1);
 }
 
-// The router's own grpc.health.v1 answer for the whole server: the raw HealthCheckResponse.
-std::string HealthCheck(grpc::GenericStub& stub) {
+// The router's own grpc.health.v1 answer for the whole server ("") or a service by name: the
+// raw HealthCheckResponse.
+std::string HealthCheck(grpc::GenericStub& stub, const std::string& service = "") {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  grpc::ByteBuffer request = Buffer(""), response;
+  // HealthCheckRequest{service = 1 (length-delimited)}; "" is the empty message.
+  grpc::ByteBuffer request = Buffer(
+      service.empty()
+          ? ""
+          : absl::StrCat("\x0a", std::string(1, static_cast<char>(service.size())), service));
+  grpc::ByteBuffer response;
   std::promise<grpc::Status> done;
   stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
                  [&](grpc::Status s) { done.set_value(s); });
@@ -109,6 +117,7 @@ TEST(RouterTest, ServesHealthReflectionAndItsOperatorEndpoint) {
   grpc::GenericStub stub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*router)->port()),
                                              grpc::InsecureChannelCredentials()));
   EXPECT_EQ(HealthCheck(stub), std::string("\x08\x01", 2));  // SERVING
+  EXPECT_EQ(HealthCheck(stub, "gecd.v1.GrammarCorrection"), std::string("\x08\x01", 2));
   EXPECT_THAT(ListServices(stub), HasSubstr("gecd.v1.GrammarCorrection"));
   const int http = (*router)->metrics_port();
   EXPECT_EQ(gecd::testing::HttpGet(http, "/healthz"), 200);
@@ -120,6 +129,72 @@ TEST(RouterTest, ServesHealthReflectionAndItsOperatorEndpoint) {
 
   (*router)->Drain(std::chrono::milliseconds(100));
   EXPECT_EQ(gecd::testing::HttpGet(http, "/readyz"), 503);
+}
+
+// While it drains (here: the quiet period, with no calls) the router answers NOT_SERVING for
+// the service by name as well as for "".
+TEST(RouterTest, DrainingIsNotServingForTheServiceByName) {
+  FakeDaemon a("a");
+  config::Config config = RouterConfig({a.address()});
+  config.route.drain_quiet_ms = 60000;
+  absl::StatusOr<std::unique_ptr<Router>> router = Router::Start(config);
+  ASSERT_TRUE(router.ok()) << router.status();
+  grpc::GenericStub stub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*router)->port()),
+                                             grpc::InsecureChannelCredentials()));
+  ASSERT_EQ(HealthCheck(stub, "gecd.v1.GrammarCorrection"), std::string("\x08\x01", 2));
+  // A call just now: the drain then waits out the quiet period (here: the 3 s grace).
+  v1::CorrectResponse response;
+  ASSERT_TRUE(Correct(*StubFor(**router), "x", &response).ok());
+  std::thread drain([&] { (*router)->Drain(std::chrono::seconds(3)); });
+  EXPECT_TRUE(gecd::testing::WaitFor(
+      [&] { return HealthCheck(stub, "gecd.v1.GrammarCorrection") == std::string("\x08\x02", 2); },
+      std::chrono::seconds(5)));
+  EXPECT_EQ(HealthCheck(stub), std::string("\x08\x02", 2));
+  drain.join();
+}
+
+// With auth.tokens_file the router refuses gecd calls without a valid bearer token itself
+// (UNAUTHENTICATED, nothing reaches a daemon), relays the rest with their authorization metadata,
+// counts them by the token's name, and leaves health checks open.
+TEST(RouterTest, BearerTokensLetInOnlyTheirClients) {
+  FakeDaemon a("a");
+  gecd::testing::ScopedTempDir dir;
+  config::Config config = RouterConfig({a.address()});
+  config.auth.tokens_file = dir.path() + "/tokens";
+  // SHA-256 of "abc" (FIPS 180-2's test vector).
+  gecd::testing::WriteTestFile(
+      config.auth.tokens_file,
+      "frontend ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n");
+  absl::StatusOr<std::unique_ptr<Router>> router = Router::Start(config);
+  ASSERT_TRUE(router.ok()) << router.status();
+  auto stub = StubFor(**router);
+  const auto correct = [&](const std::string& authorization) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!authorization.empty()) context.AddMetadata("authorization", authorization);
+    v1::CorrectRequest request;
+    request.set_text("x");
+    v1::CorrectResponse response;
+    return stub->Correct(&context, request, &response);
+  };
+  const grpc::Status missing = correct("");
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(missing.error_message(), HasSubstr("no bearer token"));
+  EXPECT_EQ(correct("Bearer abd").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(correct("Bearer abc").error_code(), grpc::StatusCode::OK);
+  EXPECT_EQ(a.calls(), 1);  // the refused ones never reached it
+  grpc::GenericStub generic(grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*router)->port()),
+                                                grpc::InsecureChannelCredentials()));
+  EXPECT_EQ(HealthCheck(generic, "gecd.v1.GrammarCorrection"), std::string("\x08\x01", 2));
+  std::string metrics;
+  ASSERT_EQ(gecd::testing::HttpGet((*router)->metrics_port(), "/metrics", &metrics), 200);
+  EXPECT_EQ(gecd::testing::MetricValue(
+                metrics, "gecd_route_client_calls_total{client=\"frontend\",code=\"OK\"}"),
+            1);
+  EXPECT_EQ(
+      gecd::testing::MetricValue(metrics, "gecd_route_requests_total{code=\"UNAUTHENTICATED\"}"),
+      2);
+  EXPECT_THAT(metrics, ::testing::Not(HasSubstr("abc")));
 }
 
 TEST(RouterTest, NoEligibleEndpointMeansNotReady) {
@@ -153,6 +228,20 @@ TEST(RouterTest, BadSettingsAreStartUpErrorsNamingTheKey) {
   // gRPC binds with SO_REUSEPORT; a port held without it is refused.
   ASSERT_FALSE(router.ok());
   EXPECT_THAT(router.status().message(), HasSubstr("route.listen"));
+
+  // Not built yet for the router: refused, never silently plaintext or open.
+  config::Config tls = RouterConfig({a.address()});
+  tls.tls.cert_file = "/etc/gecd/tls.crt";
+  tls.tls.key_file = "/etc/gecd/tls.key";
+  router = Router::Start(tls);
+  ASSERT_FALSE(router.ok());
+  EXPECT_THAT(router.status().message(), HasSubstr("tls.cert_file"));
+  config::Config tokens = RouterConfig({a.address()});
+  tokens.auth.tokens_file = "/nonexistent/gecd/tokens";
+  router = Router::Start(tokens);
+  ASSERT_FALSE(router.ok());
+  EXPECT_THAT(router.status().message(), HasSubstr("auth.tokens_file"));
+  EXPECT_THAT(router.status().message(), HasSubstr("/nonexistent/gecd/tokens"));
 
   config::Config metrics = RouterConfig({a.address()});
   metrics.route.metrics_listen = absl::StrCat("127.0.0.1:", port.port());

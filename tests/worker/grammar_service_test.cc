@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,11 +25,15 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
+#include "grpcpp/support/client_callback.h"
 #include "gtest/gtest.h"
+#include "spdlog/sinks/ostream_sink.h"
+#include "spdlog/spdlog.h"
 #include "testing/byte_level_tokenizer.h"
 #include "testing/scoped_temp_dir.h"
 #include "testing/test_paths.h"
 #include "text/edits.h"
+#include "tls/test_certificates.h"
 #include "worker/worker_server.h"
 
 namespace gecd::worker {
@@ -41,6 +46,7 @@ using metrics::MetricsRegion;
 using metrics::MetricsSnapshot;
 using metrics::ProcessMetrics;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::UnorderedElementsAre;
 
 constexpr auto kWait = std::chrono::seconds(60);  // generous: a loaded 2-core machine
@@ -268,10 +274,16 @@ class GrammarServiceTest : public ::testing::Test {
     return status;
   }
 
-  // grpc.health.v1 Check for the whole server: 1 SERVING, 2 NOT_SERVING.
-  int HealthStatus() {
+  // grpc.health.v1 Check for the whole server ("") or one service by name: 1 SERVING,
+  // 2 NOT_SERVING.
+  int HealthStatus(const std::string& service = "") {
     std::string response;
-    const grpc::Status status = GenericUnary("/grpc.health.v1.Health/Check", "", &response);
+    // HealthCheckRequest{service = 1 (length-delimited)}; "" is the empty message.
+    const std::string request =
+        service.empty()
+            ? ""
+            : absl::StrCat("\x0a", std::string(1, static_cast<char>(service.size())), service);
+    const grpc::Status status = GenericUnary("/grpc.health.v1.Health/Check", request, &response);
     EXPECT_TRUE(status.ok()) << status.error_message();
     // HealthCheckResponse{status = 1 (varint)}; an absent field is 0, UNKNOWN.
     return response.size() == 2 && response[0] == 0x08 ? response[1] : 0;
@@ -287,11 +299,11 @@ class GrammarServiceTest : public ::testing::Test {
     return true;
   }
 
-  bool WaitForHealth(int want) {
+  bool WaitForHealth(int want, const std::string& service = "") {
     const auto deadline = std::chrono::steady_clock::now() + kWait;
-    int got = HealthStatus();
+    int got = HealthStatus(service);
     // Polls an eventual state (the server's 10 ms health poll); each try is a full RPC.
-    while (got != want && std::chrono::steady_clock::now() < deadline) got = HealthStatus();
+    while (got != want && std::chrono::steady_clock::now() < deadline) got = HealthStatus(service);
     return got == want;
   }
 
@@ -321,6 +333,87 @@ TEST_F(GrammarServiceTest, UnaryAnswersWithCorrectionEditsAndCounts) {
   EXPECT_EQ(response.queue_time_us(), 7u);
   EXPECT_EQ(response.engine_time_us(), 11u);
   EXPECT_EQ(metrics_.Requests(grpc::StatusCode::OK), 1u);
+}
+
+// With tls.cert_file set the worker speaks TLS only: a plaintext client gets no answer, a
+// client trusting the certificate's CA is corrected as usual.
+TEST_F(GrammarServiceTest, WithTlsItAnswersOverTlsOnly) {
+  gecd::testing::ScopedTempDir certificates;
+  const gecd::testing::TestCa ca("test CA");
+  const gecd::testing::PemPair pair = ca.Issue("gecd");
+  config_.tls.cert_file = certificates.path() + "/tls.crt";
+  config_.tls.key_file = certificates.path() + "/tls.key";
+  gecd::testing::WriteTestFile(config_.tls.cert_file, pair.certificate);
+  gecd::testing::WriteTestFile(config_.tls.key_file, pair.key);
+  StartServer();
+  CorrectResponse response;
+  EXPECT_EQ(Correct("she go home", &response).error_code(), grpc::StatusCode::UNAVAILABLE);
+
+  grpc::SslCredentialsOptions trust;
+  trust.pem_root_certs = ca.certificate();
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride("localhost");
+  channel_ = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                       grpc::SslCredentials(trust), args);
+  stub_ = gecd::v1::GrammarCorrection::NewStub(channel_);
+  ASSERT_TRUE(Correct("she go home", &response).ok());
+  EXPECT_EQ(response.corrected_text(), Expected("she go home"));
+}
+
+// With auth.tokens_file: calls without a token, with a wrong one or with a revoked one are
+// refused with UNAUTHENTICATED (unary and stream); the right one is answered, counted under its
+// name and logged with it; the token itself appears in neither the log nor the metrics.
+TEST_F(GrammarServiceTest, BearerTokensLetInOnlyTheirClients) {
+  gecd::testing::ScopedTempDir dir;
+  const std::string token = "s3cr3t-token-4b1d";
+  // SHA-256 of "s3cr3t-token-4b1d", as `printf %s s3cr3t-token-4b1d | sha256sum` prints it.
+  const std::string hash = "024cce3293b67d5c742eb2606ca27a02d22cf2f5bf6429a06dfa2e1ade56e8ca";
+  config_.auth.tokens_file = dir.path() + "/tokens";
+  config_.auth.refresh_s = 1;
+  gecd::testing::WriteTestFile(config_.auth.tokens_file, "frontend " + hash + "\n");
+  auto log = std::make_shared<std::ostringstream>();
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(*log);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("test", sink));
+  spdlog::set_level(spdlog::level::debug);
+  StartServer();
+  const auto correct = [&](const std::string& authorization) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + kWait);
+    if (!authorization.empty()) context.AddMetadata("authorization", authorization);
+    CorrectRequest request;
+    request.set_text("she go home");
+    CorrectResponse response;
+    return stub_->Correct(&context, request, &response).error_code();
+  };
+  EXPECT_EQ(correct(""), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(correct("Bearer wrong-token"), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(correct(token), grpc::StatusCode::UNAUTHENTICATED);  // no scheme
+  {
+    grpc::ClientContext context;
+    auto stream = stub_->CorrectStream(&context);
+    stream->WritesDone();
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_EQ(correct("Bearer " + token), grpc::StatusCode::OK);
+  EXPECT_EQ(metrics_.Requests(grpc::StatusCode::UNAUTHENTICATED), 4u);
+  const metrics::MetricsSnapshot snapshot = metrics_.region.Sum();
+  ASSERT_EQ(snapshot.clients.count("frontend"), 1u);
+  EXPECT_EQ(snapshot.clients.at("frontend")[0], 1u);
+  const std::string exposition = metrics::FormatPrometheus(snapshot, {});
+  EXPECT_THAT(exposition,
+              HasSubstr("gecd_client_requests_total{client=\"frontend\",code=\"OK\"} 1"));
+
+  // Revoked: the file no longer lists it.
+  gecd::testing::WriteTestFile(config_.auth.tokens_file, "# nobody\n");
+  EXPECT_TRUE(
+      WaitUntil([&] { return correct("Bearer " + token) == grpc::StatusCode::UNAUTHENTICATED; }));
+  server_.reset();
+  spdlog::set_default_logger(previous);
+  EXPECT_THAT(log->str(), HasSubstr("client frontend"));
+  EXPECT_THAT(log->str(), Not(HasSubstr(token)));
+  EXPECT_THAT(exposition, Not(HasSubstr(token)));
+  EXPECT_THAT(exposition, Not(HasSubstr(hash)));
 }
 
 TEST_F(GrammarServiceTest, InvalidTextsAreRefusedNamingTheLimit) {
@@ -810,6 +903,111 @@ TEST_F(GrammarServiceTest, HealthFollowsEngineReadiness) {
   EXPECT_TRUE(WaitForHealth(1));
   engine_->set_ready(false);
   EXPECT_TRUE(WaitForHealth(2));
+}
+
+// A grpc.health.v1 Watch stream for one service: records each status the server sends.
+class HealthWatch : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  HealthWatch(grpc::GenericStub& stub, const std::string& service) {
+    grpc::Slice slice(
+        absl::StrCat("\x0a", std::string(1, static_cast<char>(service.size())), service));
+    request_ = grpc::ByteBuffer(&slice, 1);
+    stub.PrepareBidiStreamingCall(&context_, "/grpc.health.v1.Health/Watch", grpc::StubOptions(),
+                                  this);
+    StartWriteLast(&request_, grpc::WriteOptions());
+    StartRead(&response_);
+    StartCall();
+  }
+  ~HealthWatch() override {
+    context_.TryCancel();
+    std::unique_lock lock(mu_);
+    changed_.wait(lock, [&] { return done_; });
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    std::vector<grpc::Slice> slices;
+    std::string bytes;
+    if (response_.Dump(&slices).ok()) {
+      for (const grpc::Slice& s : slices) bytes.append(s.begin(), s.end());
+    }
+    {
+      std::lock_guard lock(mu_);
+      statuses_.push_back(bytes.size() == 2 && bytes[0] == 0x08 ? bytes[1] : 0);
+    }
+    changed_.notify_all();
+    StartRead(&response_);
+  }
+  void OnDone(const grpc::Status&) override {
+    std::lock_guard lock(mu_);
+    done_ = true;
+    changed_.notify_all();
+  }
+  // Waits for the last status received to be `want` (1 SERVING, 2 NOT_SERVING).
+  bool WaitFor(int want) {
+    std::unique_lock lock(mu_);
+    return changed_.wait_for(lock, kWait,
+                             [&] { return !statuses_.empty() && statuses_.back() == want; });
+  }
+
+ private:
+  grpc::ClientContext context_;
+  grpc::ByteBuffer request_, response_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::vector<int> statuses_;
+  bool done_ = false;
+};
+
+TEST_F(GrammarServiceTest, HealthWatchFollowsTheServiceByName) {
+  engine_->set_ready(false);
+  StartServer();
+  grpc::GenericStub stub(channel_);
+  HealthWatch watch(stub, "gecd.v1.GrammarCorrection");
+  EXPECT_TRUE(watch.WaitFor(2));
+  engine_->set_ready(true);
+  EXPECT_TRUE(watch.WaitFor(1));
+  engine_->set_ready(false);
+  EXPECT_TRUE(watch.WaitFor(2));
+  engine_->set_ready(true);
+  EXPECT_TRUE(watch.WaitFor(1));
+  // A call just now: the drain then lasts server.drain_quiet_ms (500 ms) before the port closes.
+  CorrectResponse response;
+  ASSERT_TRUE(Correct("hello", &response).ok());
+  std::thread drain([&] { server_->Drain(std::chrono::seconds(3)); });
+  EXPECT_TRUE(watch.WaitFor(2));
+  drain.join();
+}
+
+// Probes and proxies configured with the service name (Kubernetes' gRPC probe, Envoy) ask for
+// gecd.v1.GrammarCorrection: it follows the engine (NOT_SERVING while it restarts) and the
+// drain like "", where it was once NOT_FOUND.
+TEST_F(GrammarServiceTest, HealthAnswersForTheServiceByName) {
+  const std::string name = "gecd.v1.GrammarCorrection";
+  engine_->set_ready(false);
+  StartServer();
+  EXPECT_TRUE(WaitForHealth(2, name));
+  engine_->set_ready(true);
+  EXPECT_TRUE(WaitForHealth(1, name));
+  engine_->set_ready(false);  // the engine process restarting
+  EXPECT_TRUE(WaitForHealth(2, name));
+  engine_->set_ready(true);
+  EXPECT_TRUE(WaitForHealth(1, name));
+  std::string unknown;
+  EXPECT_EQ(GenericUnary("/grpc.health.v1.Health/Check", "\x0a\x07unknown", &unknown).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+
+  // Draining: NOT_SERVING for the name while calls are still answered (the quiet period).
+  config_.server.drain_quiet_ms = 60000;
+  server_.reset();
+  StartServer();
+  ASSERT_TRUE(WaitForHealth(1, name));
+  // A call just now: the drain then waits out the quiet period (here: the 3 s grace).
+  CorrectResponse response;
+  ASSERT_TRUE(Correct("hello", &response).ok());
+  std::thread drain([&] { server_->Drain(std::chrono::seconds(3)); });
+  EXPECT_TRUE(WaitForHealth(2, name));
+  EXPECT_EQ(HealthStatus(), 2);
+  drain.join();
 }
 
 TEST_F(GrammarServiceTest, DrainAnswersAdmittedRequests) {

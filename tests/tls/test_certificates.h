@@ -1,0 +1,43 @@
+#ifndef GECD_TESTS_TLS_TEST_CERTIFICATES_H_
+#define GECD_TESTS_TLS_TEST_CERTIFICATES_H_
+
+#include <memory>
+#include <string>
+
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+
+// Certificates made with OpenSSL when a test runs, so that no private key is ever committed:
+// a self-signed CA (EC P-256) and server or client certificates it signs, for "localhost" and
+// 127.0.0.1. Not thread-safe; tests use one from one thread.
+namespace gecd::testing {
+
+struct PemPair {
+  std::string certificate;
+  std::string key;
+};
+
+class TestCa {
+ public:
+  explicit TestCa(const std::string& name);
+  ~TestCa();
+  TestCa(const TestCa&) = delete;
+  TestCa& operator=(const TestCa&) = delete;
+
+  const std::string& certificate() const { return certificate_pem_; }
+  // Valid from now + not_before_s to now + not_after_s (negative: in the past).
+  PemPair Issue(const std::string& common_name, long not_before_s = -3600,
+                long not_after_s = 24 * 3600) const;
+
+ private:
+  EVP_PKEY* key_ = nullptr;
+  X509* certificate_ = nullptr;
+  std::string certificate_pem_;
+};
+
+// Writes `bytes` to `path` (replacing it), failing the test if it cannot.
+void WriteTestFile(const std::string& path, const std::string& bytes);
+
+}  // namespace gecd::testing
+
+#endif  // GECD_TESTS_TLS_TEST_CERTIFICATES_H_
