@@ -25,10 +25,11 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const config::
 
   ASSIGN_OR_RETURN(text::PromptBuilder prompts,
                    text::PromptBuilder::Create(config, tokenizer, options.service.spelling));
-  std::unique_ptr<WorkerServer> server(
-      new WorkerServer(std::make_unique<GrammarService>(config, tokenizer, std::move(prompts),
-                                                        engine, metrics, options.service),
-                       std::chrono::milliseconds(config.server.drain_quiet_ms)));
+  ASSIGN_OR_RETURN(sentences::SentenceSplitter splitter, sentences::SentenceSplitter::Create());
+  std::unique_ptr<WorkerServer> server(new WorkerServer(
+      std::make_unique<GrammarService>(config, tokenizer, std::move(prompts), std::move(splitter),
+                                       engine, metrics, options.service),
+      std::chrono::milliseconds(config.server.drain_quiet_ms)));
   grpc::ServerBuilder builder;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 1);
   // Each open call holds ~18 KB (gRPC's call arena and HTTP/2 stream, the reactor) for as long as
