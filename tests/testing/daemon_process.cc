@@ -113,6 +113,15 @@ const std::string& SmallModelDir() {
   return dir;
 }
 
+std::vector<std::string> DefaultDaemonSets() {
+  return {"engine.backend=cpu",
+          absl::StrCat("model.dir=", SourceDir(), "/models/gecd-gec-small"),
+          "model.prompt_template=<s>{text}<sep>",
+          "model.copy_bias=2",
+          "engine.threads=0",
+          "server.slo_p99_ms=1000"};
+}
+
 DaemonProcess::DaemonProcess(std::vector<std::string> sets, std::map<std::string, std::string> env)
     : DaemonProcess(Command::kServe, sets, env) {}
 

@@ -69,6 +69,12 @@ std::string WriteModelDir(const RandomModelOptions& options);
 // The default model for daemon tests: a small random model, vocab 512, written once.
 const std::string& SmallModelDir();
 
+// The --set lines of the default daemon of configs/gecd.yaml, as far as tests can have it: the
+// default model with its prompt template and copy bias, every core for the engine, the default
+// latency objective (DaemonProcess otherwise sets an hour). Not the spelling stage: the
+// dictionary is a system package.
+std::vector<std::string> DefaultDaemonSets();
+
 // One `gecd serve` process, its stdout and stderr in a file, started with SpawnProcess
 // (common/child_process.h, the launcher `gecd tune`'s ServeProcess and the supervisor use too) in
 // the test's process group. The base command line runs 2 workers on the
