@@ -138,15 +138,16 @@ absl::StatusOr<std::unique_ptr<eval::Corrector>> MakeCorrector(const EvalOptions
   return std::unique_ptr<eval::Corrector>(std::move(c));
 }
 
-// Sentences joined by a tab: the server splits a text into sentences and never changes the
-// whitespace between them, so the tab comes back in place wherever the split agrees with the
-// lines, and the outputs are cut there again.
-constexpr char kParagraphJoin = '\t';
+// Sentences joined by a line break, as lines of an editor's text: the server never changes the
+// whitespace between sentences, so the line breaks come back in place wherever it splits at
+// them (it does not where a line without a sentence end goes on in lowercase: hard-wrapped
+// prose), and the outputs are cut there again.
+constexpr char kParagraphJoin = '\n';
 
 // `texts` corrected `per_text` at a time as one whole text each (--paragraphs). A paragraph
-// whose answer does not come back with its tabs in place (the server joined two lines into
-// one sentence, which the model then saw with the tab) fails for its sentences, counted in
-// `joined`.
+// whose answer does not come back with its line breaks in place (the server joined two lines
+// into one sentence, which the model then saw with the break) fails for its sentences, counted
+// in `joined`.
 absl::StatusOr<eval::CorrectionRun> CorrectAsParagraphs(eval::Corrector& corrector,
                                                         const std::vector<std::string>& texts,
                                                         size_t per_text, ProgressBar* progress,
@@ -168,7 +169,7 @@ absl::StatusOr<eval::CorrectionRun> CorrectAsParagraphs(eval::Corrector& correct
     std::string error = whole.errors[p];
     if (error.empty() && lines.size() != n) {
       error = absl::StrCat("the paragraph came back with ", lines.size() - 1, " of its ", n - 1,
-                           " tabs");
+                           " line breaks");
       *joined += static_cast<int64_t>(n);
     }
     for (size_t k = 0; k < n; ++k) {
@@ -322,7 +323,7 @@ int RunEval(const std::vector<std::string>& argv) {
               {"report-outputs", false, "include every output in the JSON report"},
               {"in-flight", true, "requests outstanding at once with --server (default 64)"},
               {"paragraphs", true,
-               "with --server: send N sentences at a time as one whole text (joined by a tab; "
+               "with --server: send N sentences at a time as one whole text (one a line; "
                "the server splits it), to compare with N=1 (default 1)"},
               {"gleu-iterations", true, "reference draws GLEU averages over (default 500)"},
               {"min-gleu-delta", true,

@@ -7,7 +7,7 @@
 // the spirit of ERRANT's M/R/U:TYPE, so a client can colour or filter suggestions.
 namespace gecd::text {
 
-// The values are gecd.v1.EditKind's.
+// The values are gecd.v1.EditKind's (worker/text_answer.cc casts one to the other).
 enum class EditKind {
   kOther = 0,
   kSpelling = 1,         // one word for a close spelling of another word ("recieve" -> "receive")

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "text/edit_kind.h"
 #include "text/edits.h"
 
 namespace gecd::worker {
@@ -31,6 +32,8 @@ gecd::v1::CorrectResponse AssembleAnswer(std::string_view text,
       edit->set_end(offset(span.begin + e.end));
       edit->set_replacement(e.replacement);
       edit->set_sentence(static_cast<uint32_t>(i));
+      edit->set_kind(static_cast<gecd::v1::EditKind>(
+          text::ClassifyEdit(sentence.substr(e.start, e.end - e.start), e.replacement)));
     }
     gecd::v1::Sentence* s = response.add_sentences();
     s->set_start(offset(span.begin));

@@ -29,8 +29,9 @@ struct SentenceOutcome {
 // back as `outcomes` (one each): corrected_text is the text with each sentence replaced by its
 // correction and every byte between sentences kept; edits are the word-level diff of each
 // sentence (text::ComputeEdits) in the coordinates of the whole original text, each naming its
-// sentence; sentences lists each span and whether it changed. Every offset is converted to
-// `unit`. Token counts are summed, times are the longest sentence's. `text` must be valid UTF-8.
+// sentence and its kind (text::ClassifyEdit); sentences lists each span and whether it changed.
+// Every offset is converted to `unit`. Token counts are summed, times are the longest sentence's.
+// `text` must be valid UTF-8.
 gecd::v1::CorrectResponse AssembleAnswer(std::string_view text,
                                          std::span<const sentences::SentenceSpan> spans,
                                          std::span<const SentenceOutcome> outcomes,

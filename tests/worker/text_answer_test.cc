@@ -31,6 +31,8 @@ TEST(TextAnswerTest, CorrectionsGoInPlaceAndEditsAreInTheTextsCoordinates) {
   EXPECT_EQ(bytes.edits(0).end(), 6u);
   EXPECT_EQ(bytes.edits(0).replacement(), "goes");
   EXPECT_EQ(bytes.edits(0).sentence(), 0u);
+  EXPECT_EQ(bytes.edits(0).kind(), gecd::v1::EDIT_KIND_WORD_FORM);
+  EXPECT_EQ(bytes.edits(1).kind(), gecd::v1::EDIT_KIND_MISSING_WORD);
   EXPECT_EQ(bytes.edits(1).sentence(), 1u);
   EXPECT_GE(bytes.edits(1).start(), 23u);  // the insertion of "is" between "It" and "fine"
   EXPECT_LE(bytes.edits(1).end(), 24u);
