@@ -77,6 +77,7 @@ TEST(WholeTextTest, FiveParagraphsGetTheCorrectionsTheirSentencesGetAlone) {
   // ~0.45 s together: a looser objective keeps this test about the answers, not admission.
   std::vector<std::string> sets = testing::DefaultDaemonSets();
   sets.push_back("server.slo_p99_ms=30000");
+  sets.push_back("server.sentence_cache_mb=64");  // DaemonProcess turns it off
   testing::DaemonProcess daemon(sets);
   ASSERT_TRUE(daemon.WaitReady()) << daemon.log();
   auto stub = gecd::v1::GrammarCorrection::NewStub(

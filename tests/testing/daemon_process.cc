@@ -152,7 +152,10 @@ DaemonProcess::DaemonProcess(Command command, const std::vector<std::string>& se
             // moment: an objective of an hour leaves only the calls' own deadlines; tests that
             // want the default set it.
             "--set", "server.slo_p99_ms=3600000", "--set", "engine.backend=echo", "--set",
-            "engine.threads=1", "--set", absl::StrCat("model.dir=", SmallModelDir())};
+            "engine.threads=1", "--set", absl::StrCat("model.dir=", SmallModelDir()),
+            // Load tests re-send the same sentences, which the sentence cache would answer
+            // without the engine; tests of the cache turn it on.
+            "--set", "server.sentence_cache_mb=0"};
   }
   for (const std::string& s : sets) {
     args.push_back("--set");

@@ -78,7 +78,8 @@ std::vector<std::string> DefaultDaemonSets();
 // One `gecd serve` process, its stdout and stderr in a file, started with SpawnProcess
 // (common/child_process.h, the launcher `gecd tune`'s ServeProcess and the supervisor use too) in
 // the test's process group. The base command line runs 2 workers on the
-// `echo` backend with SmallModelDir() on free 127.0.0.1 ports and a 5 s grace period; `sets`
+// `echo` backend with SmallModelDir() on free 127.0.0.1 ports, a 5 s grace period and no
+// sentence cache (load tests re-send the same sentences); `sets`
 // (KEY=VALUE, applied after the base ones, so they override them) change that. The destructor
 // stops it with SIGTERM, as an operator does (so it removes its segment), and kills whatever
 // is left with SIGKILL.
