@@ -132,7 +132,7 @@ start_daemon() {
   "$GECD" serve --set engine.backend=echo --set "model.dir=$MODEL_DIR" \
     --set "server.listen=127.0.0.1:$grpc" --set "server.metrics_listen=127.0.0.1:$metrics" \
     --set server.workers=1 --set logging.level=warn --set server.grace_period_ms=2000 \
-    --set server.drain_quiet_ms=100 "$@" 2>"$WORK/daemon-$name.log" &
+    --set server.drain_quiet_ms=100 --set server.sentence_cache_mb=0 "$@" 2>"$WORK/daemon-$name.log" &
   PIDS+=($!)
   wait_until $! "$WORK/daemon-$name.log" "daemon $name" http_ok "$metrics" /readyz
   printf -v "${name}_GRPC" %s "$grpc"

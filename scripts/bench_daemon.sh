@@ -40,7 +40,8 @@ start_daemon() {
   local name="$1"; shift
   GRPC_PORT="$(free_port)"; METRICS_PORT="$(free_port)"
   "$GECD" serve --set "server.listen=127.0.0.1:$GRPC_PORT" \
-    --set "server.metrics_listen=127.0.0.1:$METRICS_PORT" --set logging.level=warn "$@" \
+    --set "server.metrics_listen=127.0.0.1:$METRICS_PORT" --set logging.level=warn \
+    --set server.sentence_cache_mb=0 "$@" \
     2>"$OUT/$name.daemon.log" &
   DAEMON_PID=$!
   for _ in $(seq 600); do

@@ -62,7 +62,8 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 declare -A MAXQPS=() P99=()
 for config in $CONFIGS; do
-  sets=(--set "model.dir=$MODEL" --set "engine.backend=$BACKEND" --set "server.workers=$WORKERS"
+  sets=(--set server.sentence_cache_mb=0 --set "model.dir=$MODEL" --set "engine.backend=$BACKEND"
+    --set "server.workers=$WORKERS"
         --set model.prompt_template={text} --set model.copy_bias=0 --set model.max_input_tokens=64
         --set model.max_output_tokens=50 --set spelling.dictionary= --set spelling.lexicon=
         --set "server.slo_p99_ms=$SLO_P99_MS" --set logging.level=info)

@@ -19,8 +19,9 @@
 #   include/                      headers (OpenBLAS's under include/openblas/, libcurl's under
 #                                 include/curl/)
 #   lib/x86_64-linux-gnu/         static .a where Debian ships them: Abseil, GTest, GMock, PCRE2,
-#                                 utf8proc, gRPC (grpc++, grpc++_reflection, grpc, gpr, upb,
-#                                 address_sorting), re2, c-ares, zlib, protobuf,
+#                                 utf8proc, ICU (icuuc, icudata), gRPC (grpc++,
+#                                 grpc++_reflection, grpc, gpr, upb, address_sorting), re2,
+#                                 c-ares, zlib, protobuf,
 #                                 yaml-cpp, Hunspell; otherwise .so under their SONAMEs
 #                                 (benchmark, spdlog, fmt, sentencepiece, libmicrohttpd and the
 #                                 GnuTLS libraries it needs, libcurl and what it needs, OpenSSL's
@@ -55,7 +56,7 @@ L="$P/lib/x86_64-linux-gnu"
 
 # Headers.
 for d in absl gtest gmock benchmark spdlog fmt nlohmann grpc grpcpp grpc++ google yaml-cpp \
-         hunspell; do
+         hunspell unicode; do
   cp -a "/usr/include/$d" "$P/include/"
 done
 cp -a /usr/include/pcre2.h /usr/include/utf8proc.h /usr/include/sentencepiece_processor.h \
@@ -68,7 +69,8 @@ cp -aL /usr/include/x86_64-linux-gnu/openblas-pthread/. "$P/include/openblas/"
 # shared Abseil next to the static one gecd links.
 cp -a "$ARCH_LIB"/libabsl_*.a "$ARCH_LIB"/libgtest.a "$ARCH_LIB"/libgtest_main.a \
   "$ARCH_LIB"/libgmock.a "$ARCH_LIB"/libgmock_main.a "$ARCH_LIB"/libbenchmark_main.a \
-  "$ARCH_LIB"/libpcre2-8.a "$ARCH_LIB"/libutf8proc.a \
+  "$ARCH_LIB"/libpcre2-8.a "$ARCH_LIB"/libutf8proc.a "$ARCH_LIB"/libicuuc.a \
+  "$ARCH_LIB"/libicudata.a \
   "$ARCH_LIB"/libgrpc++.a "$ARCH_LIB"/libgrpc++_reflection.a "$ARCH_LIB"/libgrpc.a \
   "$ARCH_LIB"/libgpr.a "$ARCH_LIB"/libupb.a "$ARCH_LIB"/libaddress_sorting.a \
   "$ARCH_LIB"/libre2.a "$ARCH_LIB"/libcares.a \
@@ -228,6 +230,9 @@ set_target_properties(PkgConfig::OPENBLAS PROPERTIES
 _gecd_deps_import(PkgConfig::PCRE2 STATIC libpcre2-8.a)
 _gecd_deps_import(PkgConfig::UTF8PROC STATIC libutf8proc.a)
 set_target_properties(PkgConfig::UTF8PROC PROPERTIES INTERFACE_COMPILE_DEFINITIONS UTF8PROC_STATIC)
+_gecd_deps_import(PkgConfig::ICU_DATA STATIC libicudata.a)
+_gecd_deps_import(PkgConfig::ICU_UC STATIC libicuuc.a
+                  LINK PkgConfig::ICU_DATA ${CMAKE_DL_LIBS} Threads::Threads)
 _gecd_deps_import(PkgConfig::SENTENCEPIECE SHARED libsentencepiece.so.0)
 _gecd_deps_import(PkgConfig::HUNSPELL STATIC libhunspell-1.7.a)
 set_property(TARGET PkgConfig::HUNSPELL APPEND PROPERTY

@@ -10,6 +10,7 @@ packages=(
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libopenblas-dev libpcre2-dev libsentencepiece-dev libutf8proc-dev
   libhunspell-dev hunspell-en-us
+  libicu-dev  # src/sentences: ICU's sentence BreakIterator
   libgtest-dev libgmock-dev libbenchmark-dev
   libmicrohttpd-dev libcurl4-openssl-dev libnghttp2-dev python3-grpcio python3-protobuf
   libssl-dev  # gecd_tls and gecd_auth: certificate checks, SHA-256 of bearer tokens

@@ -47,7 +47,7 @@ METRICS_PORT="$(free_port)"
 # shellcheck disable=SC2086  # KEY=VALUE words
 env $DAEMON_ENV "$GECD" serve --config "$CONFIG" "${SETS[@]}" \
   --set "server.listen=127.0.0.1:$GRPC_PORT" --set "server.metrics_listen=127.0.0.1:$METRICS_PORT" \
-  --set logging.level=warn 2>"$OUT/daemon.log" &
+  --set logging.level=warn --set server.sentence_cache_mb=0 2>"$OUT/daemon.log" &
 DAEMON_PID=$!
 trap 'kill -TERM "$DAEMON_PID" 2>/dev/null || true; wait "$DAEMON_PID" 2>/dev/null || true' EXIT
 ready=0

@@ -134,6 +134,7 @@ findmax() {
   metrics_port="$(free_port)"
   env "$@" "$GECD" serve --config "$CONFIG" "${SETS[@]}" --set "server.listen=127.0.0.1:$grpc_port" \
     --set "server.metrics_listen=127.0.0.1:$metrics_port" --set logging.level=warn \
+    --set server.sentence_cache_mb=0 \
     2>"$OUT/$name-daemon.log" &
   DAEMON_PID=$!
   for _ in $(seq 600); do

@@ -9,6 +9,7 @@ const std::vector<Command>& AllCommands() {
       {"route", "run the router: spreads gRPC calls over daemons (p2c), with discovery", RunRoute},
       {"tune", "measure the engine settings and per-pod HPA target that meet a latency SLO",
        RunTune},
+      {"correct", "correct a text with a running daemon and print the edits", RunCorrect},
 #endif
       {"generate", "run the model on prompts and print the outputs", RunGenerate},
       {"eval", "score a model or server on JFLEG (GLEU) and the synthetic test set", RunEval},

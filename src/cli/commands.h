@@ -19,9 +19,10 @@ int RunGenerate(const std::vector<std::string>& args);
 int RunInspect(const std::vector<std::string>& args);
 int RunQuantize(const std::vector<std::string>& args);
 int RunVersion(const std::vector<std::string>& args);
-int RunServe(const std::vector<std::string>& args);  // only with GECD_HAVE_SERVER
-int RunRoute(const std::vector<std::string>& args);  // only with GECD_HAVE_SERVER
-int RunTune(const std::vector<std::string>& args);   // only with GECD_HAVE_SERVER
+int RunServe(const std::vector<std::string>& args);    // only with GECD_HAVE_SERVER
+int RunRoute(const std::vector<std::string>& args);    // only with GECD_HAVE_SERVER
+int RunTune(const std::vector<std::string>& args);     // only with GECD_HAVE_SERVER
+int RunCorrect(const std::vector<std::string>& args);  // only with GECD_HAVE_SERVER
 // A process `gecd serve` started (GECD_ROLE set: "engine" or "worker"); only with
 // GECD_HAVE_SERVER.
 int RunChildRole(const std::string& role);

@@ -16,6 +16,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/config_flags.h"
@@ -49,6 +51,8 @@ struct EvalOptions {
   std::string synthetic_path;
   int limit = 0;
   int in_flight = 64;
+  // With --server: sentences sent N at a time as one whole text (the server splits it).
+  int paragraphs = 1;
   int iterations = 500;
   std::string report_path;
   bool report_outputs = false;
@@ -84,6 +88,11 @@ absl::StatusOr<EvalOptions> ParseOptions(const Args& args) {
   o.report_outputs = args.Has("report-outputs");
   ASSIGN_OR_RETURN(o.limit, args.GetInt("limit", 0));
   ASSIGN_OR_RETURN(o.in_flight, args.GetInt("in-flight", o.in_flight));
+  ASSIGN_OR_RETURN(o.paragraphs, args.GetInt("paragraphs", o.paragraphs));
+  if (o.paragraphs < 1) return absl::InvalidArgumentError("--paragraphs must be positive");
+  if (o.paragraphs > 1 && o.server.empty()) {
+    return absl::InvalidArgumentError("--paragraphs needs --server (the server splits texts)");
+  }
   ASSIGN_OR_RETURN(o.iterations, args.GetInt("gleu-iterations", o.iterations));
   ASSIGN_OR_RETURN(o.min_gleu_delta, GetDouble(args, "min-gleu-delta"));
   ASSIGN_OR_RETURN(o.max_false_change_rate, GetDouble(args, "max-false-change-rate"));
@@ -129,6 +138,49 @@ absl::StatusOr<std::unique_ptr<eval::Corrector>> MakeCorrector(const EvalOptions
   return std::unique_ptr<eval::Corrector>(std::move(c));
 }
 
+// Sentences joined by a line break, as lines of an editor's text: the server never changes the
+// whitespace between sentences, so the line breaks come back in place wherever it splits at
+// them (it does not where a line without a sentence end goes on in lowercase: hard-wrapped
+// prose), and the outputs are cut there again.
+constexpr char kParagraphJoin = '\n';
+
+// `texts` corrected `per_text` at a time as one whole text each (--paragraphs). A paragraph
+// whose answer does not come back with its line breaks in place (the server joined two lines
+// into one sentence, which the model then saw with the break) fails for its sentences, counted
+// in `joined`.
+absl::StatusOr<eval::CorrectionRun> CorrectAsParagraphs(eval::Corrector& corrector,
+                                                        const std::vector<std::string>& texts,
+                                                        size_t per_text, ProgressBar* progress,
+                                                        int64_t* joined) {
+  std::vector<std::string> paragraphs;
+  for (size_t i = 0; i < texts.size(); i += per_text) {
+    const size_t end = std::min(texts.size(), i + per_text);
+    paragraphs.push_back(absl::StrJoin(texts.begin() + static_cast<std::ptrdiff_t>(i),
+                                       texts.begin() + static_cast<std::ptrdiff_t>(end),
+                                       std::string(1, kParagraphJoin)));
+  }
+  ASSIGN_OR_RETURN(eval::CorrectionRun whole, corrector.CorrectAll(paragraphs, progress));
+  eval::CorrectionRun run;
+  run.generated_tokens = whole.generated_tokens;
+  run.wall_s = whole.wall_s;
+  for (size_t p = 0; p < paragraphs.size(); ++p) {
+    const size_t n = std::min(per_text, texts.size() - p * per_text);
+    std::vector<std::string> lines = absl::StrSplit(whole.outputs[p], kParagraphJoin);
+    std::string error = whole.errors[p];
+    if (error.empty() && lines.size() != n) {
+      error = absl::StrCat("the paragraph came back with ", lines.size() - 1, " of its ", n - 1,
+                           " line breaks");
+      *joined += static_cast<int64_t>(n);
+    }
+    for (size_t k = 0; k < n; ++k) {
+      run.outputs.push_back(error.empty() ? lines[k] : "");
+      run.errors.push_back(error);
+      run.failed += error.empty() ? 0 : 1;
+    }
+  }
+  return run;
+}
+
 // `describe(i)` names sentence i in messages (its file and line).
 absl::StatusOr<eval::System> RunSystem(const EvalOptions& o, const std::string& name,
                                        const std::string& server, const std::string& model_dir,
@@ -140,7 +192,17 @@ absl::StatusOr<eval::System> RunSystem(const EvalOptions& o, const std::string& 
   std::fprintf(stderr, "gecd eval: %s: %s, %zu sentences\n", name.c_str(), s.where.c_str(),
                texts.size());
   ASSIGN_OR_RETURN(std::unique_ptr<eval::Corrector> corrector, MakeCorrector(o, server, model_dir));
-  {
+  if (o.paragraphs > 1 && !server.empty()) {
+    ProgressBar bar(absl::StrCat("eval ", name, " (paragraphs)"),
+                    (texts.size() + o.paragraphs - 1) / o.paragraphs);
+    int64_t joined = 0;
+    ASSIGN_OR_RETURN(s.run, CorrectAsParagraphs(*corrector, texts,
+                                                static_cast<size_t>(o.paragraphs), &bar, &joined));
+    std::fprintf(stderr,
+                 "gecd eval: %s: %zu sentences sent %d to a text; %lld in paragraphs the server "
+                 "split across a line\n",
+                 name.c_str(), texts.size(), o.paragraphs, static_cast<long long>(joined));
+  } else {
     ProgressBar bar(absl::StrCat("eval ", name), texts.size());
     ASSIGN_OR_RETURN(s.run, corrector->CorrectAll(texts, &bar));
   }
@@ -260,6 +322,9 @@ int RunEval(const std::vector<std::string>& argv) {
               {"report", true, "write every figure as JSON to FILE"},
               {"report-outputs", false, "include every output in the JSON report"},
               {"in-flight", true, "requests outstanding at once with --server (default 64)"},
+              {"paragraphs", true,
+               "with --server: send N sentences at a time as one whole text (one a line; "
+               "the server splits it), to compare with N=1 (default 1)"},
               {"gleu-iterations", true, "reference draws GLEU averages over (default 500)"},
               {"min-gleu-delta", true,
                "gate: exit 3 unless the model's JFLEG GLEU minus the source copy's is at least "

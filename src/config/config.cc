@@ -203,6 +203,8 @@ const std::vector<Field>& Fields() {
       Int("server.max_refusals_per_second", &Config::server,
           &ServerSection::max_refusals_per_second, 0, 1000 * 1000),
       Int("server.max_input_chars", &Config::server, &ServerSection::max_input_chars, 1, 1 << 20),
+      Int("server.sentence_cache_mb", &Config::server, &ServerSection::sentence_cache_mb, 0,
+          1 << 16),
       Int("server.max_streams_per_connection", &Config::server,
           &ServerSection::max_streams_per_connection, 1, 1 << 20),
       Int("server.grace_period_ms", &Config::server, &ServerSection::grace_period_ms, 0,

@@ -53,7 +53,12 @@ struct ServerSection {
   // Refusals a worker answers at once per second (beyond: each waits its turn, so that clients
   // re-sending at once cannot spin the CPU away from the engine); 0 = no pacing.
   int max_refusals_per_second = 1000;
-  int max_input_chars = 2000;             // longer texts: INVALID_ARGUMENT
+  // Characters (code points) of one request's whole text, which the worker splits into
+  // sentences (model.max_input_tokens holds per sentence); longer texts: INVALID_ARGUMENT.
+  int max_input_chars = 20000;
+  // The worker's sentence cache (worker/sentence_cache.h), MiB of sentence text and answers per
+  // worker; 0 = no cache.
+  int sentence_cache_mb = 64;
   int max_streams_per_connection = 1024;  // concurrent calls (HTTP/2 streams) per connection
   int grace_period_ms = 10000;            // SIGTERM: time to finish admitted requests
   int drain_quiet_ms = 500;               // ... and to answer UNAVAILABLE until calls stop coming

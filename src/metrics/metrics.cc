@@ -168,6 +168,8 @@ MetricsSnapshot MetricsRegion::Sum() const {
     s.spelling_lookups += m.spelling_lookups_.load(std::memory_order_relaxed);
     s.spelling_skipped += m.spelling_skipped_.load(std::memory_order_relaxed);
     m.clients_.SumInto(s.clients);
+    s.sentence_cache_hits += m.sentence_cache_hits_.load(std::memory_order_relaxed);
+    s.sentence_cache_misses += m.sentence_cache_misses_.load(std::memory_order_relaxed);
   }
   return s;
 }
@@ -238,6 +240,12 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
   AppendScalar(out, "gecd_spelling_skipped_words_total",
                "Words the spelling stage left unchecked: its per-request budget ran out.",
                "counter", absl::StrCat(s.spelling_skipped));
+  AppendScalar(out, "gecd_sentence_cache_hits_total",
+               "Sentences answered from the workers' sentence cache, without the engine.",
+               "counter", absl::StrCat(s.sentence_cache_hits));
+  AppendScalar(out, "gecd_sentence_cache_misses_total",
+               "Sentences looked up in the sentence cache and not found.", "counter",
+               absl::StrCat(s.sentence_cache_misses));
   AppendHeader(out, "gecd_process_restarts_total", "Child processes restarted after dying.",
                "counter");
   for (const auto& [process, count] : restarts) {

@@ -60,6 +60,9 @@ class ProcessMetrics {
   // Workers: the spelling stage of one request took `seconds`, looked `lookups` words up in
   // Hunspell, and left `skipped` candidate words unchecked because its budget ran out.
   void ObserveSpelling(double seconds, int lookups, int skipped);
+  // Workers: a sentence of a whole text answered from the sentence cache, or not found there.
+  void SentenceCacheHit() { sentence_cache_hits_.fetch_add(1, std::memory_order_relaxed); }
+  void SentenceCacheMiss() { sentence_cache_misses_.fetch_add(1, std::memory_order_relaxed); }
   // Engine: one step ran `sequences` sequences and took `seconds` (the backend's step, from
   // its start to its tokens committed).
   void ObserveBatch(int sequences, double seconds);
@@ -104,6 +107,8 @@ class ProcessMetrics {
   std::atomic<uint64_t> spelling_lookups_;
   std::atomic<uint64_t> spelling_skipped_;
   daemon::ClientCounters clients_;
+  std::atomic<uint64_t> sentence_cache_hits_;
+  std::atomic<uint64_t> sentence_cache_misses_;
 };
 
 // The sum of all blocks at one moment (each counter read once, relaxed).
@@ -135,6 +140,8 @@ struct MetricsSnapshot {
   uint64_t spelling_skipped = 0;
   // By authenticated client name (and "other"), by code.
   daemon::ClientTotals clients;
+  uint64_t sentence_cache_hits = 0;
+  uint64_t sentence_cache_misses = 0;
 };
 
 // A view of the metrics region: placement and lookup of the per-process blocks.

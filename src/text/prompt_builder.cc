@@ -59,12 +59,10 @@ absl::Status PromptBuilder::CheckTokenCount(size_t tokens) const {
                                                  max_input_tokens_, " (model.max_input_tokens)"));
 }
 
-absl::StatusOr<CheckedText> PromptBuilder::Check(std::string_view text,
-                                                 uint32_t max_output_tokens) const {
+absl::Status PromptBuilder::CheckText(std::string_view text) const {
   if (text.empty()) return absl::InvalidArgumentError("text is empty");
   RETURN_IF_ERROR(model::ValidateUtf8(text));
   size_t chars = 0;
-  bool blank = true;
   for (size_t i = 0; i < text.size();) {
     const size_t at = i;
     const char32_t c = model::NextCodepoint(text, &i);
@@ -74,8 +72,6 @@ absl::StatusOr<CheckedText> PromptBuilder::Check(std::string_view text,
           "tab, form feed and carriage return are allowed",
           static_cast<uint32_t>(c), at));
     }
-    // NEL, the one C1 control in White_Space, was refused above.
-    blank = blank && model::IsWhiteSpace(c);
     ++chars;
   }
   if (chars > max_input_chars_) {
@@ -83,17 +79,31 @@ absl::StatusOr<CheckedText> PromptBuilder::Check(std::string_view text,
                                                    " characters, more than the limit of ",
                                                    max_input_chars_, " (server.max_input_chars)"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CheckedText> PromptBuilder::Check(std::string_view text, uint32_t max_output_tokens,
+                                                 OverTokenLimit over) const {
+  RETURN_IF_ERROR(CheckText(text));
   CheckedText checked;
   checked.text = text;
   checked.max_new_tokens =
       static_cast<int>(max_output_tokens == 0 ? max_output_tokens_
                                               : std::min(max_output_tokens, max_output_tokens_));
+  // NEL, the one C1 control in White_Space, was refused above.
+  bool blank = true;
+  for (size_t i = 0; i < text.size() && blank;)
+    blank = model::IsWhiteSpace(model::NextCodepoint(text, &i));
   if (blank) {
     checked.unchanged = true;
     return checked;
   }
   ASSIGN_OR_RETURN(checked.tokens, Encode(text));
-  RETURN_IF_ERROR(CheckTokenCount(checked.tokens.size()));
+  if (absl::Status status = CheckTokenCount(checked.tokens.size()); !status.ok()) {
+    if (over == OverTokenLimit::kRefuse) return status;
+    checked.unchanged = checked.over_token_limit = true;
+    checked.tokens.clear();
+  }
   return checked;
 }
 

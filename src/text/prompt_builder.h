@@ -25,8 +25,10 @@ namespace gecd::text {
 // A text that passed Check().
 struct CheckedText {
   std::string_view text;  // the caller's; it must stay alive until Build()
-  // Only whitespace: the answer is the text itself, without running the model.
+  // Only whitespace, or (OverTokenLimit::kUnchanged) over model.max_input_tokens: the answer is
+  // the text itself, without running the model.
   bool unchanged = false;
+  bool over_token_limit = false;  // unchanged because of model.max_input_tokens
   int max_new_tokens = 0;
   std::vector<int32_t> tokens;  // the prompt of the text as written (empty when unchanged)
 };
@@ -48,11 +50,17 @@ class PromptBuilder {
                                               const model::SpellCorrector* spelling);
 
   // INVALID_ARGUMENT naming the limit for empty text, invalid UTF-8, a control character
-  // other than tab, line feed, vertical tab, form feed and carriage return, more than
-  // server.max_input_chars code points, or a prompt of the text as written over
-  // model.max_input_tokens. `max_output_tokens`: 0 is model.max_output_tokens; larger is
-  // capped at it.
-  absl::StatusOr<CheckedText> Check(std::string_view text, uint32_t max_output_tokens) const;
+  // other than tab, line feed, vertical tab, form feed and carriage return, or more than
+  // server.max_input_chars code points: the checks of a whole text, before it is split.
+  absl::Status CheckText(std::string_view text) const;
+
+  // What Check does with a prompt over model.max_input_tokens: refuse it (INVALID_ARGUMENT
+  // naming the limit), or answer it `unchanged` (one sentence of a whole text).
+  enum class OverTokenLimit { kRefuse, kUnchanged };
+  // CheckText, then the prompt of the text as written against model.max_input_tokens.
+  // `max_output_tokens`: 0 is model.max_output_tokens; larger is capped at it.
+  absl::StatusOr<CheckedText> Check(std::string_view text, uint32_t max_output_tokens,
+                                    OverTokenLimit over = OverTokenLimit::kRefuse) const;
 
   // The spelling stage within `budget`'s deadline (and spelling.max_lookups), the template,
   // tokenization and the copy span. INVALID_ARGUMENT when the corrected text's prompt is over

@@ -13,7 +13,6 @@
 #include "grpcpp/impl/codegen/server_callback_handlers.h"
 #include "grpcpp/impl/rpc_service_method.h"
 #include "spdlog/spdlog.h"
-#include "text/edits.h"
 #include "text/output_text.h"
 
 namespace gecd::worker {
@@ -44,13 +43,12 @@ grpc::Status ToGrpc(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
-void FillEdits(std::string_view source, std::string_view corrected, CorrectResponse& response) {
-  for (text::TextEdit& e : text::ComputeEdits(source, corrected)) {
-    gecd::v1::Edit* edit = response.add_edits();
-    edit->set_start(e.start);
-    edit->set_end(e.end);
-    edit->set_replacement(std::move(e.replacement));
-  }
+// Code points of UTF-8 `text` (each byte that does not continue a sequence): as cheap as the
+// length admission reads, so the character limit is enforced before a text is split.
+size_t CodePoints(std::string_view text) {
+  return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  }));
 }
 
 // Time left to `deadline`; AdmissionController::kNoDeadline when the call has none.
@@ -104,7 +102,7 @@ class GrammarService::UnaryCall final : public grpc::ServerUnaryReactor {
 
   // The client went away or the deadline passed: free the engine's work. The engine still
   // answers (CANCELLED), and that answer finishes the call.
-  void OnCancel() override { service_.CancelSentence(id_, deadline_); }
+  void OnCancel() override { service_.CancelText(id_, deadline_); }
   void OnDone() override { delete this; }
 
  private:
@@ -113,7 +111,7 @@ class GrammarService::UnaryCall final : public grpc::ServerUnaryReactor {
   const Deadline deadline_;
 };
 
-// One CorrectStream call: reads sentences while fewer than options.stream_window are
+// One CorrectStream call: reads texts while fewer than options.stream_window are
 // outstanding, writes each answer as it arrives (one write at a time, the rest queued), and
 // finishes once the client has half-closed and everything is answered, or, when the worker
 // drains, with UNAVAILABLE once what it had admitted is answered. gRPC operations are started
@@ -211,7 +209,7 @@ class GrammarService::StreamCall final
     pending_.clear();
     const std::vector<uint64_t> ids = in_engine_;
     mu_.Unlock();
-    for (uint64_t id : ids) service_.CancelSentence(id, context_->deadline());
+    for (uint64_t id : ids) service_.CancelText(id, context_->deadline());
     mu_.Lock();
   }
 
@@ -278,13 +276,16 @@ class GrammarService::StreamCall final
 };
 
 GrammarService::GrammarService(const config::Config& config, const model::Tokenizer& tokenizer,
-                               text::PromptBuilder prompts, EngineLink& engine,
-                               ProcessMetrics& metrics, Options options)
+                               text::PromptBuilder prompts, sentences::SentenceSplitter splitter,
+                               EngineLink& engine, ProcessMetrics& metrics, Options options)
     : tokenizer_(tokenizer),
       engine_(engine),
       metrics_(metrics),
       options_(options),
       prompts_(std::move(prompts)),
+      splitter_(std::move(splitter)),
+      cache_fingerprint_(SentenceCache::Fingerprint(config)),
+      max_input_chars_(static_cast<size_t>(config.server.max_input_chars)),
       spelling_budget_(config.spelling.budget_ms),
       slo_(config.server.slo_p99_ms),
       model_max_output_tokens_(static_cast<uint32_t>(config.model.max_output_tokens)),
@@ -294,6 +295,7 @@ GrammarService::GrammarService(const config::Config& config, const model::Tokeni
                   .engine_load = [&engine] { return engine.Load(); },
                   .publish_in_flight = [&engine](int n) { engine.PublishAdmitted(n); }},
                  options.admission_clock ? options.admission_clock : MonotonicMicros),
+      cache_(static_cast<size_t>(config.server.sentence_cache_mb) << 20),
       refusal_pacer_(config.server.max_refusals_per_second, kRefusalBurst),
       waiting_room_(static_cast<size_t>(config.server.max_in_flight)) {
   // As the generated gecd::v1::GrammarCorrection::CallbackService does, with our request type.
@@ -417,29 +419,95 @@ absl::StatusOr<AdmissionController::Priority> GrammarService::PriorityOf(
                                                  source, ") is not one of: interactive, batch"));
 }
 
-void GrammarService::CancelSentence(uint64_t id, Deadline deadline) {
-  const bool expired = std::chrono::system_clock::now() >= deadline;
-  // One still waiting for room is answered here; one started, by the engine.
-  if (waiting_room_.Cancel(id, expired ? absl::DeadlineExceededError("deadline exceeded")
-                                       : absl::CancelledError("cancelled"))) {
-    return;
+absl::StatusOr<text::OffsetUnit> GrammarService::OffsetUnitOf(const CorrectRequest& request) {
+  switch (request.offset_unit()) {
+    case gecd::v1::OFFSET_UNIT_UTF8_BYTES:
+      return text::OffsetUnit::kUtf8Bytes;
+    case gecd::v1::OFFSET_UNIT_CODE_POINTS:
+      return text::OffsetUnit::kCodePoints;
+    case gecd::v1::OFFSET_UNIT_UTF16_CODE_UNITS:
+      return text::OffsetUnit::kUtf16CodeUnits;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("offset_unit ", request.offset_unit(),
+                       " is not one of: 0 (OFFSET_UNIT_UTF8_BYTES), 1 (OFFSET_UNIT_CODE_POINTS), "
+                       "2 (OFFSET_UNIT_UTF16_CODE_UNITS)"));
   }
-  engine_.Cancel(id);
+}
+
+// A text in flight: what its sentences share and what they answered. Held by its sentences'
+// callbacks (and texts_ while any runs); the last sentence to finish assembles the answer.
+struct GrammarService::Text {
+  uint64_t id = 0;
+  std::string text;  // the request's, owned: its sentences outlive the request message
+  std::vector<sentences::SentenceSpan> spans;
+  text::OffsetUnit unit = text::OffsetUnit::kUtf8Bytes;
+  bool cache = true;       // the request allows the sentence cache
+  int max_new_tokens = 0;  // the output cap, part of the cache's key
+  Deadline deadline;
+  TextDone reply;
+  Mutex mu;
+  std::vector<SentenceOutcome> outcomes ABSL_GUARDED_BY(mu);
+  std::vector<bool> running ABSL_GUARDED_BY(mu);  // submitted and not yet answered
+  size_t pending ABSL_GUARDED_BY(mu) = 0;         // sentences not yet answered
+  bool failed ABSL_GUARDED_BY(mu) = false;
+  grpc::Status failure ABSL_GUARDED_BY(mu);  // the first sentence's failure
+  std::chrono::milliseconds retry_after ABSL_GUARDED_BY(mu){0};
+
+  std::string_view Sentence(size_t i) const {
+    return std::string_view(text).substr(spans[i].begin, spans[i].end - spans[i].begin);
+  }
+  std::vector<size_t> Running() ABSL_LOCKS_EXCLUDED(mu) {
+    MutexLock lock(&mu);
+    std::vector<size_t> indices;
+    for (size_t i = 0; i < running.size(); ++i) {
+      if (running[i]) indices.push_back(i);
+    }
+    return indices;
+  }
+  bool Failed() ABSL_LOCKS_EXCLUDED(mu) {
+    MutexLock lock(&mu);
+    return failed;
+  }
+};
+
+void GrammarService::CancelText(uint64_t id, Deadline deadline) {
+  std::shared_ptr<Text> text;
+  {
+    MutexLock lock(&texts_mu_);
+    const auto it = texts_.find(id);
+    if (it == texts_.end()) return;
+    text = it->second;
+  }
+  CancelSentences(*text, deadline);
+}
+
+void GrammarService::CancelSentences(Text& text, Deadline deadline) {
+  const bool expired = std::chrono::system_clock::now() >= deadline;
+  for (size_t i : text.Running()) {
+    const uint64_t id = SentenceId(text.id, i);
+    // One still waiting for room is answered here; one started, by the engine.
+    if (waiting_room_.Cancel(id, expired ? absl::DeadlineExceededError("deadline exceeded")
+                                         : absl::CancelledError("cancelled"))) {
+      continue;
+    }
+    engine_.Cancel(id);
+  }
 }
 
 void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadline deadline,
                              absl::StatusOr<AdmissionController::Priority> priority,
-                             std::string client, SentenceDone done) {
+                             std::string client, TextDone done) {
   const int64_t arrival_us = MonotonicMicros();
   // The objective an OK answer must meet to count as goodput: the SLO, or the deadline if sooner.
   const std::chrono::microseconds budget = Budget(deadline);
   const auto objective_us = std::min<int64_t>(
       std::chrono::duration_cast<std::chrono::microseconds>(slo_).count(), budget.count());
   // Every outcome, refused or answered, is counted once and logged with both ids.
-  SentenceDone reply = [this, id, arrival_us, objective_us, done = std::move(done),
-                        client = std::move(client), client_id = request.request_id()](
-                           const grpc::Status& status, CorrectResponse response,
-                           std::chrono::milliseconds retry_after) {
+  TextDone reply = [this, id, arrival_us, objective_us, done = std::move(done),
+                    client = std::move(client), client_id = request.request_id()](
+                       const grpc::Status& status, CorrectResponse response,
+                       std::chrono::milliseconds retry_after) {
     const int64_t elapsed_us = MonotonicMicros() - arrival_us;
     const double seconds = static_cast<double>(elapsed_us) * 1e-6;
     metrics_.RequestFinished(status.error_code(), seconds);
@@ -448,9 +516,10 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
     // the name of the caller's token.
     if (status.ok()) {
       if (elapsed_us <= objective_us) metrics_.RequestWithinObjective();
-      spdlog::debug("request {} ({}{}{}): ok, {} prompt + {} output tokens, {:.1f} ms", id,
-                    client_id, client.empty() ? "" : ", client ", client, response.prompt_tokens(),
-                    response.output_tokens(), seconds * 1e3);
+      spdlog::debug(
+          "request {} ({}{}{}): ok, {} sentences, {} prompt + {} output tokens, {:.1f} ms", id,
+          client_id, client.empty() ? "" : ", client ", client, response.sentences_size(),
+          response.prompt_tokens(), response.output_tokens(), seconds * 1e3);
     } else {
       spdlog::debug("request {} ({}{}{}): {} {}", id, client_id, client.empty() ? "" : ", client ",
                     client, static_cast<int>(status.error_code()), status.error_message());
@@ -467,7 +536,146 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
     reply(ToGrpc(priority.status()), {}, {});
     return;
   }
+  absl::StatusOr<text::OffsetUnit> unit = OffsetUnitOf(request);
+  if (!unit.ok()) {
+    reply(ToGrpc(unit.status()), {}, {});
+    return;
+  }
+  // A text over the character limit is never split (CheckText names the limit, or an earlier
+  // fault).
+  if (CodePoints(request.text()) > max_input_chars_) {
+    reply(ToGrpc(prompts_.CheckText(request.text())), {}, {});
+    return;
+  }
   const uint32_t max_output_tokens = request.max_output_tokens();
+  auto text = std::make_shared<Text>();
+  text->id = id;
+  text->text = request.text();
+  text->spans = splitter_.Split(text->text);
+  text->unit = *unit;
+  text->cache = (!request.has_cache() || request.cache()) && cache_.max_bytes() > 0;
+  // What the engine will generate at most: the request's cap within the model's.
+  text->max_new_tokens = static_cast<int>(
+      max_output_tokens == 0 ? model_max_output_tokens_
+                             : std::min<uint32_t>(max_output_tokens, model_max_output_tokens_));
+  text->deadline = deadline;
+  text->reply = std::move(reply);
+  const size_t n = text->spans.size();
+  std::vector<size_t> misses;
+  {
+    MutexLock lock(&text->mu);
+    text->outcomes.resize(n);
+    text->running.assign(n, false);
+    for (size_t i = 0; i < n; ++i) {
+      std::optional<CachedSentence> hit;
+      if (text->cache) {
+        hit = cache_.Get(cache_fingerprint_, text->max_new_tokens, text->Sentence(i));
+        if (hit) {
+          metrics_.SentenceCacheHit();
+        } else {
+          metrics_.SentenceCacheMiss();
+        }
+      }
+      if (hit) {
+        text->outcomes[i] = {.corrected = std::move(hit->corrected),
+                             .cached = true,
+                             .prompt_tokens = 0,
+                             .output_tokens = 0};
+      } else {
+        misses.push_back(i);
+        text->running[i] = true;
+      }
+    }
+    text->pending = misses.size();
+  }
+  if (misses.empty()) {  // only whitespace, or every sentence cached
+    FinishText(*text);
+    return;
+  }
+  {
+    MutexLock lock(&texts_mu_);
+    texts_.emplace(id, text);
+  }
+  for (size_t i : misses) {
+    SentenceDone finished = [this, text, i](const grpc::Status& status, SentenceOutcome outcome,
+                                            std::chrono::milliseconds retry_after) {
+      SentenceFinished(text, i, status, std::move(outcome), retry_after);
+    };
+    // Once one sentence failed the text has failed: the rest are not started.
+    if (text->Failed()) {
+      finished(grpc::Status(grpc::StatusCode::CANCELLED, "another sentence failed"), {}, {});
+      continue;
+    }
+    ProcessSentence(SentenceId(id, i), text->Sentence(i), max_output_tokens, deadline, *priority,
+                    std::move(finished));
+  }
+}
+
+void GrammarService::SentenceFinished(const std::shared_ptr<Text>& text, size_t index,
+                                      const grpc::Status& status, SentenceOutcome outcome,
+                                      std::chrono::milliseconds retry_after) {
+  if (status.ok() && text->cache && outcome.cacheable) {
+    cache_.Put(cache_fingerprint_, text->max_new_tokens, text->Sentence(index),
+               {.corrected = outcome.corrected,
+                .prompt_tokens = outcome.prompt_tokens,
+                .output_tokens = outcome.output_tokens});
+  }
+  bool first_failure = false, last = false;
+  {
+    MutexLock lock(&text->mu);
+    text->running[index] = false;
+    if (status.ok()) {
+      text->outcomes[index] = std::move(outcome);
+    } else if (!text->failed) {
+      text->failed = first_failure = true;
+      text->failure = status;
+      text->retry_after = retry_after;
+    }
+    last = --text->pending == 0;
+  }
+  if (first_failure) CancelSentences(*text, text->deadline);
+  if (!last) return;
+  {
+    MutexLock lock(&texts_mu_);
+    texts_.erase(text->id);
+  }
+  FinishText(*text);
+}
+
+void GrammarService::FinishText(Text& text) {
+  std::vector<SentenceOutcome> outcomes;
+  grpc::Status failure;
+  std::chrono::milliseconds retry_after{0};
+  {
+    MutexLock lock(&text.mu);
+    outcomes = std::move(text.outcomes);
+    if (text.failed) {
+      failure = text.failure;
+      retry_after = text.retry_after;
+    }
+  }
+  // The whole text's checks (the sentences were checked one by one; this names the fault's
+  // byte in the text, and covers what lies between sentences).
+  if (absl::Status checked = prompts_.CheckText(text.text);
+      !checked.ok() &&
+      (failure.ok() || failure.error_code() == grpc::StatusCode::INVALID_ARGUMENT)) {
+    text.reply(ToGrpc(checked), {}, {});
+    return;
+  }
+  if (!failure.ok()) {
+    text.reply(failure, {}, retry_after);
+    return;
+  }
+  text.reply(grpc::Status::OK, AssembleAnswer(text.text, text.spans, outcomes, text.unit), {});
+}
+
+void GrammarService::ProcessSentence(uint64_t id, std::string_view sentence,
+                                     uint32_t max_output_tokens, Deadline deadline,
+                                     AdmissionController::Priority klass, SentenceDone reply) {
+  const int64_t arrival_us = MonotonicMicros();
+  const std::chrono::microseconds budget = Budget(deadline);
+  const auto objective_us = std::min<int64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(slo_).count(), budget.count());
   // What the engine will generate at most: the request's cap within the model's.
   const int output_cap = static_cast<int>(
       max_output_tokens == 0 ? model_max_output_tokens_
@@ -475,7 +683,6 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
   // Admission first, on the text's length alone, so that a refusal costs no validation,
   // tokenization or spelling: under overload refusals are most of the calls. Batch sentences
   // keep their own deadline (they wait for room); interactive ones are held to the objective.
-  const AdmissionController::Priority klass = *priority;
   // The engine's waiting queue runs earliest due first. An interactive sentence is due by its
   // objective; a batch one by its deadline, and at most kBatchHorizon after it arrived, so that
   // however long it waited for room it is not passed over by later sentences for ever.
@@ -503,17 +710,17 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
       reply(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, message), {}, retry_after);
     });
   };
-  AdmissionController::Decision admitted = admit(request.text().size());
+  AdmissionController::Decision admitted = admit(sentence.size());
   if (admitted.admitted()) {
-    Start(id, request.text(), max_output_tokens, deadline, times, admitted.ticket, reply);
+    Start(id, sentence, max_output_tokens, deadline, times, admitted.ticket, reply);
   } else if (!waits(admitted)) {
     refuse(admitted);
   } else {
     waiting_room_.Push(
         {.id = id,
          .try_start =
-             [this, id, text = std::string(request.text()), max_output_tokens, deadline, times,
-              reply, admit, waits, refuse] {
+             [this, id, text = std::string(sentence), max_output_tokens, deadline, times, reply,
+              admit, waits, refuse] {
                AdmissionController::Decision admitted = admit(text.size());
                if (admitted.admitted()) {
                  Start(id, text, max_output_tokens, deadline, times, admitted.ticket, reply);
@@ -537,7 +744,10 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
 void GrammarService::Start(uint64_t id, std::string_view text, uint32_t max_output_tokens,
                            Deadline deadline, const SentenceTimes& times,
                            const AdmissionController::Ticket& ticket, const SentenceDone& reply) {
-  absl::StatusOr<text::CheckedText> checked = prompts_.Check(text, max_output_tokens);
+  // A sentence over model.max_input_tokens is answered as written (flagged), not refused: one
+  // long sentence must not fail the whole text.
+  absl::StatusOr<text::CheckedText> checked =
+      prompts_.Check(text, max_output_tokens, text::PromptBuilder::OverTokenLimit::kUnchanged);
   if (!checked.ok()) {
     admission_.Release(ticket, -1);
     reply(ToGrpc(checked.status()), {}, {});
@@ -545,9 +755,8 @@ void GrammarService::Start(uint64_t id, std::string_view text, uint32_t max_outp
   }
   if (checked->unchanged) {
     admission_.Release(ticket, -1);
-    CorrectResponse response;
-    response.set_corrected_text(std::string(text));
-    reply(grpc::Status::OK, std::move(response), {});
+    reply(grpc::Status::OK, {.corrected = std::string(text), .skipped = checked->over_token_limit},
+          {});
     return;
   }
   metrics_.RequestAdmitted();
@@ -566,12 +775,14 @@ void GrammarService::Start(uint64_t id, std::string_view text, uint32_t max_outp
         std::chrono::duration<double>(std::chrono::steady_clock::now() - spelling_start).count(),
         lookups, skipped);
   }
-  if (!prompt.ok()) {
+  if (!prompt.ok()) {  // the spelling stage's text is over model.max_input_tokens
     Release(ticket, -1);
-    reply(ToGrpc(prompt.status()), {}, {});
+    reply(grpc::Status::OK, {.corrected = std::string(text), .skipped = true}, {});
     return;
   }
   const auto prompt_tokens = static_cast<uint32_t>(prompt->tokens.size());
+  // An answer that depends on the spelling stage's time budget is not kept for later.
+  const bool cacheable = prompt->spelling.skipped == 0;
   EngineRequest engine_request{.id = id,
                                .prompt = std::move(prompt->tokens),
                                .max_new_tokens = prompt->params.max_new_tokens,
@@ -583,8 +794,8 @@ void GrammarService::Start(uint64_t id, std::string_view text, uint32_t max_outp
                                .deadline_us = times.deadline_us};
   // The engine thread does the reply's CPU work (detokenize, diff), off gRPC's threads.
   absl::Status submitted = engine_.Submit(
-      std::move(engine_request), [this, reply, deadline, prompt_tokens, ticket,
-                                  text = std::string(text)](EngineReply engine_reply) {
+      std::move(engine_request),
+      [this, reply, deadline, prompt_tokens, ticket, cacheable](EngineReply engine_reply) {
         Release(ticket,
                 engine_reply.status.ok() ? static_cast<int>(engine_reply.tokens.size()) : -1);
         if (engine_reply.first_token_us > 0) {
@@ -599,15 +810,14 @@ void GrammarService::Start(uint64_t id, std::string_view text, uint32_t max_outp
           reply(status, {}, {});
           return;
         }
-        CorrectResponse response;
-        std::string corrected = text::OutputText(tokenizer_, engine_reply.tokens);
-        FillEdits(text, corrected, response);
-        response.set_corrected_text(std::move(corrected));
-        response.set_prompt_tokens(prompt_tokens);
-        response.set_output_tokens(static_cast<uint32_t>(engine_reply.tokens.size()));
-        response.set_queue_time_us(static_cast<uint64_t>(engine_reply.queue_us));
-        response.set_engine_time_us(static_cast<uint64_t>(engine_reply.engine_us));
-        reply(grpc::Status::OK, std::move(response), {});
+        reply(grpc::Status::OK,
+              {.corrected = text::OutputText(tokenizer_, engine_reply.tokens),
+               .cacheable = cacheable,
+               .prompt_tokens = prompt_tokens,
+               .output_tokens = static_cast<uint32_t>(engine_reply.tokens.size()),
+               .queue_us = static_cast<uint64_t>(engine_reply.queue_us),
+               .engine_us = static_cast<uint64_t>(engine_reply.engine_us)},
+              {});
       });
   if (!submitted.ok()) {
     Release(ticket, -1);

@@ -25,17 +25,18 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const config::
 
   ASSIGN_OR_RETURN(text::PromptBuilder prompts,
                    text::PromptBuilder::Create(config, tokenizer, options.service.spelling));
+  ASSIGN_OR_RETURN(sentences::SentenceSplitter splitter, sentences::SentenceSplitter::Create());
   std::unique_ptr<auth::TokenTable> tokens;
   GrammarService::Options service_options = options.service;
   if (!config.auth.tokens_file.empty()) {
     ASSIGN_OR_RETURN(tokens, auth::TokenTable::Create(config.auth));
     service_options.tokens = tokens.get();
   }
-  std::unique_ptr<WorkerServer> server(
-      new WorkerServer(std::move(tokens),
-                       std::make_unique<GrammarService>(config, tokenizer, std::move(prompts),
-                                                        engine, metrics, service_options),
-                       std::chrono::milliseconds(config.server.drain_quiet_ms)));
+  std::unique_ptr<WorkerServer> server(new WorkerServer(
+      std::move(tokens),
+      std::make_unique<GrammarService>(config, tokenizer, std::move(prompts), std::move(splitter),
+                                       engine, metrics, service_options),
+      std::chrono::milliseconds(config.server.drain_quiet_ms)));
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (!config.tls.cert_file.empty()) {
     ASSIGN_OR_RETURN(server->tls_, tls::ServerTls::Create(config.tls));

@@ -113,6 +113,15 @@ const std::string& SmallModelDir() {
   return dir;
 }
 
+std::vector<std::string> DefaultDaemonSets() {
+  return {"engine.backend=cpu",
+          absl::StrCat("model.dir=", SourceDir(), "/models/gecd-gec-small"),
+          "model.prompt_template=<s>{text}<sep>",
+          "model.copy_bias=2",
+          "engine.threads=0",
+          "server.slo_p99_ms=1000"};
+}
+
 DaemonProcess::DaemonProcess(std::vector<std::string> sets, std::map<std::string, std::string> env)
     : DaemonProcess(Command::kServe, sets, env) {}
 
@@ -143,7 +152,10 @@ DaemonProcess::DaemonProcess(Command command, const std::vector<std::string>& se
             // moment: an objective of an hour leaves only the calls' own deadlines; tests that
             // want the default set it.
             "--set", "server.slo_p99_ms=3600000", "--set", "engine.backend=echo", "--set",
-            "engine.threads=1", "--set", absl::StrCat("model.dir=", SmallModelDir())};
+            "engine.threads=1", "--set", absl::StrCat("model.dir=", SmallModelDir()),
+            // Load tests re-send the same sentences, which the sentence cache would answer
+            // without the engine; tests of the cache turn it on.
+            "--set", "server.sentence_cache_mb=0"};
   }
   for (const std::string& s : sets) {
     args.push_back("--set");

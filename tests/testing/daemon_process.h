@@ -69,10 +69,17 @@ std::string WriteModelDir(const RandomModelOptions& options);
 // The default model for daemon tests: a small random model, vocab 512, written once.
 const std::string& SmallModelDir();
 
+// The --set lines of the default daemon of configs/gecd.yaml, as far as tests can have it: the
+// default model with its prompt template and copy bias, every core for the engine, the default
+// latency objective (DaemonProcess otherwise sets an hour). Not the spelling stage: the
+// dictionary is a system package.
+std::vector<std::string> DefaultDaemonSets();
+
 // One `gecd serve` process, its stdout and stderr in a file, started with SpawnProcess
 // (common/child_process.h, the launcher `gecd tune`'s ServeProcess and the supervisor use too) in
 // the test's process group. The base command line runs 2 workers on the
-// `echo` backend with SmallModelDir() on free 127.0.0.1 ports and a 5 s grace period; `sets`
+// `echo` backend with SmallModelDir() on free 127.0.0.1 ports, a 5 s grace period and no
+// sentence cache (load tests re-send the same sentences); `sets`
 // (KEY=VALUE, applied after the base ones, so they override them) change that. The destructor
 // stops it with SIGTERM, as an operator does (so it removes its segment), and kills whatever
 // is left with SIGKILL.

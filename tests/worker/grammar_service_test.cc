@@ -208,6 +208,9 @@ class GrammarServiceTest : public ::testing::Test {
     engine_ = std::make_unique<FakeEngine>(*tokenizer_);
     config_.server.max_input_chars = 100;
     config_.server.max_in_flight = 4;
+    // Off unless a test is about it: the admission tests re-send one sentence and need each
+    // copy in the engine.
+    config_.server.sentence_cache_mb = 0;
   }
 
   void StartServer(GrammarService::Options service_options = {}) {
@@ -478,10 +481,16 @@ TEST_F(GrammarServiceTest, SpellingRunsAfterTheCheapChecksAndAdmissionWithinItsC
   const auto spelled = [&] { return metrics_.region.Sum().spelling_lookups; };
   CorrectResponse response;
 
-  // Over the token limit as written: refused before a single look-up.
-  grpc::Status status = Correct(NonWords(2000), &response);
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(status.error_message(), HasSubstr("model.max_input_tokens"));
+  // Over the token limit as written: answered unchanged and flagged, without a single look-up
+  // (a sentence of a whole text the model cannot take must not fail the text).
+  const std::string long_sentence = NonWords(2000);
+  grpc::Status status = Correct(long_sentence, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.corrected_text(), long_sentence);
+  ASSERT_EQ(response.sentences_size(), 1);
+  EXPECT_TRUE(response.sentences(0).skipped());
+  EXPECT_FALSE(response.sentences(0).changed());
+  EXPECT_EQ(response.edits_size(), 0);
   EXPECT_EQ(spelled(), 0u);
   EXPECT_EQ(metrics_.region.Sum().spelling_duration.counts[0], 0u);
 
@@ -1133,6 +1142,258 @@ TEST_F(GrammarServiceTest, ReflectionListsTheService) {
   cq.Shutdown();
   while (cq.Next(&tag, &ok)) {
   }
+}
+
+// --- Whole texts: sentences fanned out to the engine and merged back ---
+
+// `text` with `edits` applied, where the edits count offsets in `unit`: the text is converted
+// to that unit's code units, edited there and converted back, as a client in that language
+// would.
+std::u32string CodePointsOf(std::string_view text) {
+  std::u32string out;
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const int n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    char32_t cp = n == 1 ? c : c & (0x3F >> (n - 1));
+    for (int k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+    out.push_back(cp);
+    i += n;
+  }
+  return out;
+}
+std::string Utf8Of(std::u32string_view cps) {
+  std::string out;
+  for (char32_t c : cps) {
+    if (c < 0x80) {
+      out.push_back(static_cast<char>(c));
+    } else if (c < 0x800) {
+      out += {static_cast<char>(0xC0 | (c >> 6)), static_cast<char>(0x80 | (c & 0x3F))};
+    } else if (c < 0x10000) {
+      out += {static_cast<char>(0xE0 | (c >> 12)), static_cast<char>(0x80 | ((c >> 6) & 0x3F)),
+              static_cast<char>(0x80 | (c & 0x3F))};
+    } else {
+      out += {static_cast<char>(0xF0 | (c >> 18)), static_cast<char>(0x80 | ((c >> 12) & 0x3F)),
+              static_cast<char>(0x80 | ((c >> 6) & 0x3F)), static_cast<char>(0x80 | (c & 0x3F))};
+    }
+  }
+  return out;
+}
+std::u16string Utf16Of(std::u32string_view cps) {
+  std::u16string out;
+  for (char32_t c : cps) {
+    if (c < 0x10000) {
+      out.push_back(static_cast<char16_t>(c));
+    } else {
+      out.push_back(static_cast<char16_t>(0xD800 + ((c - 0x10000) >> 10)));
+      out.push_back(static_cast<char16_t>(0xDC00 + ((c - 0x10000) & 0x3FF)));
+    }
+  }
+  return out;
+}
+std::u32string CodePointsOf(std::u16string_view units) {
+  std::u32string out;
+  for (size_t i = 0; i < units.size(); ++i) {
+    if (units[i] >= 0xD800 && units[i] < 0xDC00) {
+      out.push_back(0x10000 + ((char32_t{units[i]} - 0xD800) << 10) + (units[i + 1] - 0xDC00));
+      ++i;
+    } else {
+      out.push_back(units[i]);
+    }
+  }
+  return out;
+}
+// The edits applied back to front in a string of the unit's code units.
+template <typename String>
+String ApplyIn(String units, const CorrectResponse& response,
+               const std::function<String(std::string_view)>& convert) {
+  for (int i = response.edits_size() - 1; i >= 0; --i) {
+    const gecd::v1::Edit& e = response.edits(i);
+    units.replace(e.start(), e.end() - e.start(), convert(e.replacement()));
+  }
+  return units;
+}
+std::string ApplyInUnit(std::string_view text, const CorrectResponse& response,
+                        gecd::v1::OffsetUnit unit) {
+  switch (unit) {
+    case gecd::v1::OFFSET_UNIT_CODE_POINTS:
+      return Utf8Of(ApplyIn<std::u32string>(CodePointsOf(text), response,
+                                            [](std::string_view s) { return CodePointsOf(s); }));
+    case gecd::v1::OFFSET_UNIT_UTF16_CODE_UNITS:
+      return Utf8Of(CodePointsOf(
+          ApplyIn<std::u16string>(Utf16Of(CodePointsOf(text)), response,
+                                  [](std::string_view s) { return Utf16Of(CodePointsOf(s)); })));
+    default:
+      return ApplyIn<std::string>(std::string(text), response,
+                                  [](std::string_view s) { return std::string(s); });
+  }
+}
+// The span [start, end) of the original in the unit, as UTF-8.
+std::string SpanInUnit(std::string_view text, uint32_t start, uint32_t end,
+                       gecd::v1::OffsetUnit unit) {
+  switch (unit) {
+    case gecd::v1::OFFSET_UNIT_CODE_POINTS:
+      return Utf8Of(CodePointsOf(text).substr(start, end - start));
+    case gecd::v1::OFFSET_UNIT_UTF16_CODE_UNITS:
+      return Utf8Of(CodePointsOf(Utf16Of(CodePointsOf(text)).substr(start, end - start)));
+    default:
+      return std::string(text.substr(start, end - start));
+  }
+}
+
+grpc::Status CorrectWith(gecd::v1::GrammarCorrection::Stub& stub, const CorrectRequest& request,
+                         CorrectResponse* response) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kWait);
+  return stub.Correct(&context, request, response);
+}
+
+TEST_F(GrammarServiceTest, AWholeTextIsCorrectedSentenceBySentenceAndMergedInPlace) {
+  config_.server.max_input_chars = 1000;
+  StartServer();
+  const std::string text = "  she go home. He are here!\n\nTHEY ARE FINE.\r\nok then ";
+  CorrectResponse response;
+  ASSERT_TRUE(Correct(text, &response).ok());
+  // Each sentence is its own engine sequence, as written without the whitespace around it.
+  std::vector<std::string> prompts;
+  for (const EngineRequest& r : engine_->Submitted())
+    prompts.push_back(tokenizer_->Decode(r.prompt));
+  EXPECT_THAT(prompts,
+              UnorderedElementsAre("she go home.", "He are here!", "THEY ARE FINE.", "ok then"));
+  // Every correction in its place; the whitespace between sentences untouched.
+  EXPECT_EQ(response.corrected_text(), "  SHE GO HOME. HE ARE HERE!\n\nTHEY ARE FINE.\r\nOK THEN ");
+  ASSERT_EQ(response.sentences_size(), 4);
+  const std::vector<std::pair<uint32_t, uint32_t>> spans = {{2, 14}, {15, 27}, {29, 43}, {45, 52}};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(response.sentences(i).start(), spans[i].first) << i;
+    EXPECT_EQ(response.sentences(i).end(), spans[i].second) << i;
+    EXPECT_EQ(response.sentences(i).changed(), i != 2) << i;
+    EXPECT_FALSE(response.sentences(i).skipped());
+  }
+  std::vector<gecd::text::TextEdit> edits;
+  for (const auto& e : response.edits()) {
+    edits.push_back({e.start(), e.end(), e.replacement()});
+    const auto& sentence = response.sentences(static_cast<int>(e.sentence()));
+    EXPECT_GE(e.start(), sentence.start());
+    EXPECT_LE(e.end(), sentence.end());
+  }
+  EXPECT_EQ(gecd::text::ApplyEdits(text, edits), response.corrected_text());
+  EXPECT_EQ(response.prompt_tokens(), 12u + 12u + 14u + 7u);  // byte-level: one token a byte
+}
+
+TEST_F(GrammarServiceTest, OffsetsComeInTheRequestedUnitForEmojiCjkCombiningMarksAndCrlf) {
+  config_.server.max_input_chars = 1000;
+  StartServer();
+  // A sentence ends after the emoji (4 UTF-8 bytes, 2 UTF-16 units), one after CJK (3 bytes
+  // each), one after a combining mark (e + U+0301), and CRLF line ends between them.
+  const std::string text =
+      "I like caf\u00e9 \U0001F600 a lot.\r\nIt is \u65e5\u672c\u8a9e ok.\r\n\r\nNe\u0301e "
+      "is here. \U0001F44D\U0001F3FD Fine.";
+  for (const auto unit : {gecd::v1::OFFSET_UNIT_UTF8_BYTES, gecd::v1::OFFSET_UNIT_CODE_POINTS,
+                          gecd::v1::OFFSET_UNIT_UTF16_CODE_UNITS}) {
+    CorrectRequest request;
+    request.set_text(text);
+    request.set_offset_unit(unit);
+    CorrectResponse response;
+    ASSERT_TRUE(CorrectWith(*stub_, request, &response).ok());
+    EXPECT_EQ(ApplyInUnit(text, response, unit), response.corrected_text()) << unit;
+    ASSERT_EQ(response.sentences_size(), 4) << unit;
+    EXPECT_EQ(SpanInUnit(text, response.sentences(0).start(), response.sentences(0).end(), unit),
+              "I like caf\u00e9 \U0001F600 a lot.");
+    EXPECT_EQ(SpanInUnit(text, response.sentences(3).start(), response.sentences(3).end(), unit),
+              "\U0001F44D\U0001F3FD Fine.");
+    EXPECT_FALSE(response.edits().empty());
+  }
+}
+
+TEST_F(GrammarServiceTest, AnUnknownOffsetUnitIsInvalidArgumentNamingTheField) {
+  StartServer();
+  CorrectRequest request;
+  request.set_text("fine.");
+  request.set_offset_unit(static_cast<gecd::v1::OffsetUnit>(7));
+  CorrectResponse response;
+  const grpc::Status status = CorrectWith(*stub_, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("offset_unit 7"));
+  EXPECT_TRUE(engine_->Submitted().empty());
+}
+
+TEST_F(GrammarServiceTest, ASentenceOverTheTokenLimitComesBackUnchangedAndFlagged) {
+  config_.server.max_input_chars = 1000;
+  config_.model.max_input_tokens = 40;
+  StartServer();
+  const std::string long_sentence(60, 'x');
+  const std::string text = "She is here. X" + long_sentence + ". Ok.";
+  CorrectResponse response;
+  ASSERT_TRUE(Correct(text, &response).ok());
+  EXPECT_EQ(response.corrected_text(), "SHE IS HERE. X" + long_sentence + ". OK.");
+  ASSERT_EQ(response.sentences_size(), 3);
+  EXPECT_TRUE(response.sentences(1).skipped());
+  EXPECT_FALSE(response.sentences(1).changed());
+  EXPECT_FALSE(response.sentences(0).skipped());
+  EXPECT_EQ(engine_->Submitted().size(), 2u);
+}
+
+TEST_F(GrammarServiceTest, BadInputInAWholeTextNamesItsByteInTheText) {
+  config_.server.max_input_chars = 1000;
+  StartServer();
+  CorrectResponse response;
+  grpc::Status status = Correct(std::string("Fine here. Bad\0 one.", 20), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("U+0000 at byte 14"));
+  // Only punctuation, mixed scripts, and no sentence end at all are fine.
+  for (const std::string text :
+       {"?!...", "\u041f\u0440\u0438\u0432\u0435\u0442 world \u4f60\u597d", "no end here"}) {
+    ASSERT_TRUE(Correct(text, &response).ok()) << text;
+    EXPECT_EQ(response.sentences_size(), 1) << text;
+  }
+}
+
+TEST_F(GrammarServiceTest, TheSentenceCacheAnswersReSentSentencesWithoutTheEngine) {
+  config_.server.max_input_chars = 1000;
+  config_.server.sentence_cache_mb = 1;
+  StartServer();
+  const std::string text = "She go home. He are here. They is fine.";
+  CorrectResponse first, second;
+  ASSERT_TRUE(Correct(text, &first).ok());
+  EXPECT_EQ(engine_->Submitted().size(), 3u);
+  // Sent again with one sentence changed: only that one reaches the engine.
+  const std::string edited = "She go home. He is here. They is fine.";
+  ASSERT_TRUE(Correct(edited, &second).ok());
+  ASSERT_EQ(engine_->Submitted().size(), 4u);
+  EXPECT_EQ(tokenizer_->Decode(engine_->Submitted().back().prompt), "He is here.");
+  EXPECT_EQ(second.corrected_text(), "SHE GO HOME. HE IS HERE. THEY IS FINE.");
+  ASSERT_EQ(second.sentences_size(), 3);
+  EXPECT_TRUE(second.sentences(0).cached());
+  EXPECT_FALSE(second.sentences(1).cached());
+  EXPECT_TRUE(second.sentences(2).cached());
+  EXPECT_TRUE(second.sentences(0).changed());
+  const MetricsSnapshot snapshot = metrics_.region.Sum();
+  EXPECT_EQ(snapshot.sentence_cache_hits, 2u);
+  EXPECT_EQ(snapshot.sentence_cache_misses, 4u);
+  EXPECT_THAT(FormatPrometheus(snapshot, {}), HasSubstr("gecd_sentence_cache_hits_total 2"));
+  // cache: false sends every sentence to the engine.
+  CorrectRequest request;
+  request.set_text(text);
+  request.set_cache(false);
+  CorrectResponse bypassed;
+  ASSERT_TRUE(CorrectWith(*stub_, request, &bypassed).ok());
+  EXPECT_EQ(engine_->Submitted().size(), 7u);
+  EXPECT_EQ(bypassed.corrected_text(), first.corrected_text());
+  for (const auto& sentence : bypassed.sentences()) EXPECT_FALSE(sentence.cached());
+}
+
+TEST_F(GrammarServiceTest, OneFailedSentenceFailsTheTextAndCancelsTheOthers) {
+  config_.server.max_input_chars = 1000;
+  config_.server.max_in_flight = 2;
+  StartServer();
+  CorrectResponse response;
+  ASSERT_TRUE(Correct("Fine.", &response).ok());  // admission has an estimate from now on
+  engine_->set_hold(true);
+  // Three sentences, room for two: the third is refused and the two admitted are cancelled.
+  const grpc::Status status = Correct("One. Two. Three.", &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_TRUE(engine_->WaitForCancelled(2));
+  EXPECT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
 }
 
 // The Python end-to-end client (tests/e2e/client_test.py, Debian's python3-grpcio) against
