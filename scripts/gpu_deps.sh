@@ -148,7 +148,7 @@ PY
 
 # OpenBLAS: a cut-down shared library from Debian's static archive.
 gcc -shared -o "$L/libopenblas.so.0" -Wl,-soname,libopenblas.so.0 -Wl,--no-undefined \
-  -Wl,-u,cblas_sgemm -Wl,-u,openblas_set_num_threads \
+  -Wl,-u,cblas_sgemm -Wl,-u,openblas_set_num_threads -Wl,-u,openblas_get_corename \
   "$(readlink -f "$OPENBLAS_DIR/libopenblas.a")" -lpthread -lm
 strip --strip-unneeded "$L/libopenblas.so.0"
 syms="$(nm -D --defined-only "$L/libopenblas.so.0")"
