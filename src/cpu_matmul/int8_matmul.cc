@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <utility>
 
@@ -23,24 +25,51 @@ const dnnl::engine& CpuEngine() {
 }
 
 // Symmetric int8 of one row: scale = max|v| / 127, codes round(v / scale) half away from zero.
-// A zero row gets scale 1 (codes 0); a row with a non-finite value a non-finite scale, so the
-// outputs it touches are not finite either (v - v is NaN exactly for inf and NaN).
-float QuantizeRow(const float* v, int n, int8_t* codes) {
-  float amax = 0.0f;
-  float poison = 0.0f;
+// A zero row gets scale 1 (codes 0); a row with a non-finite value a NaN scale, so the outputs
+// it touches are not finite either. Written so the compiler vectorizes it without fast-math:
+// max|v| as the largest of the values' bit patterns with the sign cleared (their order is the
+// floats' order, and inf and NaN patterns lie above every finite one), the rounding and clamp
+// element-wise. It and Epilogue take ~23% of an int8 step when scalar (perf, gecd eval).
+__attribute__((target_clones("avx512f", "avx2", "default"))) float QuantizeRow(const float* v,
+                                                                               int n,
+                                                                               int8_t* codes) {
+  uint32_t amax_bits = 0;
   for (int i = 0; i < n; ++i) {
-    amax = std::max(amax, std::fabs(v[i]));
-    poison += v[i] - v[i];
+    uint32_t bits;
+    std::memcpy(&bits, &v[i], sizeof(bits));
+    amax_bits = std::max(amax_bits, bits & 0x7fffffffu);
   }
-  const float scale = (amax > 0.0f ? amax / 127.0f : 1.0f) + poison;
+  if (amax_bits >= 0x7f800000u) return std::numeric_limits<float>::quiet_NaN();
+  float amax;
+  std::memcpy(&amax, &amax_bits, sizeof(amax));
+  const float scale = amax > 0.0f ? amax / 127.0f : 1.0f;
   const float inv = 1.0f / scale;
   for (int i = 0; i < n; ++i) {
-    const float q = v[i] * inv;
-    // |q| <= 127 by construction; the clamp keeps a non-finite q defined.
-    const float r = std::clamp(q + (q >= 0.0f ? 0.5f : -0.5f), -127.0f, 127.0f);
+    const float q = v[i] * inv;  // |q| <= 127 up to rounding; the clamp keeps it in range
+    float r = q + (q >= 0.0f ? 0.5f : -0.5f);
+    r = r < -127.0f ? -127.0f : r;
+    r = r > 127.0f ? 127.0f : r;
     codes[i] = static_cast<int8_t>(static_cast<int>(r));
   }
   return scale;
+}
+
+// y[o] (+)= acc[o] * s * sw[o] (+ bias[o]) over one output row; the four cases apart so each
+// loop vectorizes.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void Epilogue(const int32_t* acc,
+                                                                           float s, const float* sw,
+                                                                           const float* bias, int n,
+                                                                           bool accumulate,
+                                                                           float* y) {
+  if (bias == nullptr && !accumulate) {
+    for (int o = 0; o < n; ++o) y[o] = static_cast<float>(acc[o]) * s * sw[o];
+  } else if (bias == nullptr) {
+    for (int o = 0; o < n; ++o) y[o] += static_cast<float>(acc[o]) * s * sw[o];
+  } else if (!accumulate) {
+    for (int o = 0; o < n; ++o) y[o] = static_cast<float>(acc[o]) * s * sw[o] + bias[o];
+  } else {
+    for (int o = 0; o < n; ++o) y[o] += static_cast<float>(acc[o]) * s * sw[o] + bias[o];
+  }
 }
 
 }  // namespace
@@ -148,17 +177,10 @@ void Int8Matmul::Apply(const float* x, int rows, float* y, bool accumulate,
       kernels_->stream,
       {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, kernels_->weights}, {DNNL_ARG_DST, dst}});
   kernels_->stream.wait();
-  const float* sw = weight_scale_.data();
   const float* b = bias_.empty() ? nullptr : bias_.data();
   for (int t = 0; t < rows; ++t) {
-    const int32_t* a = scratch->acc.data() + static_cast<size_t>(t) * out_;
-    float* row = y + static_cast<size_t>(t) * out_;
-    const float s = sx[t];
-    for (int o = 0; o < out_; ++o) {
-      float v = static_cast<float>(a[o]) * s * sw[o];
-      if (b != nullptr) v += b[o];
-      row[o] = accumulate ? row[o] + v : v;
-    }
+    Epilogue(scratch->acc.data() + static_cast<size_t>(t) * out_, sx[t], weight_scale_.data(), b,
+             out_, accumulate, y + static_cast<size_t>(t) * out_);
   }
 }
 
