@@ -110,10 +110,12 @@ absl::Status CpuLinear::ToInt8(const std::string& name, int max_rows) {
 void CpuLinear::Apply(const float* x, int rows, float* y, bool accumulate,
                       LinearScratch* scratch) const {
   if (rows <= 0) return;
+#ifdef GECD_HAVE_ONEDNN
   if (int8_ != nullptr) {
     int8_->Apply(x, rows, y, accumulate, &scratch->int8);
     return;
   }
+#endif
   if (!is_fp8()) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, out_, in_, 1.0f, x, in_,
                 weight_.data(), in_, accumulate ? 1.0f : 0.0f, y, out_);
