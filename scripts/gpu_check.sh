@@ -125,7 +125,7 @@ CXX_FLAGS="${GPU_CXX_FLAGS--include cstdint}"
 # shellcheck disable=SC2086
 run_stage configure "${GPU_CONFIGURE_LIMIT:-90}" "$LOGS/configure.log" \
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGECD_CUDA=ON \
-    -DGECD_SERVER=ON -DGECD_CLI=ON -DGECD_BUILD_TESTS=ON -DGECD_BUILD_BENCH=ON \
+    -DGECD_SERVER=ON -DGECD_CLI=ON -DGECD_BUILD_TESTS=ON -DGECD_BUILD_BENCH=ON -DGECD_ONEDNN=OFF \
     ${NVCC:+-DCMAKE_CUDA_COMPILER="$NVCC"} "${prefix_args[@]}" \
     -DCMAKE_CXX_FLAGS="$CXX_FLAGS" ${GPU_CMAKE_ARGS:-}
 DEP_LINES="$(grep -h 'gecd: dependency' "$LOGS/configure.log" | sed 's/^-- //')"

@@ -8,7 +8,7 @@ packages=(
   cmake ninja-build g++ pkg-config git python3
   libabsl-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libopenblas-dev libpcre2-dev libsentencepiece-dev libutf8proc-dev
+  libopenblas-dev libpcre2-dev libdnnl-dev libsentencepiece-dev libutf8proc-dev
   libhunspell-dev hunspell-en-us
   libicu-dev  # src/sentences: ICU's sentence BreakIterator
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -276,6 +276,21 @@ def report(args):
             None,
         )
     )
+    int8 = rounds(d, "gecd-eval-int8", required=False)
+    if int8:
+        with open(os.path.join(d, "gecd-int8-env.txt")) as f:
+            env = f.read().strip()
+        int8_out = [row["model"] for row in int8[0]["outputs"]["jfleg"]]
+        same = sum(1 for a, b in zip(int8_out, gecd_out) if a == b)
+        same_ct = sum(1 for a, b in zip(int8_out, outputs["int8"]) if a == b)
+        rows.append(
+            (
+                f"gecd eval, in-process engine, int8 oneDNN, offline{', ' + env if env else ''}",
+                [e["throughput"]["model"]["sentences_per_s"] for e in int8],
+                f"{same} / {n} ({same_ct} / {n} with CTranslate2 int8's)",
+                None,
+            )
+        )
     alt = rounds(d, "gecd-eval-alt", required=False)
     if alt:
         with open(os.path.join(d, "gecd-alt-env.txt")) as f:

@@ -5,7 +5,7 @@
 #   2. gecd's prompts of JFLEG dev's sources (cpu_peer_tool: gecd's tokenizer and pipeline, copy
 #      bias and spelling stage off), and the model converted for CTranslate2 (ct2_peer.py);
 #   3. ROUNDS rounds, each back to back: CTranslate2 int8, CTranslate2 float32, `gecd eval`
-#      in-process; then `gecd serve` with gecd-load --find-max at p99 < 1 s on the same texts;
+#      in-process (f32, and int8 where the CPU has VNNI); then `gecd serve` with gecd-load --find-max at p99 < 1 s on the same texts;
 #   4. CTranslate2's output ids decoded by gecd's tokenizer and compared with gecd's outputs;
 #      one table.
 #
@@ -50,6 +50,17 @@ if grep -qm1 -w avx512f /proc/cpuinfo; then
   GECD_ALT_ENV="${GECD_ALT_ENV-OPENBLAS_CORETYPE=SkylakeX}"
 else
   GECD_ALT_ENV="${GECD_ALT_ENV-}"
+fi
+# gecd's int8 engine (engine.quantization int8, oneDNN) as a row of its own where the CPU has
+# VNNI, which it needs; GECD_INT8=0 leaves it out.
+# GECD_INT8_ENV: its extra environment; oneDNN threads with OpenMP, whose idle threads spin by
+# default and take the core from gecd's other threads (OMP_WAIT_POLICY=passive ran it 1.3-2.6x
+# faster on the loaded 2-core box, 2026-12-02; docs/OPERATIONS.md).
+GECD_INT8_ENV="${GECD_INT8_ENV-OMP_WAIT_POLICY=passive}"
+if grep -qm1 -wE 'avx512_vnni|avx_vnni' /proc/cpuinfo; then
+  GECD_INT8="${GECD_INT8-1}"
+else
+  GECD_INT8="${GECD_INT8-0}"
 fi
 OUT="${OUT:-$BUILD/cpu-peer/run-$(date -u +%Y%m%dT%H%M%SZ)}"
 GECD="$BUILD/gecd"
@@ -109,6 +120,14 @@ for r in $(seq "$ROUNDS"); do
     --report "$OUT/gecd-eval-r$r.json" >"$OUT/gecd-eval-r$r.txt" 2>"$OUT/gecd-eval-r$r.log" ||
     die "gecd eval failed: $OUT/gecd-eval-r$r.log"
   grep -m1 "sentences/s" "$OUT/gecd-eval-r$r.txt" | sed 's/^ */gecd eval: /'
+  if [[ "$GECD_INT8" == 1 ]]; then
+    # shellcheck disable=SC2086  # KEY=VALUE words
+    env $GECD_INT8_ENV "$GECD" eval --config "$CONFIG" "${SETS[@]}" --set engine.quantization=int8 --jfleg "$JFLEG" \
+      --report-outputs --report "$OUT/gecd-eval-int8-r$r.json" >"$OUT/gecd-eval-int8-r$r.txt" \
+      2>"$OUT/gecd-eval-int8-r$r.log" || die "gecd eval (int8) failed: $OUT/gecd-eval-int8-r$r.log"
+    grep -m1 "sentences/s" "$OUT/gecd-eval-int8-r$r.txt" | sed "s/^ */gecd eval, int8: /"
+    echo "$GECD_INT8_ENV" >"$OUT/gecd-int8-env.txt"
+  fi
   if [[ -n "$GECD_ALT_ENV" ]]; then
     # shellcheck disable=SC2086  # KEY=VALUE words
     env $GECD_ALT_ENV "$GECD" eval --config "$CONFIG" "${SETS[@]}" --jfleg "$JFLEG" \

@@ -177,6 +177,9 @@ const std::vector<Field>& Fields() {
              /*min_allowed=*/true),
       Enum("engine.backend", &Config::engine, &EngineSection::backend, {"cpu", "cuda", "echo"}),
       Int("engine.threads", &Config::engine, &EngineSection::threads, 0, 1024),
+      Enum("engine.cpu_isa", &Config::engine, &EngineSection::cpu_isa,
+           {"auto", "avx2", "avx2_vnni", "avx512_core", "avx512_core_vnni", "avx512_core_bf16",
+            "avx512_core_amx"}),
       Int("engine.kv_block_size", &Config::engine, &EngineSection::kv_block_size, 1, 1024),
       Int("engine.kv_cache_blocks", &Config::engine, &EngineSection::kv_cache_blocks, 0, 1 << 24),
       Int("engine.kv_cache_mb", &Config::engine, &EngineSection::kv_cache_mb, 1, 1 << 22),
@@ -191,7 +194,8 @@ const std::vector<Field>& Fields() {
               c.engine.graph_batch_sizes = v;
               return absl::OkStatus();
             }},
-      Enum("engine.quantization", &Config::engine, &EngineSection::quantization, {"fp8", "none"}),
+      Enum("engine.quantization", &Config::engine, &EngineSection::quantization,
+           {"fp8", "none", "int8"}),
       Bool("engine.attention_fp8", &Config::engine, &EngineSection::attention_fp8),
       Enum("engine.fp8_scaling", &Config::engine, &EngineSection::fp8_scaling,
            {"per_channel", "per_tensor"}),

@@ -26,8 +26,11 @@ struct ModelSection {
 struct EngineSection {
   std::string backend = "cpu";  // cpu | cuda | echo
   int threads = 0;              // BLAS threads; 0 = number of cores
-  int kv_block_size = 16;       // tokens per KV-cache block
-  int kv_cache_blocks = 0;      // 0 = sized from kv_cache_mb
+  // The cpu backend only: the highest ISA its oneDNN kernels may use (auto: the CPU's best;
+  // lower ones for tests). A CPU without the one named is an error.
+  std::string cpu_isa = "auto";
+  int kv_block_size = 16;   // tokens per KV-cache block
+  int kv_cache_blocks = 0;  // 0 = sized from kv_cache_mb
   int kv_cache_mb = 256;
   int max_batch_size = 128;    // sequences per step
   int max_step_tokens = 2048;  // prefill + decode tokens per step
@@ -35,9 +38,11 @@ struct EngineSection {
   int device = 0;                         // CUDA device ordinal
   double kv_cache_memory_fraction = 0.5;  // of the device memory free after the weights
   std::string graph_batch_sizes = "1,2,4,8,16,32,64,128,256,512";  // decode graphs; "" = none
-  std::string quantization = "fp8";                                // fp8 | none
-  bool attention_fp8 = true;                                       // false: q/k/v/o stay bf16
-  std::string fp8_scaling = "per_channel";                         // per_channel | per_tensor
+  // cuda: fp8 | none (bf16). cpu: int8 (W8A8 through oneDNN, needs VNNI); fp8 and none run
+  // the checkpoint's weights in f32 (FP8 layers emulated), the oracle.
+  std::string quantization = "fp8";
+  bool attention_fp8 = true;                // false: q/k/v/o stay bf16
+  std::string fp8_scaling = "per_channel";  // per_channel | per_tensor
   // The echo backend only: each step takes this long (a slowed batching engine, for
   // benchmarks of what sits in front of daemons); 0 = as fast as it goes.
   int echo_step_ms = 0;

@@ -17,6 +17,9 @@
 #include "common/startup_phases.h"
 #include "common/status_macros.h"
 #include "engine/step_profile.h"
+#ifdef GECD_HAVE_ONEDNN
+#include "cpu_matmul/cpu_isa.h"
+#endif
 
 namespace gecd::engine {
 namespace {
@@ -123,6 +126,7 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::Chec
         "CpuBackend: kv_block_size, max_step_tokens and max_batch_size must be positive");
   }
   auto b = std::unique_ptr<CpuBackend>(new CpuBackend());
+  RETURN_IF_ERROR(b->SelectIsa(options));
   b->config_ = c;
   b->layout_ = {.num_layers = c.num_hidden_layers,
                 .num_kv_heads = c.num_key_value_heads,
@@ -188,6 +192,18 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::Chec
   }
 
   ProcessStartup().Mark("weights");
+  if (options.int8) {
+    for (int l = 0; l < c.num_hidden_layers; ++l) {
+      Layer& layer = b->layers_[l];
+      const std::string p = absl::StrCat("model.layers.", l, ".");
+      RETURN_IF_ERROR(layer.qkv.ToInt8(p + "self_attn.qkv", b->max_step_tokens_));
+      RETURN_IF_ERROR(layer.o.ToInt8(p + "self_attn.o_proj", b->max_step_tokens_));
+      RETURN_IF_ERROR(layer.gate_up.ToInt8(p + "mlp.gate_up", b->max_step_tokens_));
+      RETURN_IF_ERROR(layer.down.ToInt8(p + "mlp.down_proj", b->max_step_tokens_));
+    }
+    RETURN_IF_ERROR(b->lm_head_.ToInt8("lm_head", b->max_batch_size_));
+    ProcessStartup().Mark("int8 quantization");
+  }
 
   const size_t cache = static_cast<size_t>(b->layout_.num_layers) * b->layout_.num_blocks *
                        b->layout_.block_size * b->kv_width_;
@@ -206,13 +222,46 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::Chec
   return b;
 }
 
+absl::Status CpuBackend::SelectIsa(const CpuBackendOptions& options) {
+#ifdef GECD_HAVE_ONEDNN
+  ASSIGN_OR_RETURN(cpu_matmul::CpuIsa isa, cpu_matmul::SelectCpuIsa(options.cpu_isa));
+  // Without VNNI oneDNN's int8 kernels multiply through 16-bit steps and lose to f32 sgemm:
+  // asking for int8 there is a configuration to correct, not one to run slowly.
+  if (options.int8 && !isa.int8_dot) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "engine.quantization: int8 needs VNNI (AVX512-VNNI or AVX-VNNI), but oneDNN's kernels "
+        "here run at ",
+        isa.name, " (engine.cpu_isa ", options.cpu_isa,
+        "); use engine.quantization none for the f32 path"));
+  }
+  cpu_matmul::SetMatmulThreads(options.threads);
+  onednn_isa_ = isa.name;
+  return absl::OkStatus();
+#else
+  if (options.int8) {
+    return absl::FailedPreconditionError(
+        "engine.quantization: int8, but this gecd was built without oneDNN (-DGECD_ONEDNN=OFF)");
+  }
+  if (options.cpu_isa != "auto") {
+    return absl::FailedPreconditionError(
+        absl::StrCat("engine.cpu_isa: ", options.cpu_isa,
+                     ", but this gecd was built without oneDNN (-DGECD_ONEDNN=OFF)"));
+  }
+  return absl::OkStatus();
+#endif
+}
+
 std::string CpuBackend::Describe() const {
+  const std::string isa = onednn_isa_.empty() ? "" : absl::StrCat(", oneDNN ISA ", onednn_isa_);
+  if (lm_head_.is_int8()) {
+    return absl::StrCat("cpu, int8 matmuls: oneDNN ", lm_head_.int8_kernel(), " kernels", isa);
+  }
   // OpenBLAS picks its kernels when it loads, from the CPU or from OPENBLAS_CORETYPE, which
   // some environments set (one of ours sets Haswell, AVX2, on a CPU with AVX-512): say which.
   const char* name = openblas_get_corename();
   const char* forced = std::getenv("OPENBLAS_CORETYPE");
   return absl::StrCat("cpu, OpenBLAS ", name == nullptr ? "?" : name, " kernels",
-                      forced == nullptr ? "" : " (chosen by OPENBLAS_CORETYPE)");
+                      forced == nullptr ? "" : " (chosen by OPENBLAS_CORETYPE)", isa);
 }
 
 // Catches at the allocations, so a size the machine cannot hold is an error, not an exception.

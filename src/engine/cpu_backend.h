@@ -2,6 +2,7 @@
 #define GECD_ENGINE_CPU_BACKEND_H_
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -31,7 +32,12 @@ struct CpuBackendOptions {
   int kv_cache_mb = 256;
   int max_step_tokens = 2048;
   int max_batch_size = 128;
-  int threads = 0;  // OpenBLAS threads (a process-wide setting); 0 leaves OpenBLAS's default
+  int threads = 0;  // OpenBLAS and oneDNN threads (process-wide settings); 0: their defaults
+  // engine.quantization int8: every Linear, lm_head too, in int8 W8A8 through oneDNN
+  // (engine/cpu_linear.h); needs VNNI. Otherwise f32 (the oracle), FP8 layers emulated.
+  bool int8 = false;
+  // engine.cpu_isa: "auto" or the highest ISA oneDNN's kernels may use (cpu_matmul/cpu_isa.h).
+  std::string cpu_isa = "auto";
 };
 
 class CpuBackend final : public Backend {
@@ -47,7 +53,8 @@ class CpuBackend final : public Backend {
   int max_step_tokens() const override { return max_step_tokens_; }
   int max_batch_size() const override { return max_batch_size_; }
   absl::Status Forward(const StepBatch& batch, StepResult* result) override;
-  // "cpu, OpenBLAS <core> kernels": which kernels the matmuls run.
+  // "cpu, OpenBLAS <core> kernels" or "cpu, int8 oneDNN <kernel> kernels", and oneDNN's ISA:
+  // which kernels the matmuls run.
   std::string Describe() const override;
 
  private:
@@ -61,6 +68,8 @@ class CpuBackend final : public Backend {
   };
 
   CpuBackend() = default;
+  // Fixes oneDNN's ISA (engine.cpu_isa) and checks it can run options' quantization.
+  absl::Status SelectIsa(const CpuBackendOptions& options);
   // The per-step activations, logits and GEMM scratch for options' step and batch sizes.
   absl::Status AllocateStepBuffers(const CpuBackendOptions& options);
   // Checks the batch and fills tokens_ with its tokens, previous_sample entries filled in.
@@ -87,6 +96,7 @@ class CpuBackend final : public Backend {
   int q_width_ = 0;              // heads * head_dim
   int kv_width_ = 0;             // kv_heads * head_dim
   std::vector<float> inv_freq_;  // [head_dim / 2], llama3-adjusted when configured
+  std::string onednn_isa_;       // the ISA oneDNN's kernels use; "" in a build without oneDNN
 
   std::vector<float> embed_;  // [vocab, hidden]
   std::vector<Layer> layers_;

@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -16,6 +17,7 @@ void LinearScratch::Reserve(int rows, int max_in, int max_out) {
   if (x_q.size() < r * max_in) x_q.resize(r * max_in);
   if (x_scale.size() < r) x_scale.resize(r);
   if (acc.size() < r * max_out) acc.resize(r * max_out);
+  int8.Reserve(rows, max_in, max_out);
 }
 
 absl::StatusOr<CpuLinear> CpuLinear::Fuse(std::span<const model::LinearWeight> parts) {
@@ -51,6 +53,13 @@ absl::StatusOr<CpuLinear> CpuLinear::Fuse(std::span<const model::LinearWeight> p
         return absl::InvalidArgumentError(absl::StrCat(
             part.scale->name, ": expected ", out, " per-output-channel scales, got ", s.size()));
       }
+      for (size_t o = 0; o < s.size(); ++o) {
+        if (!std::isfinite(s[o]) || s[o] <= 0.0f) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(part.scale->name, ": scale ", o, " is ", s[o],
+                           "; an FP8 weight's scales must be finite and positive"));
+        }
+      }
       linear.weight_scale_.insert(linear.weight_scale_.end(), s.begin(), s.end());
     }
     if (any_bias) {
@@ -74,9 +83,39 @@ CpuLinear CpuLinear::Dense(std::vector<float> weight, int out_features, int in_f
   return linear;
 }
 
+std::string CpuLinear::int8_kernel() const { return int8_ ? int8_->kernel() : ""; }
+
+absl::Status CpuLinear::ToInt8(const std::string& name, int max_rows) {
+#ifdef GECD_HAVE_ONEDNN
+  if (is_fp8()) {
+    for (int o = 0; o < out_; ++o) {
+      float* row = weight_.data() + static_cast<size_t>(o) * in_;
+      for (int i = 0; i < in_; ++i) row[i] *= weight_scale_[o];
+    }
+  }
+  absl::StatusOr<std::unique_ptr<cpu_matmul::Int8Matmul>> m =
+      cpu_matmul::Int8Matmul::Create(name, weight_, bias_, out_, in_, max_rows);
+  if (!m.ok()) return m.status();
+  int8_ = *std::move(m);
+  weight_ = {};
+  weight_scale_ = {};
+  return absl::OkStatus();
+#else
+  return absl::FailedPreconditionError(absl::StrCat(
+      "engine.quantization: int8, but this gecd was built without oneDNN (-DGECD_ONEDNN=OFF); ",
+      name, " stays f32"));
+#endif
+}
+
 void CpuLinear::Apply(const float* x, int rows, float* y, bool accumulate,
                       LinearScratch* scratch) const {
   if (rows <= 0) return;
+#ifdef GECD_HAVE_ONEDNN
+  if (int8_ != nullptr) {
+    int8_->Apply(x, rows, y, accumulate, &scratch->int8);
+    return;
+  }
+#endif
   if (!is_fp8()) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, out_, in_, 1.0f, x, in_,
                 weight_.data(), in_, accumulate ? 1.0f : 0.0f, y, out_);

@@ -17,13 +17,19 @@ engine::CpuBackendOptions CpuBackendOptionsFrom(const EngineSection& engine) {
           .kv_cache_mb = engine.kv_cache_mb,
           .max_step_tokens = engine.max_step_tokens,
           .max_batch_size = engine.max_batch_size,
-          .threads = engine.threads};
+          .threads = engine.threads,
+          .int8 = engine.quantization == "int8",
+          .cpu_isa = engine.cpu_isa};
 }
 
 absl::StatusOr<std::unique_ptr<engine::Backend>> CreateBackend(
     const Config& config, const model::Checkpoint& checkpoint) {
   const EngineSection& e = config.engine;
   if (e.backend == "cuda") {
+    if (e.quantization == "int8") {
+      return absl::InvalidArgumentError(
+          "engine.quantization: int8 is the cpu backend's; the cuda backend takes fp8 or none");
+    }
 #ifdef GECD_HAVE_CUDA
     engine::CudaBackendOptions options;
     options.device = e.device;

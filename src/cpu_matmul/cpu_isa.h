@@ -1,0 +1,33 @@
+#ifndef GECD_CPU_MATMUL_CPU_ISA_H_
+#define GECD_CPU_MATMUL_CPU_ISA_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+// The instruction set oneDNN's kernels may use in this process (engine.cpu_isa): "auto" (the
+// best this CPU has) or a ceiling in oneDNN's names, so tests and CI can run the kernels of a
+// lower ISA on a higher CPU. oneDNN fixes its ISA once per process, before its first kernel;
+// SelectCpuIsa keeps that rule: a later call asking another ceiling is an error ("auto" asks
+// none, so it gets whatever was chosen).
+// Thread-safe.
+namespace gecd::cpu_matmul {
+
+struct CpuIsa {
+  std::string name;       // the ISA the kernels use, in oneDNN's names ("avx512_core_vnni")
+  bool int8_dot = false;  // VNNI (AVX512-VNNI or AVX-VNNI): int8 dot products in one instruction
+};
+
+// Sets the ceiling `requested` ("auto", avx2, avx2_vnni, avx512_core, avx512_core_vnni,
+// avx512_core_bf16 or avx512_core_amx) and returns the ISA the
+// kernels will use. FailedPrecondition naming engine.cpu_isa when this CPU lacks `requested`,
+// or when this process already chose another ceiling than `requested` (not "auto"); InvalidArgument
+// for an unknown name.
+absl::StatusOr<CpuIsa> SelectCpuIsa(const std::string& requested);
+
+// The threads oneDNN's kernels run on (engine.threads; 0 leaves OpenMP's default: every core).
+void SetMatmulThreads(int threads);
+
+}  // namespace gecd::cpu_matmul
+
+#endif  // GECD_CPU_MATMUL_CPU_ISA_H_
