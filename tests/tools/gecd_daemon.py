@@ -85,7 +85,10 @@ class Daemon:
         with open(self.config_path, "w") as f:
             f.write(config_text)
         self.log_path = os.path.join(self._dir, "daemon.log")
-        self.args = [gecd, "serve", "--config", self.config_path, *overrides,
+        # The tests re-send the same sentences and measure the engine's time: no sentence cache
+        # (a test's overrides may turn it back on).
+        self.args = [gecd, "serve", "--config", self.config_path,
+                     "--set", "server.sentence_cache_mb=0", *overrides,
                      "--set", "engine.backend=echo", "--set", f"model.dir={MODEL_DIR}",
                      "--set", f"server.listen=127.0.0.1:{self.grpc_port}",
                      "--set", f"server.metrics_listen=127.0.0.1:{self.metrics_port}",
