@@ -43,6 +43,11 @@ constexpr HistogramSpec kPredictionRatio = {
     kRatioBounds, 1e3};
 constexpr HistogramSpec kBatchSize = {"gecd_batch_size", "Sequences per engine step.", kBatchBounds,
                                       1};
+constexpr double kEmittedBounds[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64};
+constexpr HistogramSpec kTokensPerSequenceStep = {
+    "gecd_tokens_per_sequence_step",
+    "Tokens one sequence's share of an engine step emitted (above 1: speculative drafts kept).",
+    kEmittedBounds, 1};
 
 constexpr std::string_view kShedReasonNames[ProcessMetrics::kNumShedReasons] = {"max_in_flight",
                                                                                 "slo", "deadline"};
@@ -83,6 +88,10 @@ void ProcessMetrics::ObservePredictionRatio(double ratio) {
 }
 
 void ProcessMetrics::ObserveBatch(int sequences) { Observe(batch_size_, kBatchSize, sequences); }
+
+void ProcessMetrics::ObserveTokensPerSequenceStep(int tokens) {
+  Observe(tokens_per_sequence_step_, kTokensPerSequenceStep, tokens);
+}
 
 void ProcessMetrics::SetKvCacheUsage(double ratio) {
   kv_cache_usage_bits_.store(std::bit_cast<uint64_t>(ratio), std::memory_order_relaxed);
@@ -142,6 +151,9 @@ MetricsSnapshot MetricsRegion::Sum() const {
     daemon::AddTo(s.prediction_ratio, m.prediction_ratio_);
     s.spelling_lookups += m.spelling_lookups_.load(std::memory_order_relaxed);
     s.spelling_skipped += m.spelling_skipped_.load(std::memory_order_relaxed);
+    s.speculative_accepted += m.speculative_accepted_.load(std::memory_order_relaxed);
+    s.speculative_rejected += m.speculative_rejected_.load(std::memory_order_relaxed);
+    daemon::AddTo(s.tokens_per_sequence_step, m.tokens_per_sequence_step_);
   }
   return s;
 }
@@ -182,6 +194,15 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
                absl::StrCat(s.prompt_tokens));
   AppendScalar(out, "gecd_generated_tokens_total", "Tokens generated.", "counter",
                absl::StrCat(s.generated_tokens));
+  AppendHeader(out, "gecd_speculative_tokens_total",
+               "Draft tokens speculative decoding verified: accepted (equal to the greedy choice, "
+               "kept) or rejected.",
+               "counter");
+  absl::StrAppend(&out, "gecd_speculative_tokens_total{result=\"accepted\"} ",
+                  s.speculative_accepted, "\n");
+  absl::StrAppend(&out, "gecd_speculative_tokens_total{result=\"rejected\"} ",
+                  s.speculative_rejected, "\n");
+  AppendHistogram(out, kTokensPerSequenceStep, s.tokens_per_sequence_step);
   AppendScalar(out, "gecd_cancelled_sequences_total",
                "Sequences the engine stopped before they finished (cancelled, expired, orphaned).",
                "counter", absl::StrCat(s.cancelled_sequences));
