@@ -134,8 +134,10 @@ void Engine::Schedule(Sequence* seq, int num_tokens, std::span<const int32_t> dr
   const int num_drafts = static_cast<int>(drafts.size());
   const bool sample = start + num_tokens == Length(*seq);
   if (num_drafts > 0) {
-    // A decode of the last committed token (nothing in flight), then the drafts.
-    entry_.assign(1, seq->tokens.back());
+    // The last prompt chunk or a decode of the last committed token (nothing of the sequence
+    // in flight), then the drafts.
+    const auto tokens = std::span<const int32_t>(seq->tokens).subspan(start, num_tokens);
+    entry_.assign(tokens.begin(), tokens.end());
     entry_.insert(entry_.end(), drafts.begin(), drafts.end());
     plan.batch.Add(entry_, start, seq->blocks.blocks(), sample, /*previous_sample=*/-1, num_drafts);
   } else if (start < static_cast<int>(seq->tokens.size())) {
@@ -193,8 +195,8 @@ const StepPlan& Engine::PlanStep() {
   }
   int prefill_budget = std::max(0, budget - decodes);
 
-  // Decodes that may carry drafts: their token is counted now, their drafts get what the rest
-  // of the step leaves (ScheduleDrafting).
+  // Entries that may carry drafts (decodes, last prompt chunks): their tokens are counted now,
+  // their drafts get what the rest of the step leaves (ScheduleDrafting).
   drafting_.clear();
   for (Sequence* seq : running_) {
     if (budget == 0) break;
@@ -204,9 +206,10 @@ const StepPlan& Engine::PlanStep() {
     const int uncomputed = length - seq->num_scheduled;
     const int want = uncomputed == 1 ? 1 : std::min({uncomputed, prefill_budget, budget});
     if (want == 0) continue;
-    if (uncomputed == 1 && CanDraft(*seq)) {
-      drafting_.push_back(seq);
-      --budget;
+    if (want == uncomputed && CanDraft(*seq)) {
+      drafting_.push_back({seq, want});
+      budget -= want;
+      if (uncomputed > 1) prefill_budget -= want;
       continue;
     }
     // StartWaiting kept room for every running sequence at its longest.
@@ -227,9 +230,9 @@ const StepPlan& Engine::PlanStep() {
 
 bool Engine::CanDraft(const Sequence& seq) const {
   // Drafts follow the committed output, so nothing of the sequence may be in flight; the
-  // first token comes from the prefill, and the last one leaves no room for a draft.
+  // last token leaves no room for a draft.
   const int generated = Length(seq) - seq.num_prompt;
-  return speculates() && seq.num_pending == 0 && seq.in_flight == 0 && generated > 0 &&
+  return speculates() && seq.num_pending == 0 && seq.in_flight == 0 &&
          generated + 1 < seq.params.max_new_tokens && seq.params.copy_end > seq.params.copy_begin;
 }
 
@@ -237,20 +240,20 @@ void Engine::ScheduleDrafting(int budget) {
   const int32_t end_token = options_.eos_token_ids.empty() ? -1 : options_.eos_token_ids[0];
   const int n = static_cast<int>(drafting_.size());
   for (int i = 0; i < n; ++i) {
-    Sequence* seq = drafting_[i];
+    auto [seq, chunk] = drafting_[i];
     const int generated = Length(*seq) - seq->num_prompt;
     // An even share of what is left, the unused part of a share passing to the next ones.
     const int room =
         std::min({seq->draft_limit, budget / (n - i), seq->params.max_new_tokens - generated - 1});
     DraftFromText(CopyText(*seq), std::span<const int32_t>(seq->tokens).subspan(seq->num_prompt),
                   seq->copy_after.position, end_token, room, &drafts_);
-    const int num_tokens = 1 + static_cast<int>(drafts_.size());
+    const int num_tokens = chunk + static_cast<int>(drafts_.size());
     // Within prompt + max_new_tokens - 1 positions, which StartWaiting kept room for.
     const bool reserved = seq->blocks.Reserve(seq->num_scheduled + num_tokens);
     GECD_RELEASE_ASSERT(reserved, absl::StrCat("sequence ", seq->id, " found no KV block for ",
                                                seq->num_scheduled + num_tokens, " tokens"));
-    Schedule(seq, 1, drafts_);
-    budget -= num_tokens - 1;
+    Schedule(seq, chunk, drafts_);
+    budget -= static_cast<int>(drafts_.size());
   }
 }
 
@@ -286,7 +289,11 @@ void Engine::StartWaiting(int* budget, int* prefill_budget) {
                         absl::StrCat("sequence ", seq->id, " found no KV block to start"));
     promised += seq->max_blocks - static_cast<int64_t>(seq->blocks.blocks().size());
     running_.push_back(seq);
-    Schedule(seq, want);
+    if (want == Length(*seq) && CanDraft(*seq)) {
+      drafting_.push_back({seq, want});  // the whole prompt: the first token may come drafted
+    } else {
+      Schedule(seq, want);
+    }
     *budget -= want;
     *prefill_budget -= want;
     ++started;

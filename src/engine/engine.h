@@ -39,8 +39,9 @@
 // The output is the same as Step()'s.
 //
 // Speculative decoding (EngineOptions::speculate_tokens > 0, on a backend that verifies drafts):
-// a decoding sequence with no step in flight submits its last token plus up to k drafts from
-// the user's text (engine/drafter.h); the step samples every position, and CommitStep accepts
+// a sequence's sampling entry (its decode, or its last prompt chunk: the first token too), with
+// nothing of the sequence in flight, carries up to k drafts from the user's text
+// (engine/drafter.h); the step samples every position, and CommitStep accepts
 // drafts while they equal the greedy choice, appends the first choice that differs (or the one
 // after the last draft), and rolls the sequence's cache length back over the rejected drafts,
 // whose K/V the next step overwrites before any attention reads them. The output is token for
@@ -179,11 +180,12 @@ class Engine {
   // Starts waiting sequences, earliest due first, while the step's budgets, the batch size and
   // the pool's guarantee (see the class comment) allow.
   void StartWaiting(int* budget, int* prefill_budget);
-  // `drafts` (then num_tokens is 1): a verify entry, seq's last committed token and drafts.
+  // With `drafts` (the entry must sample): a verify entry, seq's next num_tokens tokens (its
+  // last prompt chunk, or its last committed token) followed by the drafts.
   void Schedule(Sequence* seq, int num_tokens, std::span<const int32_t> drafts = {});
-  // Whether seq's next decode may carry drafts.
+  // Whether seq's next sampling entry may carry drafts.
   bool CanDraft(const Sequence& seq) const;
-  // Gives the decodes PlanStep held back (drafting_) their drafts out of `budget` tokens and
+  // Gives the entries PlanStep held back (drafting_) their drafts out of `budget` tokens and
   // schedules them.
   void ScheduleDrafting(int budget);
   // Appends a sampled token: copy cursors, stop conditions, the event; true when it finished
@@ -221,9 +223,10 @@ class Engine {
   int sampled_ = 0;  // sampling positions of the plan being built
   StepResult result_;
   SpeculationStats stats_;
-  std::vector<Sequence*> drafting_;  // scratch: decodes PlanStep held back for drafts
-  std::vector<int32_t> drafts_;      // scratch: one sequence's drafts
-  std::vector<int32_t> entry_;       // scratch: its verify entry
+  // Scratch: sampling entries PlanStep held back for drafts, with their tokens.
+  std::vector<std::pair<Sequence*, int>> drafting_;
+  std::vector<int32_t> drafts_;  // scratch: one sequence's drafts
+  std::vector<int32_t> entry_;   // scratch: its verify entry
 };
 
 }  // namespace gecd::engine

@@ -752,8 +752,8 @@ TEST_F(EngineTest, SpeculativeDecodingEqualsGreedyOnRandomWorkloads) {
   EXPECT_LT(total.sequence_steps, steps_without);
 }
 
-// A text the output copies whole (an overwhelming copy bias): one verify carries the rest of
-// the text and EOS, so the sequence finishes in few steps, EOS accepted inside the draft.
+// A text the output copies whole (an overwhelming copy bias): the prefill carries the whole
+// text and EOS as drafts, so the sequence finishes in one step, EOS accepted inside the draft.
 TEST_F(EngineTest, SpeculativeCopyFinishesOnEosInsideTheDraft) {
   constexpr int32_t kEos = 1;
   std::vector<int32_t> prompt = {0, 5, 9, 3, 7, 7, 4, 11, 6, 2, 0};
@@ -768,11 +768,10 @@ TEST_F(EngineTest, SpeculativeCopyFinishesOnEosInsideTheDraft) {
   copy.push_back(kEos);
   EXPECT_EQ(out.at(1).tokens, copy);
   EXPECT_EQ(out.at(1).reason, FinishReason::kStopToken);
-  // The prefill samples the first token; one verify carries the other 8 and EOS.
-  EXPECT_EQ(engine.speculation().sequence_steps, 2);
-  EXPECT_EQ(engine.speculation().accepted, 9);
+  EXPECT_EQ(engine.speculation().sequence_steps, 1);
+  EXPECT_EQ(engine.speculation().accepted, 10);
   EXPECT_EQ(engine.speculation().rejected, 0);
-  EXPECT_EQ(out.at(1).last_step, 1);
+  EXPECT_EQ(out.at(1).last_step, 0);
 }
 
 // max_new_tokens reached inside a draft: the output stops there with kLength, and the draft
@@ -791,7 +790,9 @@ TEST_F(EngineTest, SpeculativeStopsAtTheTokenLimitInsideADraft) {
               std::vector<int32_t>(prompt.begin() + 1, prompt.begin() + 1 + limit))
         << "limit " << limit;
     EXPECT_EQ(out.at(1).reason, FinishReason::kLength);
-    EXPECT_EQ(engine.speculation().sequence_steps, limit == 1 ? 1 : 2) << "limit " << limit;
+    // The prefill drafts up to the limit (none for a limit of 1).
+    EXPECT_EQ(engine.speculation().sequence_steps, 1) << "limit " << limit;
+    EXPECT_EQ(engine.speculation().accepted, limit - 1) << "limit " << limit;
     EXPECT_EQ(engine.num_free_blocks(), engine.num_blocks());
   }
 }
@@ -845,9 +846,6 @@ TEST_F(EngineTest, SpeculativeSequenceCancelledMidVerify) {
   Engine engine(model_.backend.get(), nullptr, {.eos_token_ids = {1}, .speculate_tokens = 8});
   ASSERT_TRUE(engine.AddSequence(1, prompt, params).ok());
   ASSERT_TRUE(engine.AddSequence(2, prompt, params).ok());
-  auto first = engine.Step();
-  ASSERT_TRUE(first.ok());
-  ASSERT_EQ(first->size(), 2u);
   const StepPlan& plan = engine.PlanStep();
   ASSERT_EQ(plan.batch.sequences.size(), 2u);
   EXPECT_EQ(plan.batch.sequences[0].num_drafts, 8);
