@@ -27,6 +27,7 @@ done
 mkdir -p "$OUT"
 CONFIG="$ROOT/configs/gecd.yaml"
 
+# free_port, start_daemon NAME ARGS..., DAEMON_PID, stop_daemon (run on exit).
 # shellcheck source=scripts/lib/daemon.sh
 source "$ROOT/scripts/lib/daemon.sh"
 
@@ -43,35 +44,10 @@ rows = json.load(open(sys.argv[1]))["outputs"]["jfleg"]
 open(sys.argv[2], "w").write("".join(r["input"] + "\n" for r in rows))' \
   "$OUT/eval.json" "$OUT/jfleg_dev.txt"
 
-start_daemon() {
-  local name="$1"; shift
-  GRPC_PORT="$(free_port)"; METRICS_PORT="$(free_port)"
-  "$GECD" serve --config "$CONFIG" --set "server.listen=127.0.0.1:$GRPC_PORT" \
-    --set "server.metrics_listen=127.0.0.1:$METRICS_PORT" --set logging.level=warn "$@" \
-    2>"$OUT/$name.daemon.log" &
-  DAEMON_PID=$!
-  for _ in $(seq 600); do
-    curl -sf "http://127.0.0.1:$METRICS_PORT/readyz" >/dev/null 2>&1 && return 0
-    kill -0 "$DAEMON_PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "daemon $name did not become ready; log: $OUT/$name.daemon.log" >&2
-  exit 1
-}
-
-summary() {  # the light-load report's QPS and latency percentiles
-  python3 -c '
-import json, sys
-r = json.load(open(sys.argv[1]))
-lat = r.get("latency_ms", r)
-print("  ", {k: r[k] for k in r if k in ("achieved_qps", "ok", "errors")},
-      {k: lat[k] for k in lat if k in ("p50", "p90", "p99", "max")})' "$1" 2>/dev/null || cat "$1"
-}
-
 for round in 1 2; do
   for k in 0 "$K"; do
     name="spec$k-r$round"
-    start_daemon "$name" --set "engine.speculate_tokens=$k"
+    start_daemon "$name" --config "$CONFIG" --set "engine.speculate_tokens=$k"
     echo "== round $round, speculate_tokens=$k: open loop $LIGHT_QPS req/s, 20 s"
     "$LOAD" --target "127.0.0.1:$GRPC_PORT" --input "$OUT/jfleg_dev.txt" --qps "$LIGHT_QPS" \
       --warmup 2s --duration 20s --json "$OUT/$name-light.json" >"$OUT/$name-light.txt"
