@@ -384,10 +384,14 @@ Workload RandomWorkload(std::mt19937& rng, int max_positions) {
   return w;
 }
 
+// `options` with the workload's EOS ids; `stats` (may be null) gets the engine's speculation
+// counters at the end.
 std::map<SequenceId, Output> RunWorkload(const Workload& w, Backend& backend,
                                          const model::Tokenizer& tokenizer, bool pipelined,
-                                         int64_t* waited) {
-  Engine engine(&backend, &tokenizer, {.eos_token_ids = w.eos});
+                                         int64_t* waited, EngineOptions options = {},
+                                         SpeculationStats* stats = nullptr) {
+  options.eos_token_ids = w.eos;
+  Engine engine(&backend, &tokenizer, std::move(options));
   for (size_t i = 0; i < w.requests.size(); ++i) {
     EXPECT_TRUE(engine.AddSequence(i, w.requests[i].prompt, w.requests[i].params).ok());
   }
@@ -413,6 +417,7 @@ std::map<SequenceId, Output> RunWorkload(const Workload& w, Backend& backend,
   EXPECT_FALSE(engine.HasWork());
   EXPECT_EQ(engine.num_retired(), 0);
   EXPECT_EQ(engine.num_free_blocks(), engine.num_blocks());
+  if (stats != nullptr) *stats = engine.speculation();
   return out;
 }
 
@@ -667,40 +672,8 @@ SpeculativeCase RandomSpeculativeCase(std::mt19937& rng) {
   return c;
 }
 
-std::map<SequenceId, Output> RunSpeculative(const SpeculativeCase& c, Backend& backend,
-                                            const model::Tokenizer& tokenizer, bool speculate,
-                                            bool pipelined, SpeculationStats* stats) {
-  const Workload& w = c.workload;
-  Engine engine(&backend, &tokenizer,
-                {.eos_token_ids = w.eos,
-                 .max_step_tokens = c.max_step_tokens,
-                 .speculate_tokens = speculate ? c.speculate : 0});
-  EXPECT_EQ(engine.speculates(), speculate);
-  for (size_t i = 0; i < w.requests.size(); ++i) {
-    EXPECT_TRUE(engine.AddSequence(i, w.requests[i].prompt, w.requests[i].params).ok());
-  }
-  auto free = [&](int step) {
-    auto it = w.frees.find(step);
-    if (it == w.frees.end()) return;
-    for (SequenceId id : it->second) engine.Free(id).IgnoreError();  // may have finished
-  };
-  std::map<SequenceId, Output> out;
-  if (pipelined) {
-    out = RunPipelined(engine, backend, free);
-  } else {
-    for (int step = 0; engine.HasWork() && step < 10000; ++step) {
-      auto events = engine.Step();
-      EXPECT_TRUE(events.ok()) << events.status();
-      if (!events.ok()) break;
-      Record(*events, step, out);
-      free(step);
-    }
-  }
-  EXPECT_FALSE(engine.HasWork());
-  EXPECT_EQ(engine.num_retired(), 0);
-  EXPECT_EQ(engine.num_free_blocks(), engine.num_blocks());
-  *stats = engine.speculation();
-  return out;
+EngineOptions SpeculativeOptions(const SpeculativeCase& c, bool speculate) {
+  return {.max_step_tokens = c.max_step_tokens, .speculate_tokens = speculate ? c.speculate : 0};
 }
 
 TEST_F(EngineTest, SpeculativeDecodingEqualsGreedyOnRandomWorkloads) {
@@ -717,12 +690,14 @@ TEST_F(EngineTest, SpeculativeDecodingEqualsGreedyOnRandomWorkloads) {
     SpeculationStats stats;
     SpeculativeCase unfreed_case = c;
     unfreed_case.workload.frees.clear();
-    const auto unfreed =
-        RunSpeculative(unfreed_case, *small.backend, tokenizer, false, false, &plain_stats);
+    int64_t waited = 0;
+    const auto unfreed = RunWorkload(unfreed_case.workload, *small.backend, tokenizer, false,
+                                     &waited, SpeculativeOptions(c, false), &plain_stats);
     EXPECT_EQ(plain_stats.accepted + plain_stats.rejected, 0);
     steps_without += plain_stats.sequence_steps;
     for (bool pipelined : {false, true}) {
-      const auto out = RunSpeculative(c, *small.backend, tokenizer, true, pipelined, &stats);
+      const auto out = RunWorkload(c.workload, *small.backend, tokenizer, pipelined, &waited,
+                                   SpeculativeOptions(c, true), &stats);
       if (!pipelined && c.workload.frees.empty()) {
         total.accepted += stats.accepted;
         total.rejected += stats.rejected;
