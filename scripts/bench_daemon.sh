@@ -31,27 +31,9 @@ for bin in "$GECD" "$LOAD" "$WRITE_MODEL"; do
 done
 mkdir -p "$OUT"
 
-# free_port, DAEMON_PID, stop_daemon (run on exit).
+# free_port, start_daemon NAME ARGS..., DAEMON_PID, stop_daemon (run on exit).
 # shellcheck source=scripts/lib/daemon.sh
 source "$ROOT/scripts/lib/daemon.sh"
-
-# start_daemon NAME --set K=V...: starts gecd serve on free ports, waits for /readyz.
-start_daemon() {
-  local name="$1"; shift
-  GRPC_PORT="$(free_port)"; METRICS_PORT="$(free_port)"
-  "$GECD" serve --set "server.listen=127.0.0.1:$GRPC_PORT" \
-    --set "server.metrics_listen=127.0.0.1:$METRICS_PORT" --set logging.level=warn \
-    --set server.sentence_cache_mb=0 "$@" \
-    2>"$OUT/$name.daemon.log" &
-  DAEMON_PID=$!
-  for _ in $(seq 600); do
-    curl -sf "http://127.0.0.1:$METRICS_PORT/readyz" >/dev/null 2>&1 && return 0
-    kill -0 "$DAEMON_PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "daemon $name did not become ready; log: $OUT/$name.daemon.log" >&2
-  exit 1
-}
 
 run() { echo "+ $*"; "$@"; }
 

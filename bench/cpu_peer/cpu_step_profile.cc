@@ -276,7 +276,8 @@ absl::Status Run(const Flags& f) {
   const std::vector<PeerPrompt> prompts = gecd::bench::cpu_peer::BuildPrompts(builder, texts);
   ASSIGN_OR_RETURN(std::unique_ptr<gecd::engine::Backend> backend,
                    gecd::config::CreateBackend(cfg, *checkpoint));
-  const gecd::engine::EngineOptions options = gecd::config::EngineOptionsFrom(*checkpoint);
+  const gecd::engine::EngineOptions options =
+      gecd::config::EngineOptionsFrom(*checkpoint, cfg.engine);
   std::printf(
       "cpu_step_profile: %s, %zu sources, copy bias %g, engine.threads %d, stage timers %s\n",
       cfg.model.dir.c_str(), prompts.size(), cfg.model.copy_bias, cfg.engine.threads,

@@ -46,6 +46,9 @@ struct EvalOptions {
   config::Config config;
   std::string server;       // HOST:PORT; "" runs config.model.dir in-process
   std::string compare_dir;  // a second model directory, in-process
+  // The second system's config: `config` with --compare-set's overrides on top (same model
+  // unless --compare names another), e.g. speculative decoding off against on.
+  config::Config compare_config;
   std::string jfleg_dir;
   std::string jfleg_split = "dev";
   std::string synthetic_path;
@@ -81,6 +84,15 @@ absl::StatusOr<EvalOptions> ParseOptions(const Args& args) {
   if (auto dir = args.Get("model")) o.config.model.dir = *dir;
   o.server = args.Get("server").value_or("");
   o.compare_dir = args.Get("compare").value_or("");
+  o.compare_config = o.config;
+  if (const std::vector<std::string> sets = args.GetAll("compare-set"); !sets.empty()) {
+    std::vector<std::string> overrides = args.GetAll("set");
+    overrides.insert(overrides.end(), sets.begin(), sets.end());
+    ASSIGN_OR_RETURN(o.compare_config,
+                     config::LoadConfigWithOverrides(args.Get("config").value_or(""), overrides));
+    if (auto dir = args.Get("model")) o.compare_config.model.dir = *dir;
+    if (o.compare_dir.empty()) o.compare_dir = o.compare_config.model.dir;
+  }
   o.jfleg_dir = args.Get("jfleg").value_or("");
   o.jfleg_split = args.Get("jfleg-split").value_or("dev");
   o.synthetic_path = args.Get("synthetic").value_or("");
@@ -121,6 +133,7 @@ absl::StatusOr<EvalOptions> ParseOptions(const Args& args) {
 }
 
 absl::StatusOr<std::unique_ptr<eval::Corrector>> MakeCorrector(const EvalOptions& o,
+                                                               const config::Config& config,
                                                                const std::string& server,
                                                                const std::string& model_dir) {
 #ifdef GECD_HAVE_SERVER
@@ -132,7 +145,7 @@ absl::StatusOr<std::unique_ptr<eval::Corrector>> MakeCorrector(const EvalOptions
     return std::unique_ptr<eval::Corrector>(std::move(c));
   }
 #endif
-  config::Config cfg = o.config;
+  config::Config cfg = config;
   cfg.model.dir = model_dir;
   ASSIGN_OR_RETURN(std::unique_ptr<eval::EngineCorrector> c, eval::EngineCorrector::Create(cfg));
   return std::unique_ptr<eval::Corrector>(std::move(c));
@@ -182,8 +195,9 @@ absl::StatusOr<eval::CorrectionRun> CorrectAsParagraphs(eval::Corrector& correct
 }
 
 // `describe(i)` names sentence i in messages (its file and line).
-absl::StatusOr<eval::System> RunSystem(const EvalOptions& o, const std::string& name,
-                                       const std::string& server, const std::string& model_dir,
+absl::StatusOr<eval::System> RunSystem(const EvalOptions& o, const config::Config& config,
+                                       const std::string& name, const std::string& server,
+                                       const std::string& model_dir,
                                        const std::vector<std::string>& texts,
                                        const std::function<std::string(size_t)>& describe) {
   eval::System s;
@@ -191,7 +205,8 @@ absl::StatusOr<eval::System> RunSystem(const EvalOptions& o, const std::string& 
   s.where = server.empty() ? absl::StrCat("model ", model_dir) : absl::StrCat("server ", server);
   std::fprintf(stderr, "gecd eval: %s: %s, %zu sentences\n", name.c_str(), s.where.c_str(),
                texts.size());
-  ASSIGN_OR_RETURN(std::unique_ptr<eval::Corrector> corrector, MakeCorrector(o, server, model_dir));
+  ASSIGN_OR_RETURN(std::unique_ptr<eval::Corrector> corrector,
+                   MakeCorrector(o, config, server, model_dir));
   if (o.paragraphs > 1 && !server.empty()) {
     ProgressBar bar(absl::StrCat("eval ", name, " (paragraphs)"),
                     (texts.size() + o.paragraphs - 1) / o.paragraphs);
@@ -249,11 +264,11 @@ absl::StatusOr<GateResult> RunEval(const EvalOptions& o) {
   };
   std::vector<eval::System> systems;
   ASSIGN_OR_RETURN(eval::System model,
-                   RunSystem(o, "model", o.server, o.config.model.dir, texts, describe));
+                   RunSystem(o, o.config, "model", o.server, o.config.model.dir, texts, describe));
   systems.push_back(std::move(model));
   if (!o.compare_dir.empty()) {
     ASSIGN_OR_RETURN(eval::System compare,
-                     RunSystem(o, "compare", "", o.compare_dir, texts, describe));
+                     RunSystem(o, o.compare_config, "compare", "", o.compare_dir, texts, describe));
     systems.push_back(std::move(compare));
   }
 
@@ -267,6 +282,7 @@ absl::StatusOr<GateResult> RunEval(const EvalOptions& o) {
                         {"max_input_tokens", o.config.model.max_input_tokens},
                         {"max_output_tokens", o.config.model.max_output_tokens},
                         {"copy_bias", o.config.model.copy_bias},
+                        {"speculate_tokens", o.config.engine.speculate_tokens},
                         {"spelling",
                          {{"dictionary", o.config.spelling.dictionary},
                           {"lexicon", o.config.spelling.lexicon},
@@ -318,6 +334,9 @@ int RunEval(const std::vector<std::string>& argv) {
               {"synthetic", true, "TSV of error_type<TAB>source<TAB>target: exact match per type"},
               {"compare", true,
                "a second model directory (e.g. gecd quantize's FP8 copy), in-process"},
+              {"compare-set", true,
+               "compare a second run with this config override on top (repeatable), e.g. "
+               "--compare-set engine.speculate_tokens=0; the same model unless --compare"},
               {"limit", true, "only the first N sentences of each set"},
               {"report", true, "write every figure as JSON to FILE"},
               {"report-outputs", false, "include every output in the JSON report"},
@@ -335,7 +354,8 @@ int RunEval(const std::vector<std::string>& argv) {
       .usage =
           "usage: gecd eval [--model DIR | --server HOST:PORT] [--config FILE] [--set "
           "KEY=VALUE]...\n"
-          "                 [--jfleg DIR] [--synthetic FILE] [--compare DIR] [--limit N]\n"
+          "                 [--jfleg DIR] [--synthetic FILE] [--compare DIR]\n"
+          "                 [--compare-set KEY=VALUE]... [--limit N]\n"
           "                 [--report FILE [--report-outputs]] [--min-gleu-delta D]\n"
           "                 [--max-false-change-rate R]\n"
           "Runs every sentence through the model (greedy with the config's copy bias, prompt\n"
@@ -344,7 +364,8 @@ int RunEval(const std::vector<std::string>& argv) {
           "match per error type on the synthetic set, and throughput. --compare runs a second "
           "model\n"
           "directory on the same sentences and reports the differences and how often the two "
-          "agree.\n"
+          "agree;\n"
+          "--compare-set the same model with other settings (the count of differing outputs).\n"
           "Exit status: 0, 1 on errors, 2 on usage errors, 3 when a --min-gleu-delta /\n"
           "--max-false-change-rate gate fails.\n",
       .usage_on_error = true,

@@ -185,6 +185,7 @@ const std::vector<Field>& Fields() {
       Int("engine.kv_cache_mb", &Config::engine, &EngineSection::kv_cache_mb, 1, 1 << 22),
       Int("engine.max_batch_size", &Config::engine, &EngineSection::max_batch_size, 1, 4096),
       Int("engine.max_step_tokens", &Config::engine, &EngineSection::max_step_tokens, 1, 1 << 20),
+      Int("engine.speculate_tokens", &Config::engine, &EngineSection::speculate_tokens, 0, 256),
       Int("engine.device", &Config::engine, &EngineSection::device, 0, 63),
       Double("engine.kv_cache_memory_fraction", &Config::engine,
              &EngineSection::kv_cache_memory_fraction, 0.0, 0.95, /*min_allowed=*/false),

@@ -34,6 +34,9 @@ struct EngineSection {
   int kv_cache_mb = 256;
   int max_batch_size = 128;    // sequences per step
   int max_step_tokens = 2048;  // prefill + decode tokens per step
+  // Speculative decoding: most drafts from the user's text a sequence verifies per step
+  // (engine/engine.h); 0 = off. Backends that cannot verify (cuda, for now) ignore it.
+  int speculate_tokens = 0;
   // The cuda backend only (the cpu backend runs the checkpoint's weights as stored):
   int device = 0;                         // CUDA device ordinal
   double kv_cache_memory_fraction = 0.5;  // of the device memory free after the weights

@@ -265,6 +265,9 @@ absl::Status CudaBackend::Validate(const StepBatch& batch, int* sampled) const {
     const std::string where = absl::StrCat("step sequence ", i, ": ");
     RETURN_IF_ERROR(CheckSequence(batch, i, expected_offset, layout_, max_context_));
     expected_offset += s.num_tokens;
+    if (s.num_drafts > 0) {
+      return absl::InvalidArgumentError(where + "drafts to verify; this backend cannot verify");
+    }
     if (s.previous_sample >= 0 && (s.num_tokens != 1 || s.previous_sample >= last_sampled_)) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, "previous_sample ", s.previous_sample, " of a ", s.num_tokens,

@@ -37,6 +37,11 @@ absl::Status CheckSequence(const StepBatch& batch, size_t i, int expected_offset
           absl::StrCat(where, "block id ", block, " out of range [0, ", layout.num_blocks, ")"));
     }
   }
+  if (s.num_drafts < 0 || s.num_drafts >= s.num_tokens || (s.num_drafts > 0 && !s.sample)) {
+    return absl::InvalidArgumentError(absl::StrCat(where, s.num_drafts, " drafts in a ",
+                                                   s.num_tokens, "-token entry",
+                                                   s.sample ? "" : " that does not sample"));
+  }
   const BatchCopyBias& c = s.copy;
   if (c.bias != 0) {
     if (!std::isfinite(c.bias) || !s.sample) {
@@ -81,7 +86,8 @@ void StepBatch::SetCopyBias(std::span<const int32_t> text, float bias, int32_t e
 }
 
 void StepBatch::Add(std::span<const int32_t> new_tokens, int start_position,
-                    std::span<const int32_t> block_table, bool sample, int previous_sample) {
+                    std::span<const int32_t> block_table, bool sample, int previous_sample,
+                    int num_drafts) {
   sequences.push_back({.token_offset = static_cast<int>(tokens.size()),
                        .num_tokens = static_cast<int>(new_tokens.size()),
                        .start_position = start_position,
@@ -89,6 +95,7 @@ void StepBatch::Add(std::span<const int32_t> new_tokens, int start_position,
                        .num_blocks = static_cast<int>(block_table.size()),
                        .sample = sample,
                        .previous_sample = previous_sample,
+                       .num_drafts = num_drafts,
                        .copy = {}});
   tokens.insert(tokens.end(), new_tokens.begin(), new_tokens.end());
   block_ids.insert(block_ids.end(), block_table.begin(), block_table.end());
@@ -97,6 +104,12 @@ void StepBatch::Add(std::span<const int32_t> new_tokens, int start_position,
 int StepBatch::num_sampled() const {
   int n = 0;
   for (const BatchSequence& s : sequences) n += s.sample ? 1 : 0;
+  return n;
+}
+
+int StepBatch::num_sample_rows() const {
+  int n = 0;
+  for (const BatchSequence& s : sequences) n += s.sample ? 1 + s.num_drafts : 0;
   return n;
 }
 

@@ -13,9 +13,10 @@
 #include "model/model_config.h"
 
 // The seam between the engine (which decides what runs) and a backend (which runs the model).
-// One step is one forward pass over a batch that mixes prefill chunks of any length and
-// single-token decodes. A batch is plain data (no pointers into engine state), so a backend may
-// keep it while it runs asynchronously.
+// One step is one forward pass over a batch that mixes prefill chunks of any length,
+// single-token decodes and verify entries (a decode followed by draft tokens, each position
+// sampled: speculative decoding, where the backend supports it). A batch is plain data (no pointers
+// into engine state), so a backend may keep it while it runs asynchronously.
 namespace gecd::engine {
 
 // A sampling sequence's copy bias (engine/copy_bias.h); bias 0 is off.
@@ -27,6 +28,8 @@ struct BatchCopyBias {
   CopyCursor cursor;       // where the copy stood before the entry's last token
   // The entry's last token is generated output, so the cursor advances over it before the
   // candidate is taken; false when it is the prompt's (the first sample: the text's start).
+  // With drafts, this is about the token before the first draft; the cursor then advances
+  // over each draft before the next position's candidate is taken.
   bool advance = false;
 };
 
@@ -43,6 +46,11 @@ struct BatchSequence {
   // next_tokens[previous_sample]; its slot in StepBatch::tokens is a placeholder. This lets the
   // engine dispatch step N+1 before it has read step N's result.
   int previous_sample = -1;
+  // With `sample`: the last num_drafts tokens are drafts, and each of the last 1 + num_drafts
+  // positions samples (the choice after the token before the first draft, then after each
+  // draft), so one step verifies the drafts as greedy decoding would have produced them.
+  // Only for a backend whose verifies_drafts() is true.
+  int num_drafts = 0;
   BatchCopyBias copy;
 };
 
@@ -54,18 +62,22 @@ struct StepBatch {
   bool return_logits = false;
 
   void Clear();
+  // `num_drafts` (BatchSequence::num_drafts) of new_tokens are drafts.
   void Add(std::span<const int32_t> new_tokens, int start_position,
-           std::span<const int32_t> block_table, bool sample, int previous_sample = -1);
+           std::span<const int32_t> block_table, bool sample, int previous_sample = -1,
+           int num_drafts = 0);
   // Gives the last added sequence a copy bias over `text`.
   void SetCopyBias(std::span<const int32_t> text, float bias, int32_t end_token, CopyCursor cursor,
                    bool advance);
   int num_tokens() const { return static_cast<int>(tokens.size()); }
-  int num_sampled() const;
+  int num_sampled() const;      // entries that sample
+  int num_sample_rows() const;  // positions that sample: 1 + num_drafts per sampling entry
 };
 
 struct StepResult {
   // Greedy (argmax, lowest id on ties; after the copy bias where a sequence has one) next token
-  // of each sampling sequence, in batch order.
+  // of each sampling position, in batch order: one per sampling entry, 1 + num_drafts for a
+  // verify entry.
   std::vector<int32_t> next_tokens;
   // [next_tokens.size(), vocab_size] row-major when the batch asked for them, else empty;
   // the model's own logits, without the copy bias.
@@ -75,9 +87,9 @@ struct StepResult {
 // The checks every backend makes of sequence `i` of `batch`: its tokens start at
 // `expected_offset` (sequences cover the tokens in order) and end inside the batch's, its
 // block range lies inside block_ids, its positions fit `max_context` and its block table, its
-// block ids are in [0, layout.num_blocks), and a copy bias is finite, samples, and has its
-// text inside copy_tokens and its cursor inside the text. An InvalidArgument error names the
-// sequence.
+// block ids are in [0, layout.num_blocks), its drafts (if any) sample and leave one token
+// before them, and a copy bias is finite, samples, and has its text inside copy_tokens and its
+// cursor inside the text. An InvalidArgument error names the sequence.
 absl::Status CheckSequence(const StepBatch& batch, size_t i, int expected_offset,
                            const KvCacheLayout& layout, int64_t max_context);
 
@@ -94,6 +106,9 @@ class Backend {
   // Capacity of one step: total tokens, and sequences that sample.
   virtual int max_step_tokens() const = 0;
   virtual int max_batch_size() const = 0;
+  // True when Forward samples every position of a verify entry (BatchSequence::num_drafts);
+  // the engine sends drafts only to such a backend.
+  virtual bool verifies_drafts() const { return false; }
 
   // Writes the batch's K/V into the cache and fills `result`. A malformed batch (sizes over
   // capacity, ids out of range, a block table too short, a previous_sample the previous

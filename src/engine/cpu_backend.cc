@@ -282,7 +282,10 @@ absl::Status CpuBackend::AllocateStepBuffers(const CpuBackendOptions& options) t
   last_.resize(static_cast<size_t>(max_batch_size_) * hidden);
   logits_.resize(static_cast<size_t>(max_batch_size_) * c.vocab_size);
   tokens_.reserve(options.max_step_tokens);
-  previous_next_tokens_.reserve(max_batch_size_);
+  sample_rows_.reserve(options.max_step_tokens);
+  sample_candidates_.reserve(options.max_step_tokens);
+  sample_bias_.reserve(options.max_step_tokens);
+  previous_next_tokens_.reserve(options.max_step_tokens);
   const int max_in = std::max({c.hidden_size, c.intermediate_size, q_width_});
   const int max_out = std::max(q_width_ + 2 * kv_width_, 2 * c.intermediate_size);
   scratch_.Reserve(options.max_step_tokens, max_in, std::max(max_out, c.hidden_size));
@@ -470,39 +473,55 @@ absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
     layer.down.Apply(act_.data(), tokens, x_.data(), /*accumulate=*/true, &scratch_);
   }
 
-  // Only the rows that sample need the final norm and the (large) lm_head GEMM.
-  GECD_PROFILE_MARK(kFinalNorm);
-  int sampled = 0;
+  // Only the rows that sample need the final norm and the (large) lm_head GEMM. A verify entry
+  // samples its last 1 + num_drafts rows, the copy cursor advancing over each draft as it
+  // would have had the drafts been generated one by one.
+  GECD_PROFILE_MARK(kSample);
+  sample_rows_.clear();
+  sample_candidates_.clear();
+  sample_bias_.clear();
   for (const BatchSequence& s : batch.sequences) {
     if (!s.sample) continue;
-    const int t = s.token_offset + s.num_tokens - 1;
-    RmsNorm(x_.data() + static_cast<size_t>(t) * hidden, final_norm_.data(), 1, hidden, eps,
-            last_.data() + static_cast<size_t>(sampled) * hidden);
-    ++sampled;
+    const int first = s.token_offset + s.num_tokens - 1 - s.num_drafts;
+    const std::span<const int32_t> text(batch.copy_tokens.data() + s.copy.text_offset,
+                                        s.copy.text_length);
+    CopyCursor cursor = s.copy.cursor;
+    for (int j = 0; j <= s.num_drafts; ++j) {
+      int32_t candidate = -1;
+      if (s.copy.bias != 0) {
+        if (j > 0 || s.copy.advance) cursor = AdvanceCopy(text, cursor, tokens_[first + j]);
+        candidate = CopyCandidate(text, cursor, s.copy.end_token);
+      }
+      sample_rows_.push_back(first + j);
+      sample_candidates_.push_back(candidate);
+      sample_bias_.push_back(s.copy.bias);
+    }
   }
   const int vocab = config_.vocab_size;
-  GECD_PROFILE_MARK(kLmHead);
-  lm_head_.Apply(last_.data(), sampled, logits_.data(), /*accumulate=*/false, &scratch_);
-  GECD_PROFILE_MARK(kSample);
-  int r = 0;
-  for (const BatchSequence& s : batch.sequences) {
-    if (!s.sample) continue;
-    const std::span<const float> row(logits_.data() + static_cast<size_t>(r++) * vocab, vocab);
-    int32_t candidate = -1;
-    if (s.copy.bias != 0) {
-      const std::span<const int32_t> text(batch.copy_tokens.data() + s.copy.text_offset,
-                                          s.copy.text_length);
-      const int32_t last = tokens_[s.token_offset + s.num_tokens - 1];
-      const CopyCursor cursor =
-          s.copy.advance ? AdvanceCopy(text, s.copy.cursor, last) : s.copy.cursor;
-      candidate = CopyCandidate(text, cursor, s.copy.end_token);
+  const int rows = static_cast<int>(sample_rows_.size());
+  // In groups of max_batch_size rows, the size of the logits buffer.
+  for (int r0 = 0; r0 < rows; r0 += max_batch_size_) {
+    const int n = std::min(max_batch_size_, rows - r0);
+    GECD_PROFILE_MARK(kFinalNorm);
+    for (int r = 0; r < n; ++r) {
+      RmsNorm(x_.data() + static_cast<size_t>(sample_rows_[r0 + r]) * hidden, final_norm_.data(), 1,
+              hidden, eps, last_.data() + static_cast<size_t>(r) * hidden);
     }
-    result->next_tokens.push_back(BiasedArgmax(row, candidate, s.copy.bias));
+    GECD_PROFILE_MARK(kLmHead);
+    lm_head_.Apply(last_.data(), n, logits_.data(), /*accumulate=*/false, &scratch_);
+    GECD_PROFILE_MARK(kSample);
+    for (int r = 0; r < n; ++r) {
+      const std::span<const float> row(logits_.data() + static_cast<size_t>(r) * vocab, vocab);
+      result->next_tokens.push_back(
+          BiasedArgmax(row, sample_candidates_[r0 + r], sample_bias_[r0 + r]));
+    }
+    GECD_PROFILE_MARK(kResult);
+    if (batch.return_logits) {
+      result->logits.insert(result->logits.end(), logits_.begin(),
+                            logits_.begin() + static_cast<size_t>(n) * vocab);
+    }
   }
   GECD_PROFILE_MARK(kResult);
-  if (batch.return_logits) {
-    result->logits.assign(logits_.begin(), logits_.begin() + static_cast<size_t>(sampled) * vocab);
-  }
   previous_next_tokens_ = result->next_tokens;
   GECD_PROFILE_END();
   return absl::OkStatus();

@@ -19,7 +19,8 @@
 // All tokens of a step form one [tokens, hidden] matrix so every Linear is one GEMM; only
 // attention runs per sequence. Weights are converted to f32 once, at Create; every buffer a
 // step needs is allocated there too, sized by max_step_tokens / max_batch_size, so Forward
-// allocates nothing. Not thread-safe; BLAS parallelises each GEMM.
+// allocates nothing (verify rows run the lm_head in groups of max_batch_size). Not thread-safe;
+// BLAS parallelises each GEMM.
 namespace gecd::engine {
 
 // RoPE inverse frequencies [head_dim / 2]: 1 / theta^(2i / head_dim), llama3-adjusted when
@@ -52,6 +53,7 @@ class CpuBackend final : public Backend {
   const KvCacheLayout& kv_layout() const override { return layout_; }
   int max_step_tokens() const override { return max_step_tokens_; }
   int max_batch_size() const override { return max_batch_size_; }
+  bool verifies_drafts() const override { return true; }
   absl::Status Forward(const StepBatch& batch, StepResult* result) override;
   // "cpu, OpenBLAS <core> kernels" or "cpu, int8 oneDNN <kernel> kernels", and oneDNN's ISA:
   // which kernels the matmuls run.
@@ -120,6 +122,10 @@ class CpuBackend final : public Backend {
   std::vector<float> last_;      // [batch, hidden] final hidden state of sampling rows
   std::vector<float> logits_;    // [batch, vocab]
   std::vector<int32_t> tokens_;  // the batch's tokens, previous_sample entries filled in
+  // Per sampling position: its row in x_, its copy candidate (-1: none) and bias.
+  std::vector<int> sample_rows_;
+  std::vector<int32_t> sample_candidates_;
+  std::vector<float> sample_bias_;
   std::vector<int32_t> previous_next_tokens_;  // the last Forward's next_tokens
   LinearScratch scratch_;
 };

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,7 +36,19 @@
 // decodes its pending token in N+1 through BatchSequence::previous_sample, so the Forward
 // calls must run in plan order. A sequence that step N finishes (or that is freed) has its
 // N+1 entry ignored, and its blocks go back to the pool once no in-flight step writes them.
-// The output is the same as Step()'s. Not thread-safe.
+// The output is the same as Step()'s.
+//
+// Speculative decoding (EngineOptions::speculate_tokens > 0, on a backend that verifies drafts):
+// a sequence's sampling entry (its decode, or its last prompt chunk: the first token too), with
+// nothing of the sequence in flight, carries up to k drafts from the user's text
+// (engine/drafter.h); the step samples every position, and CommitStep accepts
+// drafts while they equal the greedy choice, appends the first choice that differs (or the one
+// after the last draft), and rolls the sequence's cache length back over the rejected drafts,
+// whose K/V the next step overwrites before any attention reads them. The output is token for
+// token that of decoding without drafts. Drafts get only the step budget that decodes, prefill
+// chunks and starting sequences leave, shared evenly; k adapts per sequence (doubles after a
+// fully accepted draft, halves after a rejection). A sequence whose verify is in flight is not
+// planned again until it is committed. Not thread-safe.
 namespace gecd::engine {
 
 using SequenceId = uint64_t;
@@ -73,6 +86,9 @@ struct EngineOptions {
   std::vector<int32_t> eos_token_ids;  // usually the model's generation_config
   int max_step_tokens = 0;             // 0: the backend's limit
   int max_batch_size = 0;              // running sequences; 0: the backend's limit
+  // Most draft tokens a sequence verifies per step (speculative decoding, see above); 0 is off,
+  // and so is a backend that cannot verify (Backend::verifies_drafts).
+  int speculate_tokens = 0;
   // Microseconds of the clock that GenerationParams' due and deadline times are in; null is
   // gecd::MonotonicMicros. Tests pass a fake.
   std::function<int64_t()> clock;
@@ -83,6 +99,15 @@ struct StepPlan {
   StepBatch batch;
   std::vector<SequenceId> ids;  // parallel to batch.sequences
   bool empty() const { return ids.empty(); }
+};
+
+// Speculative decoding's counters since the engine started.
+struct SpeculationStats {
+  int64_t accepted = 0;        // drafts equal to the greedy choice, emitted
+  int64_t rejected = 0;        // drafts verified and discarded
+  int64_t sequence_steps = 0;  // committed entries that sampled: a sequence's sequential steps
+  // [n]: sequence-steps that emitted n tokens (n >= 1; the last bucket also counts more).
+  std::vector<int64_t> emitted;
 };
 
 class Engine {
@@ -124,6 +149,9 @@ class Engine {
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int num_free_blocks() const { return pool_.num_free(); }
   int num_blocks() const { return pool_.num_blocks(); }
+  // Whether steps carry drafts (speculate_tokens > 0 and the backend verifies).
+  bool speculates() const { return options_.speculate_tokens > 0; }
+  const SpeculationStats& speculation() const { return stats_; }
 
  private:
   struct Sequence {
@@ -143,6 +171,8 @@ class Engine {
     std::string text;             // generated text, kept only when there are stop strings
     CopyCursor copy_after;        // the copy bias's cursor after every committed token
     CopyCursor copy_before_last;  // ... and before the last committed one
+    int draft_limit = 0;          // drafts its next verify may carry (adaptive)
+    bool verifying = false;       // a step with its drafts is in flight
   };
 
   // Drops the waiting sequences whose deadline has passed into expired_.
@@ -150,7 +180,22 @@ class Engine {
   // Starts waiting sequences, earliest due first, while the step's budgets, the batch size and
   // the pool's guarantee (see the class comment) allow.
   void StartWaiting(int* budget, int* prefill_budget);
-  void Schedule(Sequence* seq, int num_tokens);
+  // With `drafts` (the entry must sample): a verify entry, seq's next num_tokens tokens (its
+  // last prompt chunk, or its last committed token) followed by the drafts.
+  void Schedule(Sequence* seq, int num_tokens, std::span<const int32_t> drafts = {});
+  // Whether seq's next sampling entry may carry drafts.
+  bool CanDraft(const Sequence& seq) const;
+  // Gives the entries PlanStep held back (drafting_) their drafts out of `budget` tokens and
+  // schedules them.
+  void ScheduleDrafting(int budget);
+  // Appends a sampled token: copy cursors, stop conditions, the event; true when it finished
+  // the sequence (which is then removed).
+  bool Append(Sequence* seq, int32_t token, std::vector<StepEvent>* events);
+  // The user's text the copy bias and the drafter follow.
+  static std::span<const int32_t> CopyText(const Sequence& seq) {
+    return std::span<const int32_t>(seq.tokens)
+        .subspan(seq.params.copy_begin, seq.params.copy_end - seq.params.copy_begin);
+  }
   void SetCopyBias(const Sequence& seq, StepBatch* batch) const;
   FinishReason CheckFinished(Sequence* seq, int32_t token);
   void Remove(SequenceId id);
@@ -175,8 +220,13 @@ class Engine {
   StepPlan plans_[2];
   std::vector<Sequence*> plan_sequences_[2];
   int next_plan_ = 0;
-  int sampled_ = 0;  // sampling entries of the plan being built
+  int sampled_ = 0;  // sampling positions of the plan being built
   StepResult result_;
+  SpeculationStats stats_;
+  // Scratch: sampling entries PlanStep held back for drafts, with their tokens.
+  std::vector<std::pair<Sequence*, int>> drafting_;
+  std::vector<int32_t> drafts_;  // scratch: one sequence's drafts
+  std::vector<int32_t> entry_;   // scratch: its verify entry
 };
 
 }  // namespace gecd::engine

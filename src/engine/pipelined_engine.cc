@@ -15,6 +15,7 @@ PipelinedEngine::PipelinedEngine(std::unique_ptr<Backend> backend,
 absl::Status PipelinedEngine::Step(StepOutcome* out) {
   out->ran.clear();
   out->events.clear();
+  if (engine_.speculates()) return StepCommitFirst(out);
   if (backend_->asynchronous()) return StepOnDeviceQueue(out);
   const StepPlan& next = engine_.PlanStep();
   out->expired = engine_.TakeExpired();
@@ -29,6 +30,26 @@ absl::Status PipelinedEngine::Step(StepOutcome* out) {
   }
   if (previous != nullptr) out->events = engine_.CommitStep(*previous, results_[slot_]);
   if (in_flight_ != nullptr) slot_ ^= 1;
+  return absl::OkStatus();
+}
+
+absl::Status PipelinedEngine::StepCommitFirst(StepOutcome* out) {
+  const bool back_to_back = in_flight_ != nullptr;
+  if (in_flight_ != nullptr) {
+    RETURN_IF_ERROR(backend_->asynchronous() ? backend_->Collect(&results_[0]) : compute_.Wait());
+    out->events = engine_.CommitStep(*in_flight_, results_[0]);
+    in_flight_ = nullptr;
+  }
+  const StepPlan& next = engine_.PlanStep();
+  out->expired = engine_.TakeExpired();
+  if (next.empty()) return absl::OkStatus();
+  if (backend_->asynchronous()) {
+    RETURN_IF_ERROR(backend_->Submit(next.batch));
+  } else {
+    compute_.Dispatch(&next.batch, &results_[0], back_to_back);
+  }
+  in_flight_ = &next;
+  out->ran = next.ids;
   return absl::OkStatus();
 }
 

@@ -19,7 +19,10 @@ namespace gecd::engine {
 // caller's work between steps (committing, ring I/O, detokenizing) runs while the backend
 // computes. A synchronous backend computes on a ComputeThread; an asynchronous one (a device
 // queue) gets N+1 submitted before N is collected. The outputs are token for token those of
-// Engine::Step(). Owns the backend, the engine and the compute thread. Not thread-safe.
+// Engine::Step(). With speculative decoding, drafts follow the committed output, so each
+// Step() commits the step in flight before it plans the next (the caller's work between steps
+// still overlaps the step it started). Owns the backend, the engine and the compute thread.
+// Not thread-safe.
 class PipelinedEngine {
  public:
   struct StepOutcome {
@@ -56,6 +59,7 @@ class PipelinedEngine {
 
  private:
   absl::Status StepOnDeviceQueue(StepOutcome* out);
+  absl::Status StepCommitFirst(StepOutcome* out);
 
   std::unique_ptr<Backend> backend_;
   Engine engine_;

@@ -31,7 +31,7 @@ class ModelGenerator final : public Generator {
                      config::CreateBackend(config, *checkpoint));
     ProcessStartup().Mark("backend");
     return std::make_unique<ModelGenerator>(std::move(backend),
-                                            config::EngineOptionsFrom(*checkpoint));
+                                            config::EngineOptionsFrom(*checkpoint, config.engine));
   }
 
   ModelGenerator(std::unique_ptr<engine::Backend> backend, engine::EngineOptions options)
@@ -59,15 +59,27 @@ class ModelGenerator final : public Generator {
     return absl::OkStatus();
   }
 
-  void PublishGauges(metrics::ProcessMetrics& metrics) const override {
+  void PublishGauges(metrics::ProcessMetrics& metrics) override {
     const engine::Engine& e = engine_.engine();
     const int total = e.num_blocks();
     metrics.SetKvCacheUsage(total == 0 ? 0.0
                                        : static_cast<double>(total - e.num_free_blocks()) / total);
     metrics.SetQueueDepth(e.num_waiting());
+    if (!e.speculates()) return;
+    const engine::SpeculationStats& now = e.speculation();
+    metrics.AddSpeculativeTokens(now.accepted - published_.accepted,
+                                 now.rejected - published_.rejected);
+    published_.emitted.resize(now.emitted.size());
+    for (size_t n = 1; n < now.emitted.size(); ++n) {
+      for (int64_t k = published_.emitted[n]; k < now.emitted[n]; ++k) {
+        metrics.ObserveTokensPerSequenceStep(static_cast<int>(n));
+      }
+    }
+    published_ = now;
   }
 
  private:
+  engine::SpeculationStats published_;  // the counters PublishGauges last published
   engine::PipelinedEngine engine_;
 };
 
@@ -121,7 +133,7 @@ class EchoGenerator final : public Generator {
     return absl::OkStatus();
   }
 
-  void PublishGauges(metrics::ProcessMetrics& metrics) const override {
+  void PublishGauges(metrics::ProcessMetrics& metrics) override {
     metrics.SetQueueDepth(static_cast<int64_t>(prompts_.size()));
   }
 

@@ -34,7 +34,8 @@ class Generator {
   virtual bool Free(engine::SequenceId id) = 0;
   virtual bool HasWork() const = 0;
   virtual absl::Status Step(StepOutcome* out) = 0;
-  virtual void PublishGauges(metrics::ProcessMetrics& metrics) const = 0;
+  // The engine's gauges, and its speculative-decoding counters' growth since the last call.
+  virtual void PublishGauges(metrics::ProcessMetrics& metrics) = 0;
 };
 
 // engine.backend's generator, loaded (model, weights) and warmed up: one tiny generation has

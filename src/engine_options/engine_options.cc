@@ -62,10 +62,12 @@ absl::StatusOr<std::unique_ptr<engine::Backend>> CreateBackend(
   return cpu;
 }
 
-engine::EngineOptions EngineOptionsFrom(const model::Checkpoint& checkpoint) {
+engine::EngineOptions EngineOptionsFrom(const model::Checkpoint& checkpoint,
+                                        const EngineSection& engine) {
   const std::vector<int>& eos = checkpoint.generation_config().eos_token_ids;
   engine::EngineOptions options;
   options.eos_token_ids.assign(eos.begin(), eos.end());
+  options.speculate_tokens = engine.speculate_tokens;
   return options;
 }
 

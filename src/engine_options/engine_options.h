@@ -24,8 +24,10 @@ absl::StatusOr<std::unique_ptr<engine::Backend>> CreateBackend(const Config& con
                                                                const model::Checkpoint& checkpoint);
 
 // The engine options the checkpoint sets: its EOS ids (generation_config.json's, which
-// Checkpoint::Open already filled in from config.json where it had none).
-engine::EngineOptions EngineOptionsFrom(const model::Checkpoint& checkpoint);
+// Checkpoint::Open already filled in from config.json where it had none); and the engine
+// section's: engine.speculate_tokens.
+engine::EngineOptions EngineOptionsFrom(const model::Checkpoint& checkpoint,
+                                        const EngineSection& engine);
 
 }  // namespace gecd::config
 

@@ -19,6 +19,12 @@ struct CorrectionRun {
   int64_t failed = 0;
   int64_t generated_tokens = 0;  // output tokens, stop tokens excluded
   double wall_s = 0;             // the whole run, first request to last answer
+  // In-process runs only (0 otherwise): the sequential engine steps of all sentences (a
+  // sentence's steps: those that sampled for it), and the drafts speculative decoding
+  // verified.
+  int64_t sequence_steps = 0;
+  int64_t accepted_drafts = 0;
+  int64_t rejected_drafts = 0;
 };
 
 // Runs a whole set of sentences and returns every output. A sentence the model or server

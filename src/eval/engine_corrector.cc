@@ -30,8 +30,8 @@ absl::StatusOr<std::unique_ptr<EngineCorrector>> EngineCorrector::Create(
                    model::SpellCorrectorFrom(config.spelling));
   ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend,
                    config::CreateBackend(config, *checkpoint));
-  auto engine = std::make_unique<engine::PipelinedEngine>(std::move(backend), tokenizer.get(),
-                                                          config::EngineOptionsFrom(*checkpoint));
+  auto engine = std::make_unique<engine::PipelinedEngine>(
+      std::move(backend), tokenizer.get(), config::EngineOptionsFrom(*checkpoint, config.engine));
   std::unique_ptr<EngineCorrector> corrector(
       new EngineCorrector(std::move(tokenizer), std::move(spelling), std::move(engine)));
   ASSIGN_OR_RETURN(
@@ -89,6 +89,12 @@ absl::StatusOr<CorrectionRun> EngineCorrector::CorrectAll(const std::vector<std:
     }
   }
   run.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  // The engine's counters cover every CorrectAll of this corrector: this run's are the change.
+  const engine::SpeculationStats& stats = engine_->engine().speculation();
+  run.sequence_steps = stats.sequence_steps - counted_.sequence_steps;
+  run.accepted_drafts = stats.accepted - counted_.accepted;
+  run.rejected_drafts = stats.rejected - counted_.rejected;
+  counted_ = stats;
   return run;
 }
 

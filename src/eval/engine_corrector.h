@@ -42,6 +42,7 @@ class EngineCorrector final : public Corrector {
   std::unique_ptr<model::SpellCorrector> spelling_;  // null: no spelling stage
   std::unique_ptr<engine::PipelinedEngine> engine_;
   std::unique_ptr<text::PromptBuilder> prompts_;  // over tokenizer_ and spelling_
+  engine::SpeculationStats counted_;              // the engine's counters after the last run
 };
 
 }  // namespace gecd::eval

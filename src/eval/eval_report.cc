@@ -30,6 +30,11 @@ Json ThroughputJson(const System& s, size_t sentences) {
   j["sentences_per_s"] = sentences / wall;
   j["generated_tokens"] = s.run.generated_tokens;
   j["generated_tokens_per_s"] = s.run.generated_tokens / wall;
+  if (s.run.sequence_steps > 0) {
+    j["decode_steps_per_sentence"] = static_cast<double>(s.run.sequence_steps) / sentences;
+    j["drafts_accepted"] = s.run.accepted_drafts;
+    j["drafts_rejected"] = s.run.rejected_drafts;
+  }
   Json errors = Json::array();
   for (size_t i = 0; i < s.run.errors.size() && errors.size() < 20; ++i) {
     if (!s.run.errors[i].empty()) errors.push_back({{"index", i}, {"message", s.run.errors[i]}});
@@ -206,6 +211,25 @@ absl::StatusOr<Report> ScoreSystems(const EvalSets& sets, const std::vector<Syst
                           "tokens/s (%d failed; %s)\n",
                           s.name, texts.size(), s.run.wall_s, texts.size() / wall,
                           s.run.generated_tokens / wall, s.run.failed, s.where);
+    if (s.run.sequence_steps > 0) {
+      const int64_t drafts = s.run.accepted_drafts + s.run.rejected_drafts;
+      absl::StrAppendFormat(&summary,
+                            "  %-12s %.2f sequential decode steps per sentence, drafts accepted "
+                            "%.1f%% (%d of %d)\n",
+                            "", static_cast<double>(s.run.sequence_steps) / texts.size(),
+                            drafts == 0 ? 0.0 : 100.0 * s.run.accepted_drafts / drafts,
+                            s.run.accepted_drafts, drafts);
+    }
+  }
+  if (systems.size() == 2) {
+    // Every sentence of both sets: a speculative run against a plain one must differ on none.
+    int64_t differ = 0;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      differ += systems[0].run.outputs[i] != systems[1].run.outputs[i] ? 1 : 0;
+    }
+    doc["output_differences"] = differ;
+    absl::StrAppendFormat(&summary, "  outputs differ on %d of %zu sentences\n", differ,
+                          texts.size());
   }
   if (!std::isnan(o.min_gleu_delta) || !std::isnan(o.max_false_change_rate)) {
     Json g;

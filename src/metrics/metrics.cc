@@ -53,6 +53,11 @@ constexpr HistogramSpec kStepDuration = {
     "Time one engine step took (the sequences in "
     "gecd_batch_size), from its start to its tokens committed.",
     kStepBounds, 1e6};
+constexpr double kEmittedBounds[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64};
+constexpr HistogramSpec kTokensPerSequenceStep = {
+    "gecd_tokens_per_sequence_step",
+    "Tokens one sequence's share of an engine step emitted (above 1: speculative drafts kept).",
+    kEmittedBounds, 1};
 
 constexpr std::string_view kShedReasonNames[ProcessMetrics::kNumShedReasons] = {"max_in_flight",
                                                                                 "slo", "deadline"};
@@ -95,6 +100,10 @@ void ProcessMetrics::ObservePredictionRatio(double ratio) {
 void ProcessMetrics::ObserveBatch(int sequences, double seconds) {
   Observe(batch_size_, kBatchSize, sequences);
   Observe(step_duration_, kStepDuration, seconds);
+}
+
+void ProcessMetrics::ObserveTokensPerSequenceStep(int tokens) {
+  Observe(tokens_per_sequence_step_, kTokensPerSequenceStep, tokens);
 }
 
 void ProcessMetrics::SetKvCacheUsage(double ratio) {
@@ -170,6 +179,9 @@ MetricsSnapshot MetricsRegion::Sum() const {
     m.clients_.SumInto(s.clients);
     s.sentence_cache_hits += m.sentence_cache_hits_.load(std::memory_order_relaxed);
     s.sentence_cache_misses += m.sentence_cache_misses_.load(std::memory_order_relaxed);
+    s.speculative_accepted += m.speculative_accepted_.load(std::memory_order_relaxed);
+    s.speculative_rejected += m.speculative_rejected_.load(std::memory_order_relaxed);
+    daemon::AddTo(s.tokens_per_sequence_step, m.tokens_per_sequence_step_);
   }
   return s;
 }
@@ -216,6 +228,15 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
                absl::StrCat(s.prompt_tokens));
   AppendScalar(out, "gecd_generated_tokens_total", "Tokens generated.", "counter",
                absl::StrCat(s.generated_tokens));
+  AppendHeader(out, "gecd_speculative_tokens_total",
+               "Draft tokens speculative decoding verified: accepted (equal to the greedy choice, "
+               "kept) or rejected.",
+               "counter");
+  absl::StrAppend(&out, "gecd_speculative_tokens_total{result=\"accepted\"} ",
+                  s.speculative_accepted, "\n");
+  absl::StrAppend(&out, "gecd_speculative_tokens_total{result=\"rejected\"} ",
+                  s.speculative_rejected, "\n");
+  AppendHistogram(out, kTokensPerSequenceStep, s.tokens_per_sequence_step);
   AppendScalar(out, "gecd_cancelled_sequences_total",
                "Sequences the engine stopped before they finished (cancelled, expired, orphaned).",
                "counter", absl::StrCat(s.cancelled_sequences));

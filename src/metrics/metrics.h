@@ -69,6 +69,13 @@ class ProcessMetrics {
   // Engine: tokens prefilled (prompt) and generated.
   void AddPromptTokens(uint64_t n) { prompt_tokens_.fetch_add(n, std::memory_order_relaxed); }
   void AddGeneratedTokens(uint64_t n) { generated_tokens_.fetch_add(n, std::memory_order_relaxed); }
+  // Engine: speculative decoding's drafts equal to the greedy choice (kept) and not.
+  void AddSpeculativeTokens(uint64_t accepted, uint64_t rejected) {
+    speculative_accepted_.fetch_add(accepted, std::memory_order_relaxed);
+    speculative_rejected_.fetch_add(rejected, std::memory_order_relaxed);
+  }
+  // Engine: one sequence's share of a step emitted `tokens` tokens (more than 1: drafts kept).
+  void ObserveTokensPerSequenceStep(int tokens);
   // Engine: a sequence freed before it finished (client cancelled, deadline, worker died).
   void SequenceCancelled() { cancelled_sequences_.fetch_add(1, std::memory_order_relaxed); }
   // Engine: a sequence dropped before it started because its deadline passed while it waited.
@@ -109,6 +116,9 @@ class ProcessMetrics {
   daemon::ClientCounters clients_;
   std::atomic<uint64_t> sentence_cache_hits_;
   std::atomic<uint64_t> sentence_cache_misses_;
+  std::atomic<uint64_t> speculative_accepted_;
+  std::atomic<uint64_t> speculative_rejected_;
+  daemon::HistogramBlock tokens_per_sequence_step_;
 };
 
 // The sum of all blocks at one moment (each counter read once, relaxed).
@@ -142,6 +152,9 @@ struct MetricsSnapshot {
   daemon::ClientTotals clients;
   uint64_t sentence_cache_hits = 0;
   uint64_t sentence_cache_misses = 0;
+  uint64_t speculative_accepted = 0;
+  uint64_t speculative_rejected = 0;
+  Histogram tokens_per_sequence_step;
 };
 
 // A view of the metrics region: placement and lookup of the per-process blocks.

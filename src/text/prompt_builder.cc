@@ -25,7 +25,7 @@ absl::StatusOr<PromptBuilder> PromptBuilder::Create(const config::Config& config
   ASSIGN_OR_RETURN(model::PromptTemplate prompt_template,
                    model::PromptTemplate::Parse(config.model.prompt_template));
   model::TemplateTokens template_tokens;
-  if (config.model.copy_bias > 0) {
+  if (config.model.copy_bias > 0 || config.engine.speculate_tokens > 0) {
     ASSIGN_OR_RETURN(template_tokens, model::TemplateTokens::Create(prompt_template, tokenizer));
   }
   return PromptBuilder(config, tokenizer, spelling, std::move(prompt_template),
@@ -44,6 +44,7 @@ PromptBuilder::PromptBuilder(const config::Config& config, const model::Tokenize
       max_input_tokens_(static_cast<size_t>(config.model.max_input_tokens)),
       max_output_tokens_(static_cast<uint32_t>(config.model.max_output_tokens)),
       copy_bias_(static_cast<float>(config.model.copy_bias)),
+      copy_span_(config.model.copy_bias > 0 || config.engine.speculate_tokens > 0),
       max_lookups_(config.spelling.max_lookups) {}
 
 absl::StatusOr<std::vector<int32_t>> PromptBuilder::Encode(std::string_view text) const {
@@ -121,8 +122,8 @@ absl::StatusOr<Prompt> PromptBuilder::Build(const CheckedText& checked,
     RETURN_IF_ERROR(CheckTokenCount(prompt.tokens.size()));
   }
   prompt.params.max_new_tokens = checked.max_new_tokens;
-  if (copy_bias_ > 0) {
-    prompt.params.copy_bias = copy_bias_;
+  prompt.params.copy_bias = copy_bias_;
+  if (copy_span_) {
     std::tie(prompt.params.copy_begin, prompt.params.copy_end) =
         template_tokens_.TextSpan(prompt.tokens);
   }

@@ -43,7 +43,8 @@ struct Prompt {
 class PromptBuilder {
  public:
   // From the config: server.max_input_chars, model.{prompt_template, max_input_tokens,
-  // max_output_tokens, copy_bias}, spelling.max_lookups. `spelling` null: no spelling stage.
+  // max_output_tokens, copy_bias}, engine.speculate_tokens (which needs the text's span too),
+  // spelling.max_lookups. `spelling` null: no spelling stage.
   // Both must outlive the builder. Errors: a template the tokenizer cannot encode.
   static absl::StatusOr<PromptBuilder> Create(const config::Config& config,
                                               const model::Tokenizer& tokenizer,
@@ -85,6 +86,7 @@ class PromptBuilder {
   size_t max_input_tokens_;
   uint32_t max_output_tokens_;
   float copy_bias_;
+  bool copy_span_;  // the text's span for the copy bias or the engine's drafts
   int max_lookups_;
 };
 

@@ -279,6 +279,56 @@ TEST(CpuBackendTest, PreviousSampleFeedsThePreviousStepsToken) {
   EXPECT_EQ(from_previous.logits, given.logits);
 }
 
+// A verify entry samples each of its last 1 + num_drafts positions as if the drafts had been
+// fed one step at a time, the copy cursor advancing over each draft; more sampling rows than
+// max_batch_size run in groups.
+TEST(CpuBackendTest, VerifyEntrySamplesEveryDraftPosition) {
+  auto m = LoadFixtureModel("ref-llama-f32",
+                            {.kv_block_size = 4, .num_kv_blocks = 16, .max_batch_size = 2});
+  ASSERT_NE(m.backend, nullptr);
+  EXPECT_TRUE(m.backend->verifies_drafts());
+  const std::vector<int32_t> tokens = {5, 6, 7, 9, 4, 12};
+  const std::vector<int32_t> text = {7, 9, 4, 30};
+  std::vector<std::vector<float>> expected;
+  std::vector<int32_t> expected_tokens;
+  CopyCursor cursor;
+  for (int end = 3; end <= 6; ++end) {  // the prefixes whose last position a verify samples
+    testing::BackendDriver driver(m.backend.get());
+    driver.Add(std::vector<int32_t>(tokens.begin(), tokens.begin() + end));
+    expected.push_back(driver.RunAll(1 << 20)[0]);
+    cursor = AdvanceCopy(text, cursor, tokens[end - 1]);
+    expected_tokens.push_back(BiasedArgmax(expected.back(), CopyCandidate(text, cursor, 1), 2.0f));
+  }
+  const std::vector<int32_t> blocks = {0, 1};
+  for (bool biased : {false, true}) {
+    StepBatch verify;
+    verify.return_logits = true;
+    // Positions 0..1 a prefill chunk, 2 the last token before the drafts 9, 4, 12.
+    verify.Add(tokens, 0, blocks, true, /*previous_sample=*/-1, /*num_drafts=*/3);
+    if (biased) verify.SetCopyBias(text, 2.0f, /*end_token=*/1, CopyCursor{}, /*advance=*/true);
+    EXPECT_EQ(verify.num_sample_rows(), 4);
+    StepResult result;
+    ASSERT_TRUE(m.backend->Forward(verify, &result).ok());
+    ASSERT_EQ(result.next_tokens.size(), 4u);
+    const int vocab = m.backend->config().vocab_size;
+    ASSERT_EQ(result.logits.size(), 4u * vocab);
+    for (int r = 0; r < 4; ++r) {
+      const std::vector<float> row(result.logits.begin() + r * vocab,
+                                   result.logits.begin() + (r + 1) * vocab);
+      EXPECT_LE(testing::RelativeError(row, expected[r]), 1e-5) << "row " << r;
+      EXPECT_EQ(result.next_tokens[r], biased ? expected_tokens[r] : testing::Argmax(expected[r]))
+          << "row " << r << (biased ? " biased" : "");
+    }
+  }
+  StepBatch bad;
+  bad.Add(tokens, 0, blocks, true, -1, /*num_drafts=*/6);  // no token before the drafts
+  StepResult result;
+  EXPECT_EQ(m.backend->Forward(bad, &result).code(), absl::StatusCode::kInvalidArgument);
+  StepBatch unsampled;
+  unsampled.Add(tokens, 0, blocks, false, -1, /*num_drafts=*/2);
+  EXPECT_EQ(m.backend->Forward(unsampled, &result).code(), absl::StatusCode::kInvalidArgument);
+}
+
 // Issue 12: a KV cache the machine cannot hold is an error naming the key and the bytes, found
 // before anything is allocated, and an allocation that fails anyway is one too, never
 // std::bad_alloc.

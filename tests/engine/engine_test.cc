@@ -384,10 +384,14 @@ Workload RandomWorkload(std::mt19937& rng, int max_positions) {
   return w;
 }
 
+// `options` with the workload's EOS ids; `stats` (may be null) gets the engine's speculation
+// counters at the end.
 std::map<SequenceId, Output> RunWorkload(const Workload& w, Backend& backend,
                                          const model::Tokenizer& tokenizer, bool pipelined,
-                                         int64_t* waited) {
-  Engine engine(&backend, &tokenizer, {.eos_token_ids = w.eos});
+                                         int64_t* waited, EngineOptions options = {},
+                                         SpeculationStats* stats = nullptr) {
+  options.eos_token_ids = w.eos;
+  Engine engine(&backend, &tokenizer, std::move(options));
   for (size_t i = 0; i < w.requests.size(); ++i) {
     EXPECT_TRUE(engine.AddSequence(i, w.requests[i].prompt, w.requests[i].params).ok());
   }
@@ -413,6 +417,7 @@ std::map<SequenceId, Output> RunWorkload(const Workload& w, Backend& backend,
   EXPECT_FALSE(engine.HasWork());
   EXPECT_EQ(engine.num_retired(), 0);
   EXPECT_EQ(engine.num_free_blocks(), engine.num_blocks());
+  if (stats != nullptr) *stats = engine.speculation();
   return out;
 }
 
@@ -624,6 +629,212 @@ TEST_F(EngineTest, OverwhelmingCopyBiasCopiesTheTextWithSequencesWaitingForRoom)
       EXPECT_EQ(out.at(id).reason, FinishReason::kStopToken);
     }
   }
+}
+
+// Speculative decoding: random requests over texts from a small alphabet (so copies and edits
+// both happen), with and without the copy bias (an overwhelming one makes whole drafts pass),
+// EOS, stop ids and strings, token limits, a cache that makes sequences wait, texts of one
+// repeated token and of one token, and sequences freed mid-run. The output must be token for
+// token that of decoding without drafts, synchronous and pipelined.
+struct SpeculativeCase {
+  Workload workload;
+  int speculate = 0;
+  int max_step_tokens = 0;
+};
+
+SpeculativeCase RandomSpeculativeCase(std::mt19937& rng) {
+  auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  SpeculativeCase c;
+  Workload& w = c.workload;
+  const int n = uniform(1, 8);
+  for (int i = 0; i < n; ++i) {
+    Workload::Request r;
+    const int kind = uniform(0, 5);
+    const int length = kind == 0 ? 1 : uniform(2, 18);
+    r.prompt.push_back(0);
+    const int repeated = uniform(2, 12);
+    for (int t = 0; t < length; ++t) r.prompt.push_back(kind == 1 ? repeated : uniform(2, 12));
+    r.prompt.push_back(0);
+    r.params.copy_begin = 1;
+    r.params.copy_end = length + 1;
+    const int bias = uniform(0, 2);
+    r.params.copy_bias = bias == 0 ? 0.0f : bias == 1 ? 3.0f : 1e4f;
+    r.params.max_new_tokens = uniform(1, 24);
+    if (uniform(0, 4) == 0) r.params.stop_token_ids = {uniform(2, 12)};
+    if (uniform(0, 4) == 0) r.params.stop_strings = {absl::StrCat("<", uniform(2, 12), ">")};
+    r.params.ignore_eos = uniform(0, 5) == 0;
+    w.requests.push_back(std::move(r));
+  }
+  w.eos = {1};
+  for (int i = uniform(0, 2); i > 0; --i) w.frees[uniform(0, 8)].push_back(uniform(0, n - 1));
+  c.speculate = uniform(1, 12);
+  c.max_step_tokens = uniform(0, 2) == 0 ? uniform(8, 24) : 0;
+  return c;
+}
+
+EngineOptions SpeculativeOptions(const SpeculativeCase& c, bool speculate) {
+  return {.max_step_tokens = c.max_step_tokens, .speculate_tokens = speculate ? c.speculate : 0};
+}
+
+TEST_F(EngineTest, SpeculativeDecodingEqualsGreedyOnRandomWorkloads) {
+  AngleTokenizer tokenizer;
+  // 14 blocks of 4 = 56 slots: a few sequences fit, more wait for room.
+  auto small = LoadFixtureModel("ref-llama-f32", {.kv_block_size = 4, .num_kv_blocks = 14});
+  ASSERT_NE(small.backend, nullptr);
+  SpeculationStats total;
+  int64_t steps_without = 0;
+  for (int seed = 0; seed < 60; ++seed) {
+    std::mt19937 rng(seed);
+    SpeculativeCase c = RandomSpeculativeCase(rng);
+    SpeculationStats plain_stats;
+    SpeculationStats stats;
+    SpeculativeCase unfreed_case = c;
+    unfreed_case.workload.frees.clear();
+    int64_t waited = 0;
+    const auto unfreed = RunWorkload(unfreed_case.workload, *small.backend, tokenizer, false,
+                                     &waited, SpeculativeOptions(c, false), &plain_stats);
+    EXPECT_EQ(plain_stats.accepted + plain_stats.rejected, 0);
+    steps_without += plain_stats.sequence_steps;
+    for (bool pipelined : {false, true}) {
+      const auto out = RunWorkload(c.workload, *small.backend, tokenizer, pipelined, &waited,
+                                   SpeculativeOptions(c, true), &stats);
+      if (!pipelined && c.workload.frees.empty()) {
+        total.accepted += stats.accepted;
+        total.rejected += stats.rejected;
+        total.sequence_steps += stats.sequence_steps;
+      }
+      for (SequenceId id = 0; id < c.workload.requests.size(); ++id) {
+        const std::vector<int32_t>& all = unfreed.at(id).tokens;
+        const auto o = out.find(id);
+        if (o == out.end()) continue;  // freed before its first token
+        const bool freed = o->second.reason == FinishReason::kNone;
+        // Freed sequences stop at a step boundary of their own: a prefix of the whole output.
+        if (freed) {
+          ASSERT_LE(o->second.tokens.size(), all.size()) << "seed " << seed << " seq " << id;
+          EXPECT_TRUE(std::equal(o->second.tokens.begin(), o->second.tokens.end(), all.begin()))
+              << "seed " << seed << " sequence " << id << (pipelined ? " pipelined" : "");
+          continue;
+        }
+        EXPECT_EQ(o->second.tokens, all)
+            << "seed " << seed << " sequence " << id << (pipelined ? " pipelined" : "");
+        EXPECT_EQ(o->second.reason, unfreed.at(id).reason) << "seed " << seed << " seq " << id;
+      }
+    }
+  }
+  // Not vacuous: drafts were both accepted and rejected, and saved steps.
+  EXPECT_GT(total.accepted, 0);
+  EXPECT_GT(total.rejected, 0);
+  EXPECT_LT(total.sequence_steps, steps_without);
+}
+
+// A text the output copies whole (an overwhelming copy bias): the prefill carries the whole
+// text and EOS as drafts, so the sequence finishes in one step, EOS accepted inside the draft.
+TEST_F(EngineTest, SpeculativeCopyFinishesOnEosInsideTheDraft) {
+  constexpr int32_t kEos = 1;
+  std::vector<int32_t> prompt = {0, 5, 9, 3, 7, 7, 4, 11, 6, 2, 0};
+  GenerationParams params = Greedy(20);
+  params.copy_bias = 1e4f;
+  params.copy_begin = 1;
+  params.copy_end = 10;
+  Engine engine(model_.backend.get(), nullptr, {.eos_token_ids = {kEos}, .speculate_tokens = 16});
+  ASSERT_TRUE(engine.AddSequence(1, prompt, params).ok());
+  const auto out = RunToCompletion(engine);
+  std::vector<int32_t> copy(prompt.begin() + 1, prompt.begin() + 10);
+  copy.push_back(kEos);
+  EXPECT_EQ(out.at(1).tokens, copy);
+  EXPECT_EQ(out.at(1).reason, FinishReason::kStopToken);
+  EXPECT_EQ(engine.speculation().sequence_steps, 1);
+  EXPECT_EQ(engine.speculation().accepted, 10);
+  EXPECT_EQ(engine.speculation().rejected, 0);
+  EXPECT_EQ(out.at(1).last_step, 0);
+}
+
+// max_new_tokens reached inside a draft: the output stops there with kLength, and the draft
+// never runs past the positions the sequence reserved.
+TEST_F(EngineTest, SpeculativeStopsAtTheTokenLimitInsideADraft) {
+  std::vector<int32_t> prompt = {0, 5, 9, 3, 7, 8, 4, 11, 6, 2, 0};
+  for (int limit : {1, 2, 3, 6}) {
+    GenerationParams params = Greedy(limit);
+    params.copy_bias = 1e4f;
+    params.copy_begin = 1;
+    params.copy_end = 10;
+    Engine engine(model_.backend.get(), nullptr, {.eos_token_ids = {1}, .speculate_tokens = 16});
+    ASSERT_TRUE(engine.AddSequence(1, prompt, params).ok());
+    const auto out = RunToCompletion(engine);
+    EXPECT_EQ(out.at(1).tokens,
+              std::vector<int32_t>(prompt.begin() + 1, prompt.begin() + 1 + limit))
+        << "limit " << limit;
+    EXPECT_EQ(out.at(1).reason, FinishReason::kLength);
+    // The prefill drafts up to the limit (none for a limit of 1).
+    EXPECT_EQ(engine.speculation().sequence_steps, 1) << "limit " << limit;
+    EXPECT_EQ(engine.speculation().accepted, limit - 1) << "limit " << limit;
+    EXPECT_EQ(engine.num_free_blocks(), engine.num_blocks());
+  }
+}
+
+// A rejected draft rolls the sequence back: the next step starts right after the accepted
+// tokens, rewriting the rejected positions, and the output is the plain greedy one.
+TEST_F(EngineTest, SpeculativeRejectionRollsTheCacheBack) {
+  std::mt19937 rng(5);
+  int verified = 0;
+  int64_t rejected = 0;
+  for (int i = 0; i < 6; ++i) {
+    std::vector<int32_t> prompt = {0};
+    for (int t = 0; t < 14; ++t) prompt.push_back(std::uniform_int_distribution<int>(2, 8)(rng));
+    prompt.push_back(0);
+    const int n = static_cast<int>(prompt.size());
+    GenerationParams params = Greedy(20);
+    params.copy_bias = 3.0f;  // wins some steps of this random model, not all: edits happen
+    params.copy_begin = 1;
+    params.copy_end = n - 1;
+    Engine plain(model_.backend.get(), nullptr, {.eos_token_ids = {1}});
+    ASSERT_TRUE(plain.AddSequence(1, prompt, params).ok());
+    const std::vector<int32_t> expected = RunToCompletion(plain).at(1).tokens;
+    Engine engine(model_.backend.get(), nullptr, {.eos_token_ids = {1}, .speculate_tokens = 4});
+    ASSERT_TRUE(engine.AddSequence(1, prompt, params).ok());
+    std::vector<int32_t> tokens;
+    for (int step = 0; engine.HasWork() && step < 100; ++step) {
+      const StepPlan& plan = engine.PlanStep();
+      ASSERT_EQ(plan.batch.sequences.size(), 1u);
+      const BatchSequence& entry = plan.batch.sequences[0];
+      // Every step starts where the committed output ends, whatever the last one drafted.
+      if (step > 0) EXPECT_EQ(entry.start_position, n + static_cast<int>(tokens.size()) - 1);
+      verified += entry.num_drafts > 0 ? 1 : 0;
+      StepResult result;
+      ASSERT_TRUE(model_.backend->Forward(plan.batch, &result).ok());
+      for (const StepEvent& e : engine.CommitStep(plan, result)) tokens.push_back(e.token);
+    }
+    EXPECT_EQ(tokens, expected) << "prompt " << i;
+    rejected += engine.speculation().rejected;
+  }
+  EXPECT_GT(verified, 0);
+  EXPECT_GT(rejected, 0);
+}
+
+// Freed while its verify is in flight: the commit skips it and its blocks come back.
+TEST_F(EngineTest, SpeculativeSequenceCancelledMidVerify) {
+  std::vector<int32_t> prompt = {0, 5, 9, 3, 7, 8, 4, 11, 6, 2, 0};
+  GenerationParams params = Greedy(20);
+  params.copy_bias = 1e4f;
+  params.copy_begin = 1;
+  params.copy_end = 10;
+  Engine engine(model_.backend.get(), nullptr, {.eos_token_ids = {1}, .speculate_tokens = 8});
+  ASSERT_TRUE(engine.AddSequence(1, prompt, params).ok());
+  ASSERT_TRUE(engine.AddSequence(2, prompt, params).ok());
+  const StepPlan& plan = engine.PlanStep();
+  ASSERT_EQ(plan.batch.sequences.size(), 2u);
+  EXPECT_EQ(plan.batch.sequences[0].num_drafts, 8);
+  StepResult result;
+  ASSERT_TRUE(model_.backend->Forward(plan.batch, &result).ok());
+  // Not planned again while its verify is in flight.
+  EXPECT_TRUE(engine.PlanStep().empty());
+  ASSERT_TRUE(engine.Free(1).ok());
+  const std::vector<StepEvent> events = engine.CommitStep(plan, result);
+  ASSERT_EQ(events.size(), 9u);  // sequence 2 only: 8 drafts and the choice after them
+  for (const StepEvent& e : events) EXPECT_EQ(e.id, 2u);
+  EXPECT_EQ(engine.num_retired(), 0);
+  RunToCompletion(engine);
+  EXPECT_EQ(engine.num_free_blocks(), engine.num_blocks());
 }
 
 TEST_F(EngineTest, RejectsBadSequences) {

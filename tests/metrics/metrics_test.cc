@@ -214,6 +214,11 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   engine->ObserveBatch(1, 0.0004);
   engine->ObserveBatch(2, 0.003);
   engine->ObserveBatch(5000, 5.0);
+  engine->AddSpeculativeTokens(7, 2);
+  engine->AddSpeculativeTokens(1, 0);
+  engine->ObserveTokensPerSequenceStep(1);
+  engine->ObserveTokensPerSequenceStep(5);
+  engine->ObserveTokensPerSequenceStep(9);
   engine->SequenceCancelled();
   engine->SequenceExpired();
   engine->SequenceExpired();
@@ -237,6 +242,8 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   EXPECT_EQ(e.types.at("gecd_engine_step_per_sequence_seconds"), "gauge");
   EXPECT_EQ(e.types.at("gecd_requests_shed_total"), "counter");
   EXPECT_EQ(e.types.at("gecd_open_streams"), "gauge");
+  EXPECT_EQ(e.types.at("gecd_speculative_tokens_total"), "counter");
+  EXPECT_EQ(e.types.at("gecd_tokens_per_sequence_step"), "histogram");
 
   EXPECT_EQ(e.samples.at("gecd_requests_total{code=\"OK\"}"), 3);
   EXPECT_EQ(e.samples.at("gecd_requests_total{code=\"UNAVAILABLE\"}"), 1);
@@ -259,6 +266,14 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   EXPECT_EQ(e.samples.at("gecd_admission_prediction_ratio_bucket{le=\"4\"}"), 2);
   EXPECT_EQ(e.samples.at("gecd_admission_prediction_ratio_count"), 3);
   EXPECT_EQ(e.samples.at("gecd_open_streams"), 1);
+  EXPECT_EQ(e.samples.at("gecd_speculative_tokens_total{result=\"accepted\"}"), 8);
+  EXPECT_EQ(e.samples.at("gecd_speculative_tokens_total{result=\"rejected\"}"), 2);
+  const std::string t = "gecd_tokens_per_sequence_step";
+  EXPECT_EQ(e.samples.at(t + "_bucket{le=\"1\"}"), 1);
+  EXPECT_EQ(e.samples.at(t + "_bucket{le=\"4\"}"), 1);
+  EXPECT_EQ(e.samples.at(t + "_bucket{le=\"6\"}"), 2);
+  EXPECT_EQ(e.samples.at(t + "_bucket{le=\"12\"}"), 3);
+  EXPECT_EQ(e.samples.at(t + "_sum"), 15);
   EXPECT_EQ(e.samples.at("gecd_kv_cache_usage_ratio"), 0.125);
   EXPECT_EQ(e.samples.at("gecd_process_restarts_total{process=\"engine\"}"), 1);
   EXPECT_EQ(e.samples.at("gecd_process_restarts_total{process=\"worker\"}"), 3);
