@@ -249,11 +249,14 @@ const std::vector<Field>& Fields() {
            {"static", "dns", "kubernetes"}),
       HostPortList("route.endpoints.static", At(&Config::route, &RouteSection::static_endpoints)),
       Field{"route.endpoints.dns", "a string",
-            [](Config& c, const std::string& v) -> absl::Status {
-              if (!v.empty()) RETURN_IF_ERROR(CheckHostPort("route.endpoints.dns", v));
-              c.route.dns = v;
-              return absl::OkStatus();
-            }},
+            [](Config& c, const std::string& v) -> absl::
+                                                    Status {
+                                                      if (!v.empty())
+                                                        RETURN_IF_ERROR(CheckHostPort(
+                                                            "route.endpoints.dns", v));
+                                                      c.route.dns = v;
+                                                      return absl::OkStatus();
+                                                    }},
       Int("route.dns_refresh_s", &Config::route, &RouteSection::dns_refresh_s, 1, 3600),
       String(
           "route.kubernetes.service",
