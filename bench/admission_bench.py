@@ -43,7 +43,9 @@ class Daemon:
         args = [gecd, "serve", "--config", os.path.join(ROOT, "configs", "gecd.yaml"),
                 "--set", f"server.listen=127.0.0.1:{self.grpc}",
                 "--set", f"server.metrics_listen=127.0.0.1:{self.metrics}",
-                "--set", "logging.level=warn"]
+                "--set", "logging.level=warn",
+                # gecd-load re-sends the same sentences: measure the engine, not the cache
+                "--set", "server.sentence_cache_mb=0"]
         for s in sets:
             args += ["--set", s]
         self.proc = subprocess.Popen(args, stderr=self.log, stdout=self.log)
