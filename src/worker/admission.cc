@@ -38,10 +38,8 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
   const double output = PredictOutput(text_bytes, max_output_tokens);
   const double predicted_us = PredictUs(model, ahead, output);
   // How long the sentences ahead take to leave, each.
-  const double leave_us = [&] {
-    const int batch = std::max(1, model.Batch(ahead));
-    return (output_.Ratio() + 1) * model.StepUs(batch) / batch;
-  }();
+  const int leaving_batch = std::max(1, model.Batch(ahead));
+  const double leave_us = (output_.Ratio() + 1) * model.StepUs(leaving_batch) / leaving_batch;
   if (in_flight_ >= options_.max_in_flight) {
     decision.refusal = Refusal::kMaxInFlight;
     decision.retry_after = leave_us > 0 ? Jittered(leave_us) : kDefaultRetryAfter;

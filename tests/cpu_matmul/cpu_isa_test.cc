@@ -1,6 +1,7 @@
 // SelectCpuIsa: oneDNN fixes its ISA once per process, so each case runs in a child process
 // (a death test that exits 0 when every expectation inside held).
 #include "cpu_matmul/cpu_isa.h"
+#include "testing/cpu_features.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -24,7 +25,7 @@ TEST(CpuIsaTest, AutoRunsTheCpusBest) {
         if (!isa.ok()) Finish(false, std::string(isa.status().message()));
         std::printf("oneDNN ISA here: %s, VNNI %d\n", isa->name.c_str(), isa->int8_dot);
         // VNNI is AVX512-VNNI or AVX-VNNI, as the CPU reports them.
-        const bool vnni = __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni");
+        const bool vnni = __builtin_cpu_supports("avx512vnni") || testing::CpuHasAvxVnni();
         Finish(isa->int8_dot == vnni, "int8_dot disagrees with the CPU's flags: " + isa->name);
       },
       ::testing::ExitedWithCode(0), "");

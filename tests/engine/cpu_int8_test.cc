@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "testing/cpu_features.h"
 #include "testing/scoped_temp_dir.h"
 #include "testing/test_paths.h"
 
@@ -214,7 +215,7 @@ TEST(CpuInt8Test, Int8WithoutVnniIsRefusedNamingTheKey) {
 }
 
 TEST(CpuInt8Test, TheAvxVnniKernelsMatchTheOracleToo) {
-  if (!__builtin_cpu_supports("avxvnni")) GTEST_SKIP() << "no AVX-VNNI here";
+  if (!::gecd::testing::CpuHasAvxVnni()) GTEST_SKIP() << "no AVX-VNNI here";
   // A fresh process, not a fork: OpenBLAS's thread pool does not survive fork().
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
