@@ -796,8 +796,6 @@ void GrammarService::Start(uint64_t id, std::string_view text, uint32_t max_outp
   absl::Status submitted = engine_.Submit(
       std::move(engine_request),
       [this, reply, deadline, prompt_tokens, ticket, cacheable](EngineReply engine_reply) {
-        Release(ticket,
-                engine_reply.status.ok() ? static_cast<int>(engine_reply.tokens.size()) : -1);
         if (engine_reply.first_token_us > 0) {
           metrics_.ObserveTimeToFirstToken(static_cast<double>(engine_reply.first_token_us) * 1e-6);
         }
@@ -808,8 +806,13 @@ void GrammarService::Start(uint64_t id, std::string_view text, uint32_t max_outp
             status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded");
           }
           reply(status, {}, {});
+          Release(ticket, -1);
           return;
         }
+        // Released after the reply: the sentence counts in flight until its text's bookkeeping
+        // is done, so a drain that waits for nothing in flight never destroys the service under
+        // a reply still running.
+        const int output_tokens = static_cast<int>(engine_reply.tokens.size());
         reply(grpc::Status::OK,
               {.corrected = text::OutputText(tokenizer_, engine_reply.tokens),
                .cacheable = cacheable,
@@ -818,6 +821,7 @@ void GrammarService::Start(uint64_t id, std::string_view text, uint32_t max_outp
                .queue_us = static_cast<uint64_t>(engine_reply.queue_us),
                .engine_us = static_cast<uint64_t>(engine_reply.engine_us)},
               {});
+        Release(ticket, output_tokens);
       });
   if (!submitted.ok()) {
     Release(ticket, -1);

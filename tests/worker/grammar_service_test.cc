@@ -637,7 +637,8 @@ TEST_F(GrammarServiceTest, StreamAnswersEverySentenceOnceUnderRacingCompletions)
     EXPECT_EQ(repeated, 0) << "stream " << s;
     EXPECT_EQ(answered[s].size(), static_cast<size_t>(kSentences)) << "stream " << s;
   }
-  EXPECT_EQ(server_->service().in_flight(), 0);
+  // Released just after the reply's bookkeeping (see GrammarService::ProcessSentence).
+  EXPECT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
 }
 
 TEST_F(GrammarServiceTest, BeyondMaxInFlightIsRefusedWhileAdmittedComplete) {
@@ -710,7 +711,8 @@ TEST_F(GrammarServiceTest, OverloadIsRefusedAtOnceWhenThePredictedTimeExceedsThe
   now_us += 800'000;
   engine_->ReleaseNewestFirst();
   for (auto& call : admitted) EXPECT_TRUE(call->status.get_future().get().ok());
-  EXPECT_EQ(server_->service().in_flight(), 0);
+  // Released just after the reply's bookkeeping (see GrammarService::ProcessSentence).
+  EXPECT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
 }
 
 // Under overload most calls are refusals, so a refusal must cost no validation or tokenization:
@@ -735,7 +737,8 @@ TEST_F(GrammarServiceTest, ARefusalIsDecidedBeforeTheTextIsRead) {
   const grpc::Status invalid =
       GenericUnary("/gecd.v1.GrammarCorrection/Correct", bad.SerializeAsString(), &response_bytes);
   EXPECT_EQ(invalid.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(server_->service().in_flight(), 0);
+  // Released just after the reply's bookkeeping (see GrammarService::ProcessSentence).
+  EXPECT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
   engine_->set_hold(false);
   EXPECT_TRUE(Correct("again", &response).ok());
 }
