@@ -312,6 +312,8 @@ GrammarService::GrammarService(const config::Config& config, const model::Tokeni
              [this](grpc::CallbackServerContext* context) { return CorrectStream(context); }));
 }
 
+GrammarService::~GrammarService() { engine_callbacks_.WaitForNone(); }
+
 grpc::ServerUnaryReactor* GrammarService::Correct(grpc::CallbackServerContext* context,
                                                   const CorrectRequest* request,
                                                   CorrectResponse* response) {
@@ -795,7 +797,8 @@ void GrammarService::Start(uint64_t id, std::string_view text, uint32_t max_outp
   // The engine thread does the reply's CPU work (detokenize, diff), off gRPC's threads.
   absl::Status submitted = engine_.Submit(
       std::move(engine_request),
-      [this, reply, deadline, prompt_tokens, ticket, cacheable](EngineReply engine_reply) {
+      [this, reply, deadline, prompt_tokens, ticket, cacheable,
+       pending = engine_callbacks_.Start()](EngineReply engine_reply) {
         if (engine_reply.first_token_us > 0) {
           metrics_.ObserveTimeToFirstToken(static_cast<double>(engine_reply.first_token_us) * 1e-6);
         }

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "auth/token_table.h"
 #include "common/mutex.h"
+#include "common/pending_callbacks.h"
 #include "config/config.h"
 #include "gecd/internal/grammar_wire.pb.h"
 #include "gecd/v1/grammar.pb.h"
@@ -74,6 +75,10 @@ class GrammarService final : public grpc::Service {
   GrammarService(const config::Config& config, const model::Tokenizer& tokenizer,
                  text::PromptBuilder prompts, sentences::SentenceSplitter splitter,
                  EngineLink& engine, metrics::ProcessMetrics& metrics, Options options);
+  // Waits until the engine link has run (or dropped) every reply callback it was handed: they
+  // capture `this`, and one still running after a drain's grace period would touch the
+  // members being destroyed.
+  ~GrammarService() override;
 
   grpc::ServerUnaryReactor* Correct(grpc::CallbackServerContext* context,
                                     const gecd::internal::CorrectRequest* request,
@@ -190,6 +195,8 @@ class GrammarService final : public grpc::Service {
   // Texts with sentences in flight, by id, so that a cancelled call finds them.
   mutable Mutex texts_mu_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Text>> texts_ ABSL_GUARDED_BY(texts_mu_);
+  // The engine link's reply callbacks not yet ended (see the destructor).
+  PendingCallbacks engine_callbacks_;
 };
 
 }  // namespace gecd::worker
