@@ -796,9 +796,8 @@ void GrammarService::Start(uint64_t id, std::string_view text, uint32_t max_outp
                                .deadline_us = times.deadline_us};
   // The engine thread does the reply's CPU work (detokenize, diff), off gRPC's threads.
   absl::Status submitted = engine_.Submit(
-      std::move(engine_request),
-      [this, reply, deadline, prompt_tokens, ticket, cacheable,
-       pending = engine_callbacks_.Start()](EngineReply engine_reply) {
+      std::move(engine_request), [this, reply, deadline, prompt_tokens, ticket, cacheable,
+                                  pending = engine_callbacks_.Start()](EngineReply engine_reply) {
         if (engine_reply.first_token_us > 0) {
           metrics_.ObserveTimeToFirstToken(static_cast<double>(engine_reply.first_token_us) * 1e-6);
         }
