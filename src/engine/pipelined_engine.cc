@@ -15,6 +15,7 @@ PipelinedEngine::PipelinedEngine(std::unique_ptr<Backend> backend,
 absl::Status PipelinedEngine::Step(StepOutcome* out) {
   out->ran.clear();
   out->events.clear();
+  out->committed_sequences = out->committed_tokens = 0;
   if (engine_.speculates()) return StepCommitFirst(out);
   if (backend_->asynchronous()) return StepOnDeviceQueue(out);
   const StepPlan& next = engine_.PlanStep();
@@ -28,7 +29,7 @@ absl::Status PipelinedEngine::Step(StepOutcome* out) {
     in_flight_ = &next;
     out->ran = next.ids;
   }
-  if (previous != nullptr) out->events = engine_.CommitStep(*previous, results_[slot_]);
+  if (previous != nullptr) Commit(*previous, results_[slot_], out);
   if (in_flight_ != nullptr) slot_ ^= 1;
   return absl::OkStatus();
 }
@@ -37,7 +38,7 @@ absl::Status PipelinedEngine::StepCommitFirst(StepOutcome* out) {
   const bool back_to_back = in_flight_ != nullptr;
   if (in_flight_ != nullptr) {
     RETURN_IF_ERROR(backend_->asynchronous() ? backend_->Collect(&results_[0]) : compute_.Wait());
-    out->events = engine_.CommitStep(*in_flight_, results_[0]);
+    Commit(*in_flight_, results_[0], out);
     in_flight_ = nullptr;
   }
   const StepPlan& next = engine_.PlanStep();
@@ -65,9 +66,15 @@ absl::Status PipelinedEngine::StepOnDeviceQueue(StepOutcome* out) {
   }
   if (previous != nullptr) {
     RETURN_IF_ERROR(backend_->Collect(&results_[0]));
-    out->events = engine_.CommitStep(*previous, results_[0]);
+    Commit(*previous, results_[0], out);
   }
   return absl::OkStatus();
+}
+
+void PipelinedEngine::Commit(const StepPlan& plan, const StepResult& result, StepOutcome* out) {
+  out->events = engine_.CommitStep(plan, result);
+  out->committed_sequences = static_cast<int>(plan.ids.size());
+  out->committed_tokens = plan.batch.num_tokens();
 }
 
 }  // namespace gecd::engine

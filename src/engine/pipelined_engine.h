@@ -29,6 +29,10 @@ class PipelinedEngine {
     std::vector<SequenceId> ran;      // the sequences of the step started now
     std::vector<StepEvent> events;    // those of the step committed now
     std::vector<SequenceId> expired;  // dropped unstarted at their deadline (Engine::TakeExpired)
+    // The size of the step committed now: the one whose compute this call waited for, so what
+    // the call's time mostly paid for (0 sequences when none was committed).
+    int committed_sequences = 0;
+    int committed_tokens = 0;  // positions computed: one per decode, a prefill chunk's length
   };
 
   // `tokenizer` may be null (then stop strings are rejected); it must outlive the engine.
@@ -60,6 +64,8 @@ class PipelinedEngine {
  private:
   absl::Status StepOnDeviceQueue(StepOutcome* out);
   absl::Status StepCommitFirst(StepOutcome* out);
+  // Commits `plan`'s step into `out` (its events and its size).
+  void Commit(const StepPlan& plan, const StepResult& result, StepOutcome* out);
 
   std::unique_ptr<Backend> backend_;
   Engine engine_;

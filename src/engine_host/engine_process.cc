@@ -237,7 +237,9 @@ absl::Status EngineLoop::RunStep() {
   if (!outcome.ran.empty()) {
     metrics_.ObserveBatch(static_cast<int>(outcome.ran.size()),
                           static_cast<double>(committed_us - start_us) * 1e-6);
-    step_time_.Observe(static_cast<int>(outcome.ran.size()),
+  }
+  if (outcome.timed_sequences > 0) {
+    step_time_.Observe(outcome.timed_sequences, outcome.timed_tokens,
                        static_cast<double>(committed_us - start_us));
     const ipc::StepTime fitted = step_time_.Fitted();
     segment_.PublishStepTime(fitted);

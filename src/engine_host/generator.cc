@@ -56,6 +56,8 @@ class ModelGenerator final : public Generator {
     out->ran = std::move(outcome.ran);
     out->events = std::move(outcome.events);
     out->expired = std::move(outcome.expired);
+    out->timed_sequences = outcome.committed_sequences;
+    out->timed_tokens = outcome.committed_tokens;
     return absl::OkStatus();
   }
 
@@ -130,6 +132,7 @@ class EchoGenerator final : public Generator {
       prompts_.erase(it);
     }
     if (step_delay_.count() > 0) std::this_thread::sleep_for(step_delay_);
+    out->timed_sequences = out->timed_tokens = static_cast<int>(out->ran.size());
     return absl::OkStatus();
   }
 

@@ -25,6 +25,11 @@ class Generator {
     std::vector<engine::SequenceId> ran;      // sequences of the step started now
     std::vector<engine::StepEvent> events;    // tokens of the step finished now
     std::vector<engine::SequenceId> expired;  // dropped unstarted: their deadline passed
+    // The step this call's time mostly paid for (the one committed now on a pipelined engine):
+    // its sequences, 0 when none, and the positions it computed (prefill chunks count their
+    // length), for the engine's step-time fit.
+    int timed_sequences = 0;
+    int timed_tokens = 0;
   };
 
   virtual ~Generator() = default;

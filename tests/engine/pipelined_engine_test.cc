@@ -104,5 +104,30 @@ TEST(PipelinedEngineTest, AFreedSequenceStopsAndItsBlocksReturn) {
   EXPECT_EQ(engine.engine().num_free_blocks(), engine.engine().num_blocks());
 }
 
+TEST(PipelinedEngineTest, EachTurnReportsTheSizeOfTheStepItCommitted) {
+  testing::LoadedModel model =
+      LoadFixtureModel("ref-llama-f32", {.kv_block_size = 4, .num_kv_blocks = 96});
+  ASSERT_NE(model.backend, nullptr);
+  PipelinedEngine engine(std::move(model.backend), nullptr, {});
+  GenerationParams params;
+  params.max_new_tokens = 4;
+  params.ignore_eos = true;
+  ASSERT_TRUE(engine.Add(1, {1, 2, 3, 4, 5}, params).ok());
+  ASSERT_TRUE(engine.Add(2, {6, 7}, params).ok());
+  PipelinedEngine::StepOutcome outcome;
+  // The first turn starts the prefill step and commits nothing.
+  ASSERT_TRUE(engine.Step(&outcome).ok());
+  EXPECT_EQ(outcome.ran.size(), 2u);
+  EXPECT_EQ(outcome.committed_sequences, 0);
+  // The second commits the prefill (5 + 2 positions) while the first decode step runs.
+  ASSERT_TRUE(engine.Step(&outcome).ok());
+  EXPECT_EQ(outcome.committed_sequences, 2);
+  EXPECT_EQ(outcome.committed_tokens, 7);
+  // The third commits a decoding step: one position per sequence.
+  ASSERT_TRUE(engine.Step(&outcome).ok());
+  EXPECT_EQ(outcome.committed_sequences, 2);
+  EXPECT_EQ(outcome.committed_tokens, 2);
+}
+
 }  // namespace
 }  // namespace gecd::engine
