@@ -204,7 +204,8 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
       "(\"other\" past 16 names) and gRPC status code.",
       s.clients);
   AppendHeader(out, "gecd_requests_shed_total",
-               "Sentences refused at admission (RESOURCE_EXHAUSTED), by reason and priority class.",
+               "Requests refused at admission (RESOURCE_EXHAUSTED; a whole text counts once: its "
+               "sentences are admitted together), by reason and priority class.",
                "counter");
   for (int r = 0; r < ProcessMetrics::kNumShedReasons; ++r) {
     for (int p = 0; p < ProcessMetrics::kNumShedPriorities; ++p) {

@@ -27,24 +27,33 @@ AdmissionController::AdmissionController(Options options, Clock clock)
     : options_(options), clock_(std::move(clock)) {}
 
 AdmissionController::Decision AdmissionController::Admit(std::chrono::microseconds budget,
-                                                         size_t text_bytes, int max_output_tokens,
-                                                         Priority priority) {
+                                                         std::span<const size_t> sentence_bytes,
+                                                         int max_output_tokens, Priority priority) {
   MutexLock lock(&mu_);
   const int64_t now_us = clock_();
   Advance(now_us);
   Decision decision;
   const StepModel model = Model();
   const int ahead = in_flight_ + model.others;
-  const double output = PredictOutput(text_bytes, max_output_tokens);
-  const double predicted_us = PredictUs(model, ahead, output);
+  const int along = static_cast<int>(sentence_bytes.size());
+  // The text takes as long as its longest sentence.
+  double output = 0;
+  for (size_t bytes : sentence_bytes) {
+    output = std::max(output, PredictOutput(bytes, max_output_tokens));
+  }
+  const double predicted_us = PredictUs(model, ahead, output, along);
   // How long the sentences ahead take to leave, each.
   const int leaving_batch = std::max(1, model.Batch(ahead));
   const double leave_us = (output_.Ratio() + 1) * model.StepUs(leaving_batch) / leaving_batch;
-  if (in_flight_ >= options_.max_in_flight) {
+  const std::string what =
+      along == 1 ? std::string("") : absl::StrFormat("a text of %d sentences: ", along);
+  if (in_flight_ > 0 && in_flight_ + along > options_.max_in_flight) {
     decision.refusal = Refusal::kMaxInFlight;
-    decision.retry_after = leave_us > 0 ? Jittered(leave_us) : kDefaultRetryAfter;
+    decision.retry_after = leave_us > 0
+                               ? Jittered(leave_us * (in_flight_ + along - options_.max_in_flight))
+                               : kDefaultRetryAfter;
     decision.message = absl::StrFormat(
-        "server is at its in-flight limit (server.max_in_flight %d); retry after %d ms",
+        "%sserver is at its in-flight limit (server.max_in_flight %d); retry after %d ms", what,
         options_.max_in_flight, decision.retry_after.count());
     return decision;
   }
@@ -54,19 +63,20 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
   const bool deadline_first = !batch && budget != kNoDeadline && Us(budget) < slo_us;
   const double limit_us = deadline_first ? Us(budget) : slo_us;
   const double margin = margin_;
-  if (step_us_.weight <= 0 && in_flight_ >= (batch ? kStartWindow / 2 : kStartWindow)) {
+  if (step_us_.weight <= 0 && in_flight_ > 0 &&
+      in_flight_ + along > (batch ? kStartWindow / 2 : kStartWindow)) {
     decision.refusal = Refusal::kNoEstimate;
     decision.retry_after = kDefaultRetryAfter;
     decision.message = absl::StrFormat(
-        "overloaded: %d sentences in flight before the first answer told how long they take; "
+        "%soverloaded: %d sentences in flight before the first answer told how long they take; "
         "retry after %d ms",
-        in_flight_, decision.retry_after.count());
+        what, in_flight_, decision.retry_after.count());
     return decision;
   }
   if (in_flight_ > 0 && predicted_us * margin > limit_us) {
-    // The sentences that must leave before this one would fit, at the rate they leave.
+    // The sentences that must leave before this text would fit, at the rate they leave.
     int fits = ahead;
-    while (fits > 0 && PredictUs(model, fits, output) * margin > limit_us) --fits;
+    while (fits > 0 && PredictUs(model, fits, output, along) * margin > limit_us) --fits;
     decision.retry_after = Jittered(leave_us * std::max(1, ahead - fits));
     decision.refusal = deadline_first ? Refusal::kDeadline : Refusal::kSlo;
     const std::string limit =
@@ -79,18 +89,25 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
                 : absl::StrFormat("the latency objective of %.0f ms (server.slo_p99_ms)",
                                   limit_us * 1e-3);
     decision.message = absl::StrFormat(
-        "overloaded: predicted %.0f ms (%d sentences in flight, ~%.0f output tokens) exceeds "
+        "%soverloaded: predicted %.0f ms (%d sentences in flight, ~%.0f output tokens) exceeds "
         "%s; retry after %d ms",
-        predicted_us * margin * 1e-3, ahead, output, limit, decision.retry_after.count());
+        what, predicted_us * margin * 1e-3, ahead, output, limit, decision.retry_after.count());
     return decision;
   }
-  ++in_flight_;
+  in_flight_ += along;
   if (options_.publish_in_flight) options_.publish_in_flight(in_flight_);
-  decision.ticket = {.admitted_us = now_us,
-                     .held_us = held_us_,
-                     .text_bytes = text_bytes,
-                     .predicted_us = predicted_us,
-                     .budget_us = limit_us};
+  decision.tickets.reserve(sentence_bytes.size());
+  for (size_t bytes : sentence_bytes) {
+    // Each sentence's own prediction (in its text's batch), against which its answer is judged.
+    decision.tickets.push_back(
+        {.admitted_us = now_us,
+         .held_us = held_us_,
+         .text_bytes = bytes,
+         .predicted_us =
+             along == 1 ? predicted_us
+                        : PredictUs(model, ahead, PredictOutput(bytes, max_output_tokens), along),
+         .budget_us = limit_us});
+  }
   return decision;
 }
 
@@ -179,11 +196,12 @@ AdmissionController::StepModel AdmissionController::Model() const {
   return {.per_sequence_us = step_us_.Ratio()};
 }
 
-double AdmissionController::PredictUs(const StepModel& model, int ahead, double output) const {
+double AdmissionController::PredictUs(const StepModel& model, int ahead, double output,
+                                      int along) const {
   // Output lengths are learned from answers: before the first, a prediction would be of a
   // sentence with no output, and its error would only mislead the margin.
   if (output_.weight <= 0) return 0;
-  const int in_flight = ahead + 1;
+  const int in_flight = ahead + along;
   const int batch = model.Batch(in_flight);
   const double queued =
       static_cast<double>(in_flight - batch) * (output_.Ratio() + 1) / std::max(1, batch);

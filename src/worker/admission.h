@@ -6,7 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "common/mutex.h"
@@ -62,14 +64,20 @@ namespace gecd::worker {
 // grpc-retry-pushback-ms trailer): about the time the sentences ahead of it need to leave enough
 // room, spread by ±50% so that a crowd told at once does not return at once.
 //
-// A sentence with nothing ahead is always admitted, so the estimate keeps being measured however
-// slow one sentence is; idle time counts for nothing. Until a first completion nothing
-// predicts, so at most kStartWindow are admitted (kNoEstimate beyond): a flood at start-up, all
-// admitted, would run in one batch whose steps last for seconds, and miss the objective for
-// everyone. With no
-// completions (an engine that stopped answering) nothing learned moves, so admission stops once the
-// in-flight count alone predicts the budget is spent. Each worker measures its own sentences
-// against its own share of the engine. Thread-safe.
+// A whole text's sentences are admitted together or not at all: they run side by side in the
+// engine, so the text's time is that of its longest sentence in a batch grown by all of them,
+// (longest output + 1 + queued) * step(n + k) for k sentences, and a text admitted sentence by
+// sentence could be cut in the middle under load — its first sentences taking the engine's time
+// for an answer that then fails.
+//
+// A sentence (or text) with nothing ahead is always admitted, so the estimate keeps being
+// measured however slow one sentence is, and a text with more sentences than
+// server.max_in_flight is still answered when the worker is idle; idle time counts for nothing.
+// Until a first completion nothing predicts, so at most kStartWindow are admitted (kNoEstimate
+// beyond): a flood at start-up, all admitted, would run in one batch whose steps last for seconds,
+// and miss the objective for everyone. With no completions (an engine that stopped answering)
+// nothing learned moves, so admission stops once the in-flight count alone predicts the budget is
+// spent. Each worker measures its own sentences against its own share of the engine. Thread-safe.
 class AdmissionController {
  public:
   // Monotonic time in microseconds; tests pass a fake.
@@ -119,17 +127,24 @@ class AdmissionController {
     std::string message;  // why, for the client; empty when admitted
     // When refused for time: how long the client should wait before it tries again.
     std::chrono::milliseconds retry_after{0};
-    Ticket ticket;  // when admitted
+    std::vector<Ticket> tickets;  // when admitted: one per sentence, in order
     bool admitted() const { return refusal == Refusal::kNone; }
   };
 
   AdmissionController(Options options, Clock clock);
 
-  // Admits one sentence of `text_bytes` bytes whose deadline is `budget` from now (kNoDeadline:
-  // none) and whose output is capped at `max_output_tokens` (0: no cap), counting it in flight,
-  // or says why not. Every admitted sentence must be Released once, with its ticket.
+  // Admits the sentences of one text, of `sentence_bytes` bytes each (at least one), whose
+  // deadline is `budget` from now (kNoDeadline: none) and whose outputs are capped at
+  // `max_output_tokens` (0: no cap), all of them, counting them in flight, or none, saying why
+  // not. Every admitted sentence must be Released once, with its ticket.
+  Decision Admit(std::chrono::microseconds budget, std::span<const size_t> sentence_bytes,
+                 int max_output_tokens = 0, Priority priority = Priority::kInteractive)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // One sentence.
   Decision Admit(std::chrono::microseconds budget, size_t text_bytes, int max_output_tokens = 0,
-                 Priority priority = Priority::kInteractive) ABSL_LOCKS_EXCLUDED(mu_);
+                 Priority priority = Priority::kInteractive) ABSL_LOCKS_EXCLUDED(mu_) {
+    return Admit(budget, std::span<const size_t>(&text_bytes, 1), max_output_tokens, priority);
+  }
   // An admitted sentence left. `output_tokens` is what the engine generated for an answered
   // sentence, which teaches the estimates; negative for one that failed or was cancelled, which
   // only leaves. Returns an answered sentence's time in the server over its prediction, 0 when
@@ -177,8 +192,9 @@ class AdmissionController {
   // Counts the busy time since the last event, and the sentences held over it.
   void Advance(int64_t now_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The predicted time in µs of a sentence with `output` tokens to generate admitted with
-  // `ahead` sentences in flight, without the margin; 0 until a step time is known.
-  double PredictUs(const StepModel& model, int ahead, double output) const
+  // `ahead` sentences in flight and `along` - 1 others of its text, without the margin; 0 until
+  // a step time is known.
+  double PredictUs(const StepModel& model, int ahead, double output, int along = 1) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Its output tokens.
   double PredictOutput(size_t text_bytes, int max_output_tokens) const

@@ -598,19 +598,7 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
     MutexLock lock(&texts_mu_);
     texts_.emplace(id, text);
   }
-  for (size_t i : misses) {
-    SentenceDone finished = [this, text, i](const grpc::Status& status, SentenceOutcome outcome,
-                                            std::chrono::milliseconds retry_after) {
-      SentenceFinished(text, i, status, std::move(outcome), retry_after);
-    };
-    // Once one sentence failed the text has failed: the rest are not started.
-    if (text->Failed()) {
-      finished(grpc::Status(grpc::StatusCode::CANCELLED, "another sentence failed"), {}, {});
-      continue;
-    }
-    ProcessSentence(SentenceId(id, i), text->Sentence(i), max_output_tokens, deadline, *priority,
-                    std::move(finished));
-  }
+  ProcessSentences(text, std::move(misses), max_output_tokens, deadline, *priority);
 }
 
 void GrammarService::SentenceFinished(const std::shared_ptr<Text>& text, size_t index,
@@ -671,9 +659,9 @@ void GrammarService::FinishText(Text& text) {
   text.reply(grpc::Status::OK, AssembleAnswer(text.text, text.spans, outcomes, text.unit), {});
 }
 
-void GrammarService::ProcessSentence(uint64_t id, std::string_view sentence,
-                                     uint32_t max_output_tokens, Deadline deadline,
-                                     AdmissionController::Priority klass, SentenceDone reply) {
+void GrammarService::ProcessSentences(const std::shared_ptr<Text>& text,
+                                      std::vector<size_t> indices, uint32_t max_output_tokens,
+                                      Deadline deadline, AdmissionController::Priority klass) {
   const int64_t arrival_us = MonotonicMicros();
   const std::chrono::microseconds budget = Budget(deadline);
   const auto objective_us = std::min<int64_t>(
@@ -682,7 +670,7 @@ void GrammarService::ProcessSentence(uint64_t id, std::string_view sentence,
   const int output_cap = static_cast<int>(
       max_output_tokens == 0 ? model_max_output_tokens_
                              : std::min<uint32_t>(max_output_tokens, model_max_output_tokens_));
-  // Admission first, on the text's length alone, so that a refusal costs no validation,
+  // Admission first, on the sentences' lengths alone, so that a refusal costs no validation,
   // tokenization or spelling: under overload refusals are most of the calls. Batch sentences
   // keep their own deadline (they wait for room); interactive ones are held to the objective.
   // The engine's waiting queue runs earliest due first. An interactive sentence is due by its
@@ -694,52 +682,80 @@ void GrammarService::ProcessSentence(uint64_t id, std::string_view sentence,
                                   ? std::min<int64_t>(budget.count(), kBatchHorizon * objective_us)
                                   : objective_us),
       .deadline_us = budget == AdmissionController::kNoDeadline ? 0 : arrival_us + budget.count()};
-  auto admit = [this, klass, deadline, output_cap](size_t text_bytes) {
+  std::vector<size_t> bytes;
+  bytes.reserve(indices.size());
+  for (size_t i : indices) bytes.push_back(text->Sentence(i).size());
+  auto admit = [this, klass, deadline, output_cap, bytes = std::move(bytes)] {
     return admission_.Admit(klass == AdmissionController::Priority::kBatch
                                 ? AdmissionController::kNoDeadline
                                 : Budget(deadline),
-                            text_bytes, output_cap, klass);
+                            bytes, output_cap, klass);
   };
-  // Whether a sentence that was not admitted waits in the waiting room rather than being
-  // refused: the batch class always, any class while admission has nothing to predict from.
+  // Each sentence's end, exactly once.
+  auto finish = [this, text](size_t i) {
+    return [this, text, i](const grpc::Status& status, SentenceOutcome outcome,
+                           std::chrono::milliseconds retry_after) {
+      SentenceFinished(text, i, status, std::move(outcome), retry_after);
+    };
+  };
+  auto start = [this, text, indices, finish, max_output_tokens, deadline,
+                times](const AdmissionController::Decision& admitted) {
+    for (size_t j = 0; j < indices.size(); ++j) {
+      const size_t i = indices[j];
+      // Once one sentence failed the text has failed: the rest are not started.
+      if (text->Failed()) {
+        admission_.Release(admitted.tickets[j], -1);
+        finish(i)(grpc::Status(grpc::StatusCode::CANCELLED, "another sentence failed"), {}, {});
+        continue;
+      }
+      Start(SentenceId(text->id, i), text->Sentence(i), max_output_tokens, deadline, times,
+            admitted.tickets[j], finish(i));
+    }
+  };
+  auto fail_all = [indices, finish](const grpc::Status& status,
+                                    std::chrono::milliseconds retry_after) {
+    for (size_t i : indices) finish(i)(status, {}, retry_after);
+  };
+  // Whether a text that was not admitted waits in the waiting room rather than being refused:
+  // the batch class always, any class while admission has nothing to predict from.
   auto waits = [klass](const AdmissionController::Decision& d) {
     return klass == AdmissionController::Priority::kBatch ||
            d.refusal == AdmissionController::Refusal::kNoEstimate;
   };
-  auto refuse = [this, reply, klass](AdmissionController::Decision& d) {
+  auto refuse = [this, klass, fail_all](AdmissionController::Decision& d) {
     metrics_.RequestShed(ShedReasonOf(d.refusal), ShedPriorityOf(klass));
-    refusal_pacer_.Refuse([reply, message = std::move(d.message), retry_after = d.retry_after] {
-      reply(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, message), {}, retry_after);
+    refusal_pacer_.Refuse([fail_all, message = std::move(d.message), retry_after = d.retry_after] {
+      fail_all(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, message), retry_after);
     });
   };
-  AdmissionController::Decision admitted = admit(sentence.size());
+  AdmissionController::Decision admitted = admit();
   if (admitted.admitted()) {
-    Start(id, sentence, max_output_tokens, deadline, times, admitted.ticket, reply);
+    start(admitted);
   } else if (!waits(admitted)) {
     refuse(admitted);
   } else {
-    waiting_room_.Push(
-        {.id = id,
-         .try_start =
-             [this, id, text = std::string(sentence), max_output_tokens, deadline, times, reply,
-              admit, waits, refuse] {
-               AdmissionController::Decision admitted = admit(text.size());
-               if (admitted.admitted()) {
-                 Start(id, text, max_output_tokens, deadline, times, admitted.ticket, reply);
-               } else if (waits(admitted)) {
-                 return false;
-               } else {
-                 refuse(admitted);
-               }
-               return true;
-             },
-         .fail =
-             [this, reply, klass](absl::Status status) {
-               if (status.code() == absl::StatusCode::kResourceExhausted) {
-                 metrics_.RequestShed(ProcessMetrics::kShedMaxInFlight, ShedPriorityOf(klass));
-               }
-               reply(ToGrpc(status), {}, {});
-             }});
+    // It waits under its first sentence's id, which CancelSentences tries first.
+    waiting_room_.Push({.id = SentenceId(text->id, indices.front()),
+                        .try_start =
+                            [admit, start, waits, refuse] {
+                              AdmissionController::Decision admitted = admit();
+                              if (admitted.admitted()) {
+                                start(admitted);
+                              } else if (waits(admitted)) {
+                                return false;
+                              } else {
+                                refuse(admitted);
+                              }
+                              return true;
+                            },
+                        .fail =
+                            [this, klass, fail_all](absl::Status status) {
+                              if (status.code() == absl::StatusCode::kResourceExhausted) {
+                                metrics_.RequestShed(ProcessMetrics::kShedMaxInFlight,
+                                                     ShedPriorityOf(klass));
+                              }
+                              fail_all(ToGrpc(status), {});
+                            }});
   }
 }
 

@@ -136,19 +136,21 @@ class GrammarService final : public grpc::Service {
   // The engine id of sentence `index` of text `id`: unique while both are (a text has at most
   // server.max_input_chars <= 2^20 sentences).
   static uint64_t SentenceId(uint64_t id, size_t index) { return (id << 20) | index; }
-  // Splits one text `id`, answers what the cache holds, and processes each other sentence
-  // (ProcessSentence); `done` runs exactly once: inline when the text is refused, invalid or
+  // Splits one text `id`, answers what the cache holds, and processes the other sentences
+  // (ProcessSentences); `done` runs exactly once: inline when the text is refused, invalid or
   // all cached, else on the thread of its last sentence's answer. `client` is the name of the
   // call's bearer token, or "".
   void Process(uint64_t id, const gecd::internal::CorrectRequest& request, Deadline deadline,
                absl::StatusOr<AdmissionController::Priority> priority, std::string client,
                TextDone done);
-  // Admits (or refuses, or has wait in the waiting room: the batch class, and any sentence
-  // before a first answer) and submits one sentence under engine id `id`. `done` runs exactly
-  // once: inline when the sentence is refused or invalid, else on the engine link's or the
-  // waiting room's thread.
-  void ProcessSentence(uint64_t id, std::string_view sentence, uint32_t max_output_tokens,
-                       Deadline deadline, AdmissionController::Priority klass, SentenceDone done);
+  // Admits together (or refuses, or has wait in the waiting room together: the batch class,
+  // and any text before a first answer) the sentences `indices` of `text`, and submits each
+  // under its SentenceId; each one's end reaches SentenceFinished exactly once: inline when
+  // refused or invalid, else on the engine link's, the refusal pacer's or the waiting room's
+  // thread. Once the text has failed, its sentences not yet started are not.
+  void ProcessSentences(const std::shared_ptr<Text>& text, std::vector<size_t> indices,
+                        uint32_t max_output_tokens, Deadline deadline,
+                        AdmissionController::Priority klass);
   // A sentence's times on the monotonic clock, as EngineRequest carries them.
   struct SentenceTimes {
     int64_t arrival_us = 0;

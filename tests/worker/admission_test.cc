@@ -52,7 +52,7 @@ class AdmissionTest : public ::testing::Test {
     const AdmissionController::Decision admitted = admission.Admit(kNone, bytes);
     ASSERT_TRUE(admitted.admitted());
     Advance(busy);
-    admission.Release(admitted.ticket, output);
+    admission.Release(admitted.tickets[0], output);
   }
   // Admits `n` sentences of `bytes` now, which stay in flight.
   std::vector<Ticket> Hold(AdmissionController& admission, int n, size_t bytes) {
@@ -60,7 +60,7 @@ class AdmissionTest : public ::testing::Test {
     for (int i = 0; i < n; ++i) {
       const AdmissionController::Decision admitted = admission.Admit(kNone, bytes);
       EXPECT_TRUE(admitted.admitted()) << i;
-      tickets.push_back(admitted.ticket);
+      tickets.push_back(admitted.tickets[0]);
     }
     return tickets;
   }
@@ -240,6 +240,57 @@ TEST_F(AdmissionTest, BeyondTheEnginesBatchASentenceWaitsForRoom) {
   EXPECT_EQ(admission.PredictedTime(40), microseconds((20 + 20) * (4000 + 8 * 500)));
 }
 
+// A text's sentences run side by side: it takes as long as its longest sentence in a batch grown
+// by all of them, and is admitted whole or not at all. 0.475 output tokens per byte: the 80-byte
+// sentence makes 38 tokens, 39 steps of 4 ms + 0.5 ms per sentence in the batch.
+TEST_F(AdmissionTest, ATextIsAdmittedWholeOnItsLongestSentenceInTheGrownBatch) {
+  EngineLoad load{.step_fixed_us = 4000, .step_per_sequence_us = 500, .others_admitted = 40};
+  int published = -1;
+  AdmissionController admission = MakeWorker(1000, 128, &load, &published);
+  Serve(admission, 40, 19, milliseconds(100));
+  Hold(admission, 1, 40);
+  const std::vector<size_t> text = {40, 80, 20};
+  // Alone, the 80-byte sentence would fit (42 in the batch: 975 ms); with its text's other two,
+  // 44 in the batch, 39 * 26 ms = 1,014 ms does not.
+  EXPECT_EQ(admission.PredictedTime(80), microseconds(39 * (4000 + 42 * 500)));
+  const AdmissionController::Decision refused = admission.Admit(kNone, text);
+  EXPECT_EQ(refused.refusal, Refusal::kSlo);
+  EXPECT_THAT(refused.message, HasSubstr("a text of 3 sentences: overloaded: predicted 1014 ms"));
+  EXPECT_TRUE(refused.tickets.empty());
+  EXPECT_EQ(admission.in_flight(), 1);
+  // Ten fewer elsewhere: 34 in the batch, 819 ms; all three admitted, each judged later
+  // against its own prediction in that batch.
+  load.others_admitted = 30;
+  const AdmissionController::Decision admitted = admission.Admit(kNone, text);
+  ASSERT_TRUE(admitted.admitted());
+  ASSERT_EQ(admitted.tickets.size(), 3u);
+  EXPECT_EQ(admission.in_flight(), 4);
+  EXPECT_EQ(published, 4);
+  EXPECT_DOUBLE_EQ(admitted.tickets[0].predicted_us, 20 * 21000.0);
+  EXPECT_DOUBLE_EQ(admitted.tickets[1].predicted_us, 39 * 21000.0);
+  EXPECT_DOUBLE_EQ(admitted.tickets[2].predicted_us, 10.5 * 21000.0);
+  for (const Ticket& ticket : admitted.tickets) admission.Release(ticket, -1);
+  EXPECT_EQ(admission.in_flight(), 1);
+}
+
+// server.max_in_flight counts a text's sentences; a text with more sentences than that is still
+// answered when nothing else is in flight (else it could never be).
+TEST_F(AdmissionTest, ATextLargerThanMaxInFlightIsAdmittedOnlyAlone) {
+  AdmissionController admission = Make(3, 1000);
+  const std::vector<size_t> text(5, 40);
+  const AdmissionController::Decision alone = admission.Admit(kNone, text);
+  ASSERT_TRUE(alone.admitted());
+  EXPECT_EQ(admission.in_flight(), 5);
+  const AdmissionController::Decision behind = admission.Admit(kNone, std::vector<size_t>{40, 40});
+  EXPECT_EQ(behind.refusal, Refusal::kMaxInFlight);
+  EXPECT_THAT(behind.message, HasSubstr("a text of 2 sentences: server is at its in-flight limit"));
+  for (const Ticket& ticket : alone.tickets) admission.Release(ticket, -1);
+  Hold(admission, 2, 40);
+  // Two in flight and a limit of three: room for one sentence, not a text of two.
+  EXPECT_EQ(admission.Admit(kNone, std::vector<size_t>{40, 40}).refusal, Refusal::kMaxInFlight);
+  EXPECT_TRUE(admission.Admit(kNone, 40).admitted());
+}
+
 // A batching engine on the fake clock: every step runs every sentence in flight and takes
 // base + per_sentence * n; a sentence leaves after its output tokens + 1 steps. Sentences that
 // arrive during a step join the next.
@@ -355,7 +406,7 @@ LoadResult ClosedLoop(const std::vector<AdmissionController*>& workers, Batching
     const int worker = send.client % std::ssize(workers);
     const AdmissionController::Decision decision = workers[worker]->Admit(kNone, sentence.bytes);
     if (decision.admitted()) {
-      engine.Add({.ticket = decision.ticket,
+      engine.Add({.ticket = decision.tickets[0],
                   .worker = worker,
                   .output = sentence.output,
                   .sent_us = now_us,
@@ -527,7 +578,7 @@ LoadResult OpenLoop(const std::vector<AdmissionController*>& workers, BatchingEn
     const MixSentence sentence = Mix(next++);
     const AdmissionController::Decision decision = workers[worker]->Admit(kNone, sentence.bytes);
     if (decision.admitted()) {
-      engine.Add({.ticket = decision.ticket,
+      engine.Add({.ticket = decision.tickets[0],
                   .worker = worker,
                   .output = sentence.output,
                   .sent_us = now_us,

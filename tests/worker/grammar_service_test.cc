@@ -131,6 +131,13 @@ class FakeEngine final : public EngineLink {
     std::unique_lock lock(mu_);
     return cv_.wait_for(lock, kWait, [&] { return cancelled_.size() >= n; });
   }
+  // Fails held request `index` (in submission order among those held) with `status`.
+  void FailHeld(size_t index, absl::Status status) {
+    std::lock_guard lock(mu_);
+    Reply(std::move(held_[index].request), std::move(held_[index].done), std::move(status));
+    held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(index));
+    cv_.notify_all();
+  }
   // Answers every held request, the most recent first.
   void ReleaseNewestFirst() {
     std::lock_guard lock(mu_);
@@ -1252,6 +1259,9 @@ grpc::Status CorrectWith(gecd::v1::GrammarCorrection::Stub& stub, const CorrectR
 
 TEST_F(GrammarServiceTest, AWholeTextIsCorrectedSentenceBySentenceAndMergedInPlace) {
   config_.server.max_input_chars = 1000;
+  // A text's sentences are admitted together: room for several texts' worth (a reply reaches
+  // the client before its last sentence has left admission).
+  config_.server.max_in_flight = 64;
   StartServer();
   const std::string text = "  she go home. He are here!\n\nTHEY ARE FINE.\r\nok then ";
   CorrectResponse response;
@@ -1285,6 +1295,9 @@ TEST_F(GrammarServiceTest, AWholeTextIsCorrectedSentenceBySentenceAndMergedInPla
 
 TEST_F(GrammarServiceTest, OffsetsComeInTheRequestedUnitForEmojiCjkCombiningMarksAndCrlf) {
   config_.server.max_input_chars = 1000;
+  // A text's sentences are admitted together: room for several texts' worth (a reply reaches
+  // the client before its last sentence has left admission).
+  config_.server.max_in_flight = 64;
   StartServer();
   // A sentence ends after the emoji (4 UTF-8 bytes, 2 UTF-16 units), one after CJK (3 bytes
   // each), one after a combining mark (e + U+0301), and CRLF line ends between them.
@@ -1322,6 +1335,9 @@ TEST_F(GrammarServiceTest, AnUnknownOffsetUnitIsInvalidArgumentNamingTheField) {
 
 TEST_F(GrammarServiceTest, ASentenceOverTheTokenLimitComesBackUnchangedAndFlagged) {
   config_.server.max_input_chars = 1000;
+  // A text's sentences are admitted together: room for several texts' worth (a reply reaches
+  // the client before its last sentence has left admission).
+  config_.server.max_in_flight = 64;
   config_.model.max_input_tokens = 40;
   StartServer();
   const std::string long_sentence(60, 'x');
@@ -1338,6 +1354,9 @@ TEST_F(GrammarServiceTest, ASentenceOverTheTokenLimitComesBackUnchangedAndFlagge
 
 TEST_F(GrammarServiceTest, BadInputInAWholeTextNamesItsByteInTheText) {
   config_.server.max_input_chars = 1000;
+  // A text's sentences are admitted together: room for several texts' worth (a reply reaches
+  // the client before its last sentence has left admission).
+  config_.server.max_in_flight = 64;
   StartServer();
   CorrectResponse response;
   grpc::Status status = Correct(std::string("Fine here. Bad\0 one.", 20), &response);
@@ -1353,6 +1372,9 @@ TEST_F(GrammarServiceTest, BadInputInAWholeTextNamesItsByteInTheText) {
 
 TEST_F(GrammarServiceTest, TheSentenceCacheAnswersReSentSentencesWithoutTheEngine) {
   config_.server.max_input_chars = 1000;
+  // A text's sentences are admitted together: room for several texts' worth (a reply reaches
+  // the client before its last sentence has left admission).
+  config_.server.max_in_flight = 64;
   config_.server.sentence_cache_mb = 1;
   StartServer();
   const std::string text = "She go home. He are here. They is fine.";
@@ -1387,16 +1409,44 @@ TEST_F(GrammarServiceTest, TheSentenceCacheAnswersReSentSentencesWithoutTheEngin
 
 TEST_F(GrammarServiceTest, OneFailedSentenceFailsTheTextAndCancelsTheOthers) {
   config_.server.max_input_chars = 1000;
+  // A text's sentences are admitted together: room for several texts' worth (a reply reaches
+  // the client before its last sentence has left admission).
+  config_.server.max_in_flight = 64;
+  StartServer();
+  engine_->set_hold(true);
+  auto call = StartCorrect("One. Two. Three.");
+  ASSERT_TRUE(engine_->WaitForHeld(3));
+  engine_->FailHeld(1, absl::InternalError("the engine failed"));  // "Two."
+  const grpc::Status status = call->status.get_future().get();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_TRUE(engine_->WaitForCancelled(2));  // "One." and "Three."
+  EXPECT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
+}
+
+TEST_F(GrammarServiceTest, ATextIsAdmittedWholeOrRefusedWhole) {
+  config_.server.max_input_chars = 1000;
   config_.server.max_in_flight = 2;
   StartServer();
   CorrectResponse response;
   ASSERT_TRUE(Correct("Fine.", &response).ok());  // admission has an estimate from now on
   engine_->set_hold(true);
-  // Three sentences, room for two: the third is refused and the two admitted are cancelled.
+  auto first = StartCorrect("Held.");
+  ASSERT_TRUE(engine_->WaitForHeld(1));
+  // One in flight, room for one more: a text of three is refused whole, none of it submitted.
+  const size_t submitted = engine_->Submitted().size();
   const grpc::Status status = Correct("One. Two. Three.", &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_TRUE(engine_->WaitForCancelled(2));
-  EXPECT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
+  EXPECT_THAT(status.error_message(), ::testing::HasSubstr("a text of 3 sentences"));
+  EXPECT_EQ(engine_->Submitted().size(), submitted);
+  EXPECT_EQ(server_->service().in_flight(), 1);
+  engine_->ReleaseNewestFirst();
+  EXPECT_TRUE(first->status.get_future().get().ok());
+  // With nothing ahead, a text is let in whatever its size (or it could never be answered).
+  // (The reply reaches the client before its sentence has left admission.)
+  ASSERT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
+  engine_->set_hold(false);
+  ASSERT_TRUE(Correct("One. Two. Three.", &response).ok());
+  EXPECT_EQ(response.corrected_text(), "ONE. TWO. THREE.");
 }
 
 // The Python end-to-end client (tests/e2e/client_test.py, Debian's python3-grpcio) against
