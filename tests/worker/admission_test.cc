@@ -361,40 +361,89 @@ MixSentence Mix(uint64_t i) {
   return {output, static_cast<size_t>(output * 4 * scatter)};
 }
 
+// Tallies one simulated load run of `duration` from `start_us`: answers to sentences sent in
+// its first quarter are not counted; goodput is over the rest.
+class Tally {
+ public:
+  Tally(int64_t start_us, milliseconds duration, milliseconds objective)
+      : count_from_us_(start_us + duration.count() * 250),
+        end_us_(start_us + duration.count() * 1000),
+        objective_ms_(static_cast<double>(objective.count())) {}
+  int64_t end_us() const { return end_us_; }
+  void Answered(int64_t sent_us, int64_t now_us) {
+    if (sent_us < count_from_us_) return;
+    const double ms = static_cast<double>(now_us - sent_us) * 1e-3;
+    ++result_.answered;
+    latencies_ms_.push_back(ms);
+    if (ms <= objective_ms_) ++result_.within_objective;
+  }
+  void Refused(int64_t now_us) {
+    if (now_us >= count_from_us_) ++result_.refused;
+  }
+  LoadResult Result() {
+    std::sort(latencies_ms_.begin(), latencies_ms_.end());
+    if (!latencies_ms_.empty()) {
+      result_.p99_ms = latencies_ms_[static_cast<size_t>(0.99 * (latencies_ms_.size() - 1))];
+    }
+    result_.goodput_per_s =
+        result_.within_objective / (static_cast<double>(end_us_ - count_from_us_) * 1e-6);
+    return result_;
+  }
+
+ private:
+  const int64_t count_from_us_, end_us_;
+  const double objective_ms_;
+  LoadResult result_;
+  std::vector<double> latencies_ms_;
+};
+
+// Ends the engine's step in progress at its end time (now_us moves there): what it finished is
+// released to the worker that admitted it and tallied; returned for the caller's clients.
+std::vector<BatchingEngine::Running> EndStep(const std::vector<AdmissionController*>& workers,
+                                             BatchingEngine& engine, int64_t& now_us,
+                                             Tally& tally) {
+  now_us = engine.step_end_us();
+  std::vector<BatchingEngine::Running> done = engine.EndStep();
+  for (const BatchingEngine::Running& r : done) {
+    workers[r.worker]->Release(r.ticket, r.output);
+    tally.Answered(r.sent_us, now_us);
+  }
+  return done;
+}
+
+// `sentence` from `client` arrives at `worker` now: into the engine if admitted (returns true).
+bool Arrive(const std::vector<AdmissionController*>& workers, int worker, BatchingEngine& engine,
+            const MixSentence& sentence, int64_t now_us, int client) {
+  const AdmissionController::Decision decision = workers[worker]->Admit(kNone, sentence.bytes);
+  if (!decision.admitted()) return false;
+  engine.Add({.ticket = decision.tickets[0],
+              .worker = worker,
+              .output = sentence.output,
+              .sent_us = now_us,
+              .client = client});
+  engine.MaybeStart(now_us);
+  return true;
+}
+
 // `clients` closed-loop clients for `duration` (the first quarter not counted): each answer is
 // followed by the next sentence at once, each refusal by the same sentence 2 ms later (at once:
 // a refusal's round trip on a loaded box).
 LoadResult ClosedLoop(const std::vector<AdmissionController*>& workers, BatchingEngine& engine,
                       int64_t& now_us, int clients, milliseconds duration, milliseconds objective) {
-  LoadResult result;
-  const int64_t start_us = now_us;
-  const int64_t count_from_us = start_us + duration.count() * 250;
-  const int64_t end_us = start_us + duration.count() * 1000;
+  Tally tally(now_us, duration, objective);
   struct Send {
     int64_t at_us;
     int client;
     uint64_t sentence;
-    int64_t first_sent_us;
     bool operator>(const Send& o) const { return at_us > o.at_us; }
   };
   std::priority_queue<Send, std::vector<Send>, std::greater<>> sends;
   uint64_t next_sentence = 0;
-  for (int c = 0; c < clients; ++c) sends.push({now_us, c, next_sentence++, now_us});
-  std::vector<double> latencies_ms;
+  for (int c = 0; c < clients; ++c) sends.push({now_us, c, next_sentence++});
   while (true) {
-    const bool step_first =
-        engine.busy() && (sends.empty() || engine.step_end_us() <= sends.top().at_us);
-    if (step_first) {
-      now_us = engine.step_end_us();
-      for (const BatchingEngine::Running& r : engine.EndStep()) {
-        workers[r.worker]->Release(r.ticket, r.output);
-        const double ms = static_cast<double>(now_us - r.sent_us) * 1e-3;
-        if (r.sent_us >= count_from_us) {
-          ++result.answered;
-          latencies_ms.push_back(ms);
-          if (ms <= static_cast<double>(objective.count())) ++result.within_objective;
-        }
-        if (now_us < end_us) sends.push({now_us, r.client, next_sentence++, now_us});
+    if (engine.busy() && (sends.empty() || engine.step_end_us() <= sends.top().at_us)) {
+      for (const BatchingEngine::Running& r : EndStep(workers, engine, now_us, tally)) {
+        if (now_us < tally.end_us()) sends.push({now_us, r.client, next_sentence++});
       }
       continue;
     }
@@ -402,28 +451,13 @@ LoadResult ClosedLoop(const std::vector<AdmissionController*>& workers, Batching
     const Send send = sends.top();
     sends.pop();
     now_us = send.at_us;
-    const MixSentence sentence = Mix(send.sentence);
     const int worker = send.client % std::ssize(workers);
-    const AdmissionController::Decision decision = workers[worker]->Admit(kNone, sentence.bytes);
-    if (decision.admitted()) {
-      engine.Add({.ticket = decision.tickets[0],
-                  .worker = worker,
-                  .output = sentence.output,
-                  .sent_us = now_us,
-                  .client = send.client});
-      engine.MaybeStart(now_us);
-    } else {
-      if (now_us >= count_from_us) ++result.refused;
-      if (now_us + 2000 < end_us) sends.push({now_us + 2000, send.client, send.sentence, now_us});
+    if (!Arrive(workers, worker, engine, Mix(send.sentence), now_us, send.client)) {
+      tally.Refused(now_us);
+      if (now_us + 2000 < tally.end_us()) sends.push({now_us + 2000, send.client, send.sentence});
     }
   }
-  std::sort(latencies_ms.begin(), latencies_ms.end());
-  if (!latencies_ms.empty()) {
-    result.p99_ms = latencies_ms[static_cast<size_t>(0.99 * (latencies_ms.size() - 1))];
-  }
-  result.goodput_per_s =
-      result.within_objective / (static_cast<double>(end_us - count_from_us) * 1e-6);
-  return result;
+  return tally.Result();
 }
 
 // The reported collapse, on a model of the engine: steps of 4 ms + 0.5 ms per sentence in
@@ -549,52 +583,23 @@ TEST_F(SharedEngineTest, TwoWorkersKeepGoodputAndTheObjectiveOnAMostlyFixedStep)
 // refusals not re-sent: what a load test's find-max trial sends.
 LoadResult OpenLoop(const std::vector<AdmissionController*>& workers, BatchingEngine& engine,
                     int64_t& now_us, double rate, milliseconds duration, milliseconds objective) {
-  LoadResult result;
   const int64_t start_us = now_us;
-  const int64_t count_from_us = start_us + duration.count() * 250;
-  const int64_t end_us = start_us + duration.count() * 1000;
+  Tally tally(now_us, duration, objective);
   const double gap_us = 1e6 / rate;
-  std::vector<double> latencies_ms;
   uint64_t next = 0;
   auto arrival = [&](uint64_t i) { return start_us + static_cast<int64_t>(gap_us * i); };
   while (true) {
-    const bool more = arrival(next) < end_us;
+    const bool more = arrival(next) < tally.end_us();
     if (engine.busy() && (!more || engine.step_end_us() <= arrival(next))) {
-      now_us = engine.step_end_us();
-      for (const BatchingEngine::Running& r : engine.EndStep()) {
-        workers[r.worker]->Release(r.ticket, r.output);
-        const double ms = static_cast<double>(now_us - r.sent_us) * 1e-3;
-        if (r.sent_us >= count_from_us) {
-          ++result.answered;
-          latencies_ms.push_back(ms);
-          if (ms <= static_cast<double>(objective.count())) ++result.within_objective;
-        }
-      }
+      EndStep(workers, engine, now_us, tally);
       continue;
     }
     if (!more) break;
     now_us = arrival(next);
     const int worker = static_cast<int>(next % workers.size());
-    const MixSentence sentence = Mix(next++);
-    const AdmissionController::Decision decision = workers[worker]->Admit(kNone, sentence.bytes);
-    if (decision.admitted()) {
-      engine.Add({.ticket = decision.tickets[0],
-                  .worker = worker,
-                  .output = sentence.output,
-                  .sent_us = now_us,
-                  .client = 0});
-      engine.MaybeStart(now_us);
-    } else if (now_us >= count_from_us) {
-      ++result.refused;
-    }
+    if (!Arrive(workers, worker, engine, Mix(next++), now_us, /*client=*/0)) tally.Refused(now_us);
   }
-  std::sort(latencies_ms.begin(), latencies_ms.end());
-  if (!latencies_ms.empty()) {
-    result.p99_ms = latencies_ms[static_cast<size_t>(0.99 * (latencies_ms.size() - 1))];
-  }
-  result.goodput_per_s =
-      result.within_objective / (static_cast<double>(end_us - count_from_us) * 1e-6);
-  return result;
+  return tally.Result();
 }
 
 // What the engine can serve within the objective is not refused: at the highest open-loop rate
