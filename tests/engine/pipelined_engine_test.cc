@@ -81,14 +81,27 @@ TEST(PipelinedEngineTest, GivesTokenForTokenWhatTheSynchronousEngineGives) {
   EXPECT_EQ(engine.engine().num_free_blocks(), engine.engine().num_blocks());
 }
 
-TEST(PipelinedEngineTest, AFreedSequenceStopsAndItsBlocksReturn) {
+// The fixture model's pipelined engine (null when the fixture is missing).
+std::unique_ptr<PipelinedEngine> FixtureEngine() {
   testing::LoadedModel model =
       LoadFixtureModel("ref-llama-f32", {.kv_block_size = 4, .num_kv_blocks = 96});
-  ASSERT_NE(model.backend, nullptr);
-  PipelinedEngine engine(std::move(model.backend), nullptr, {});
-  GenerationParams long_run;
-  long_run.max_new_tokens = 64;
-  long_run.ignore_eos = true;
+  if (model.backend == nullptr) return nullptr;
+  return std::make_unique<PipelinedEngine>(std::move(model.backend), nullptr, EngineOptions{});
+}
+
+// Exactly `n` new tokens, EOS or not.
+GenerationParams ExactlyTokens(int n) {
+  GenerationParams params;
+  params.max_new_tokens = n;
+  params.ignore_eos = true;
+  return params;
+}
+
+TEST(PipelinedEngineTest, AFreedSequenceStopsAndItsBlocksReturn) {
+  std::unique_ptr<PipelinedEngine> pipelined = FixtureEngine();
+  ASSERT_NE(pipelined, nullptr);
+  PipelinedEngine& engine = *pipelined;
+  const GenerationParams long_run = ExactlyTokens(64);
   ASSERT_TRUE(engine.Add(1, {1, 2, 3}, long_run).ok());
   ASSERT_TRUE(engine.Add(2, {4, 5, 6}, long_run).ok());
   PipelinedEngine::StepOutcome outcome;
@@ -105,13 +118,10 @@ TEST(PipelinedEngineTest, AFreedSequenceStopsAndItsBlocksReturn) {
 }
 
 TEST(PipelinedEngineTest, EachTurnReportsTheSizeOfTheStepItCommitted) {
-  testing::LoadedModel model =
-      LoadFixtureModel("ref-llama-f32", {.kv_block_size = 4, .num_kv_blocks = 96});
-  ASSERT_NE(model.backend, nullptr);
-  PipelinedEngine engine(std::move(model.backend), nullptr, {});
-  GenerationParams params;
-  params.max_new_tokens = 4;
-  params.ignore_eos = true;
+  std::unique_ptr<PipelinedEngine> pipelined = FixtureEngine();
+  ASSERT_NE(pipelined, nullptr);
+  PipelinedEngine& engine = *pipelined;
+  const GenerationParams params = ExactlyTokens(4);
   ASSERT_TRUE(engine.Add(1, {1, 2, 3, 4, 5}, params).ok());
   ASSERT_TRUE(engine.Add(2, {6, 7}, params).ok());
   PipelinedEngine::StepOutcome outcome;
