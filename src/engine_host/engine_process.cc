@@ -243,6 +243,7 @@ absl::Status EngineLoop::RunStep() {
                        static_cast<double>(committed_us - start_us));
     const ipc::StepTime fitted = step_time_.Fitted();
     segment_.PublishStepTime(fitted);
+    segment_.PublishTokensPerStep(static_cast<float>(generator_->TokensPerSequenceStep()));
     metrics_.SetStepTime(fitted.fixed_us * 1e-6, fitted.per_sequence_us * 1e-6);
   }
   header_->engine_steps.fetch_add(1, std::memory_order_release);

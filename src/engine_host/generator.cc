@@ -80,6 +80,16 @@ class ModelGenerator final : public Generator {
     published_ = now;
   }
 
+  // Each sequence-step emits its accepted drafts and the model's own token. Since the start,
+  // not recent steps: acceptance is the workload's (how much of the input the output copies),
+  // which a pod's traffic keeps.
+  double TokensPerSequenceStep() const override {
+    const engine::SpeculationStats& s = engine_.engine().speculation();
+    if (!engine_.engine().speculates() || s.sequence_steps == 0) return 1.0;
+    return static_cast<double>(s.sequence_steps + s.accepted) /
+           static_cast<double>(s.sequence_steps);
+  }
+
  private:
   engine::SpeculationStats published_;  // the counters PublishGauges last published
   engine::PipelinedEngine engine_;

@@ -41,6 +41,9 @@ class Generator {
   virtual absl::Status Step(StepOutcome* out) = 0;
   // The engine's gauges, and its speculative-decoding counters' growth since the last call.
   virtual void PublishGauges(metrics::ProcessMetrics& metrics) = 0;
+  // Output tokens a sequence gains per step, on average since the start: 1 without
+  // speculative decoding.
+  virtual double TokensPerSequenceStep() const { return 1.0; }
 };
 
 // engine.backend's generator, loaded (model, weights) and warmed up: one tiny generation has

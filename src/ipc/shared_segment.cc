@@ -21,7 +21,7 @@ namespace gecd::ipc {
 namespace {
 
 constexpr uint64_t kMagic = 0x31474553'44434547;  // "GECDSEG1"
-constexpr uint32_t kVersion = 6;
+constexpr uint32_t kVersion = 7;
 constexpr int kMaxWorkers = 1024;
 
 size_t RoundUp64(size_t n) { return (n + 63) / 64 * 64; }
@@ -217,6 +217,15 @@ void SharedSegment::PublishStepTime(StepTime step_time) const {
 
 StepTime SharedSegment::step_time() const {
   return std::bit_cast<StepTime>(header()->engine_step_time.load(std::memory_order_relaxed));
+}
+
+void SharedSegment::PublishTokensPerStep(float tokens) const {
+  header()->engine_tokens_per_step.store(std::bit_cast<uint32_t>(tokens),
+                                         std::memory_order_relaxed);
+}
+
+float SharedSegment::tokens_per_step() const {
+  return std::bit_cast<float>(header()->engine_tokens_per_step.load(std::memory_order_relaxed));
 }
 
 int SharedSegment::AdmittedByOtherWorkers(int index) const {

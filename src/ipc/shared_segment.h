@@ -72,6 +72,10 @@ struct SegmentHeader {
   // The engine's StepTime, both floats in one word so that a reader never mixes two fits;
   // written by the engine, read by the workers' admission. See SharedSegment::step_time().
   std::atomic<uint64_t> engine_step_time;
+  // Output tokens a sequence gains per step, as a float's bits: 1 without speculative decoding,
+  // more with it (accepted drafts). Written by the engine, read by the workers' admission; 0
+  // until published. See SharedSegment::tokens_per_step().
+  std::atomic<uint32_t> engine_tokens_per_step;
   // Why the engine could not start (loading the model or sizing its cache failed): written by
   // that engine just before it exits, read by the supervisor once it has reaped it, cleared by
   // the supervisor before it starts an engine. See SharedSegment::SetEngineFailure.
@@ -125,6 +129,8 @@ class SharedSegment {
   // Engine: publishes what it measured of its steps; workers read it.
   void PublishStepTime(StepTime step_time) const;
   StepTime step_time() const;
+  void PublishTokensPerStep(float tokens) const;
+  float tokens_per_step() const;  // 0: not published
   // The sentences admitted by every worker but `index` (ChannelHeader::admitted).
   int AdmittedByOtherWorkers(int index) const;
 

@@ -44,7 +44,8 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
   const double predicted_us = PredictUs(model, ahead, output, along);
   // How long the sentences ahead take to leave, each.
   const int leaving_batch = std::max(1, model.Batch(ahead));
-  const double leave_us = (output_.Ratio() + 1) * model.StepUs(leaving_batch) / leaving_batch;
+  const double leave_us =
+      model.Steps(output_.Ratio()) * model.StepUs(leaving_batch) / leaving_batch;
   const std::string what =
       along == 1 ? std::string("") : absl::StrFormat("a text of %d sentences: ", along);
   if (in_flight_ > 0 && in_flight_ + along > options_.max_in_flight) {
@@ -191,7 +192,8 @@ AdmissionController::StepModel AdmissionController::Model() const {
     return {.fixed_us = load.step_fixed_us,
             .per_sequence_us = load.step_per_sequence_us,
             .others = std::max(0, load.others_admitted),
-            .max_batch = std::max(1, options_.max_batch_size)};
+            .max_batch = std::max(1, options_.max_batch_size),
+            .tokens_per_step = load.tokens_per_step >= 1 ? load.tokens_per_step : 1.0};
   }
   return {.per_sequence_us = step_us_.Ratio()};
 }
@@ -204,8 +206,8 @@ double AdmissionController::PredictUs(const StepModel& model, int ahead, double 
   const int in_flight = ahead + along;
   const int batch = model.Batch(in_flight);
   const double queued =
-      static_cast<double>(in_flight - batch) * (output_.Ratio() + 1) / std::max(1, batch);
-  return (output + 1 + queued) * model.StepUs(batch);
+      static_cast<double>(in_flight - batch) * model.Steps(output_.Ratio()) / std::max(1, batch);
+  return (model.Steps(output) + queued) * model.StepUs(batch);
 }
 
 std::chrono::milliseconds AdmissionController::Jittered(double us) {

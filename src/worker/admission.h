@@ -31,12 +31,14 @@ namespace gecd::worker {
 // step(n) = fixed + per_sequence * n, and every worker publishes how many sentences it holds, so
 // with n sentences in flight across the workers, this one included:
 //
-//   predicted = (output + 1 + queued) * step(min(n, max_batch_size))
+//   predicted = (output / tokens_per_step + 1 + queued) * step(min(n, max_batch_size))
 //
-// where queued, the steps a sentence beyond the engine's batch waits for others to leave, is
-// (n - max_batch_size) * (mean output + 1) / max_batch_size. Until the engine has published its
-// step time (or with a link that cannot tell), each worker learns theta, a time per step per
-// sentence in its own flight, from its finished sentences, as a ratio of sums, sum(time) /
+// where tokens_per_step, the output tokens a sequence gains per step, is 1 unless the engine
+// verifies drafts (speculative decoding: it publishes what it measures, ~3-7 on corrections),
+// and queued, the steps a sentence beyond the engine's batch waits for others to leave, is
+// (n - max_batch_size) * (mean output / tokens_per_step + 1) / max_batch_size. Until the engine has
+// published its step time (or with a link that cannot tell), each worker learns theta, a time per
+// step per sentence in its own flight, from its finished sentences, as a ratio of sums, sum(time) /
 // sum((output + 1) * mean in flight during its stay), and predicts theta * (output + 1) *
 // (in_flight + 1): proportional to the batch, which overstates a larger batch by the step's
 // fixed part. Whatever is learned from finished sentences is smoothed over the completions of
@@ -183,7 +185,10 @@ class AdmissionController {
     double per_sequence_us = 0;  // theta in the own-flight model
     int others = 0;              // sentences in flight besides this worker's
     int max_batch = 0;           // beyond it, sentences queue; 0: no limit
+    double tokens_per_step = 1;  // output tokens a sequence gains per step
     double StepUs(int batch) const { return fixed_us + per_sequence_us * batch; }
+    // The steps a sentence of `output` tokens runs for (the first step prefills).
+    double Steps(double output) const { return output / tokens_per_step + 1; }
     int Batch(int in_flight) const {
       return max_batch > 0 ? std::min(in_flight, max_batch) : in_flight;
     }

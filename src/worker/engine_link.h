@@ -46,6 +46,8 @@ struct EngineLoad {
   double step_fixed_us = 0;
   double step_per_sequence_us = 0;
   int others_admitted = 0;  // sentences admitted by the other workers, still unanswered
+  // Output tokens a sequence gains per step (above 1 with speculative decoding); 0: unknown.
+  double tokens_per_step = 0;
   bool known() const { return step_fixed_us > 0 || step_per_sequence_us > 0; }
 };
 

@@ -70,7 +70,8 @@ EngineLoad RingEngineLink::Load() const {
   const ipc::StepTime step = segment_.step_time();
   return {.step_fixed_us = step.fixed_us,
           .step_per_sequence_us = step.per_sequence_us,
-          .others_admitted = segment_.AdmittedByOtherWorkers(index_)};
+          .others_admitted = segment_.AdmittedByOtherWorkers(index_),
+          .tokens_per_step = segment_.tokens_per_step()};
 }
 
 void RingEngineLink::PublishAdmitted(int admitted) { channel_.PublishAdmitted(admitted); }

@@ -313,6 +313,30 @@ TEST_F(EngineProcessTest, CpuModelGivesWhatTheInProcessEngineGives) {
   }
 }
 
+// Admission counts the output tokens a sequence gains per step: 1 without drafts; with them, and
+// a copy bias strong enough that the output copies the prompt, the accepted drafts too.
+TEST_F(EngineProcessTest, PublishesTheTokensASequenceGainsPerStep) {
+  config::Config config = EngineConfig("cpu");
+  config.engine.speculate_tokens = 4;
+  StartEngine(config);
+  ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready(); }));
+  EngineRequest request;
+  request.id = 1;
+  request.prompt = Prompt(3, 24);
+  request.max_new_tokens = 24;
+  request.copy_bias = 100;  // far above any logit of the random model: the copy wins
+  request.copy_begin = 0;
+  request.copy_end = 24;
+  std::promise<EngineReply> promise;
+  std::future<EngineReply> future = promise.get_future();
+  ASSERT_TRUE(
+      Link(0).Submit(std::move(request), [&promise](EngineReply r) { promise.set_value(r); }).ok());
+  EngineReply reply = Get(future);
+  ASSERT_TRUE(reply.status.ok()) << reply.status;
+  EXPECT_GT(segment_.tokens_per_step(), 2.0f);
+  EXPECT_GT(Link(0).Load().tokens_per_step, 2.0);
+}
+
 TEST_F(EngineProcessTest, EngineRejectionsComeBackAsErrors) {
   StartEngine("cpu");
   ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready(); }));

@@ -41,6 +41,22 @@ TEST(SharedSegmentTest, CreatesA0600SegmentThatOpenSees) {
   EXPECT_EQ(opened->header()->engine_epoch.load(), 5u) << "mappings outlive the name";
 }
 
+TEST(SharedSegmentTest, TheEnginesStepMeasuresReachAnotherMapping) {
+  const std::string name = SharedSegment::UniqueName();
+  absl::StatusOr<SharedSegment> engine = SharedSegment::Create(name, {.num_workers = 1});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  absl::StatusOr<SharedSegment> worker = SharedSegment::Open(name);
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  EXPECT_FALSE(worker->step_time().known());
+  EXPECT_EQ(worker->tokens_per_step(), 0);  // not published yet
+  engine->PublishStepTime({.fixed_us = 7000, .per_sequence_us = 420});
+  engine->PublishTokensPerStep(3.25f);
+  EXPECT_EQ(worker->step_time().fixed_us, 7000);
+  EXPECT_EQ(worker->step_time().per_sequence_us, 420);
+  EXPECT_EQ(worker->tokens_per_step(), 3.25f);
+  EXPECT_TRUE(engine->Unlink().ok());
+}
+
 TEST(SharedSegmentTest, EngineFailureCrossesProcessesBoundedAndClears) {
   const std::string name = SharedSegment::UniqueName();
   absl::StatusOr<SharedSegment> created = SharedSegment::Create(name, {.ring_slots = 16});

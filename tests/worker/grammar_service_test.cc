@@ -1452,6 +1452,9 @@ TEST_F(GrammarServiceTest, ATextIsAdmittedWholeOrRefusedWhole) {
 // The Python end-to-end client (tests/e2e/client_test.py, Debian's python3-grpcio) against
 // this in-process worker; the daemon's integration tests run it against `gecd serve`.
 TEST_F(GrammarServiceTest, PythonClientAgrees) {
+  // Its stream sends every sentence at once: room for all of them (the test is about the
+  // client, not admission).
+  config_.server.max_in_flight = 64;
   StartServer();
   const std::string command = absl::StrCat("/usr/bin/python3 ", gecd::testing::SourceDir(),
                                            "/tests/e2e/client_test.py 127.0.0.1:", server_->port());
