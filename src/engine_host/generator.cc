@@ -30,6 +30,9 @@ class ModelGenerator final : public Generator {
     ASSIGN_OR_RETURN(std::unique_ptr<engine::Backend> backend,
                      config::CreateBackend(config, *checkpoint));
     ProcessStartup().Mark("backend");
+    if (config.engine.backend == "cpu") {
+      spdlog::info("engine: {}", config::DescribeComputeThreads(config.engine));
+    }
     return std::make_unique<ModelGenerator>(std::move(backend),
                                             config::EngineOptionsFrom(*checkpoint, config.engine));
   }

@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/cpu_limit.h"
 #include "common/status_macros.h"
 #ifdef GECD_HAVE_CUDA
 #include "cuda_backend/cuda_backend.h"
@@ -11,13 +13,24 @@
 
 namespace gecd::config {
 
+int ComputeThreadsFor(const EngineSection& engine) {
+  return engine.threads > 0 ? engine.threads : ComputeThreads(ProcessCpuLimit());
+}
+
+std::string DescribeComputeThreads(const EngineSection& engine) {
+  if (engine.threads > 0) return absl::StrCat(engine.threads, " compute threads (engine.threads)");
+  const CpuLimit& limit = ProcessCpuLimit();
+  return absl::StrFormat("%d compute threads (engine.threads 0: %.2f CPUs, from the %s)",
+                         ComputeThreads(limit), limit.cpus, limit.source);
+}
+
 engine::CpuBackendOptions CpuBackendOptionsFrom(const EngineSection& engine) {
   return {.kv_block_size = engine.kv_block_size,
           .num_kv_blocks = engine.kv_cache_blocks,
           .kv_cache_mb = engine.kv_cache_mb,
           .max_step_tokens = engine.max_step_tokens,
           .max_batch_size = engine.max_batch_size,
-          .threads = engine.threads,
+          .threads = ComputeThreadsFor(engine),
           .int8 = engine.quantization == "int8",
           .cpu_isa = engine.cpu_isa};
 }

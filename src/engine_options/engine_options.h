@@ -15,6 +15,13 @@
 // (The spelling stage's: spelling/spelling_config.h.)
 namespace gecd::config {
 
+// engine.threads, or with 0 the CPUs this process may keep busy (common/cpu_limit.h): a
+// container's CPU quota counts, which BLAS and OpenMP do not see (they start a thread per
+// visible core, and the quota then throttles them in the middle of a matmul).
+int ComputeThreadsFor(const EngineSection& engine);
+// The same for the start-up log, saying where the number came from.
+std::string DescribeComputeThreads(const EngineSection& engine);
+
 // The engine section's settings as the CPU backend takes them.
 engine::CpuBackendOptions CpuBackendOptionsFrom(const EngineSection& engine);
 

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "auth/token_table.h"
 #include "common/child_process.h"
+#include "common/cpu_limit.h"
 #include "common/startup_phases.h"
 #include "common/status_macros.h"
 #include "config/config.h"
@@ -250,9 +251,9 @@ Supervisor::~Supervisor() {
 }
 
 absl::Status Supervisor::Start() {
-  const int num_workers = config_.server.workers > 0
-                              ? config_.server.workers
-                              : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  // 0: one per CPU this process may keep busy (a container's CPU quota counts).
+  const int num_workers =
+      config_.server.workers > 0 ? config_.server.workers : ComputeThreads(ProcessCpuLimit());
   RETURN_IF_ERROR(CreateSegment(num_workers));
   RETURN_IF_ERROR(StartStatusServer());
   ProcessStartup().Mark("segment and /metrics");
