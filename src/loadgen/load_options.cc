@@ -25,6 +25,8 @@ QPS, latency percentiles (of successful requests) and errors by status code.
                          spread round-robin over them (channel i on target i mod count), and
                          so is the load when --channels is a multiple of their count
   --input FILE           sentences, one per line, cycled (required)
+  --text-separator LINE  the input holds whole texts (paragraphs, line breaks) instead,
+                         each ended by a line that is exactly LINE (e.g. %%)
   --qps N                open loop: Poisson arrivals at N requests/s (default 100)
   --profile SPEC         open loop with a varying rate: ramp:FROM:TO (linear over --duration)
                          or diurnal:MIN:MAX:PERIOD_S (a sine from MIN up to MAX and back)
@@ -147,7 +149,7 @@ absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& arg
       {"csv", true, ""},         {"max-error-rate", true, ""},
       {"precision", true, ""},   {"max-trials", true, ""},
       {"tls-ca", true, ""},      {"tls-server-name", true, ""},
-      {"token-file", true, ""}};
+      {"token-file", true, ""},  {"text-separator", true, ""}};
   bool help = false;
   ASSIGN_OR_RETURN(const Args args, ParseToolArgs(argv, kFlags, &help));
   LoadOptions options;
@@ -162,6 +164,10 @@ absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& arg
     ASSIGN_OR_RETURN(run.targets, ParseTargets("--target", *v));
   }
   if (auto v = args.Get("input")) options.input_path = *v;
+  if (auto v = args.Get("text-separator")) {
+    if (v->empty()) return absl::InvalidArgumentError("--text-separator: an empty line");
+    options.text_separator = *v;
+  }
   if (auto v = args.Get("qps")) {
     ASSIGN_OR_RETURN(qps, ParsePositive("--qps", *v));
   }
@@ -253,19 +259,34 @@ absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& arg
   return options;
 }
 
-absl::StatusOr<std::vector<std::string>> ReadSentences(const std::string& path) {
+absl::StatusOr<std::vector<std::string>> ReadSentences(const std::string& path,
+                                                       const std::string& text_separator) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("--input ", path, ": cannot be read"));
-  std::vector<std::string> sentences;
+  std::vector<std::string> requests;
+  std::string text;  // the whole text being read, with a separator
+  auto end_text = [&] {
+    if (text.find_first_not_of(" \t\n") != std::string::npos) requests.push_back(text);
+    text.clear();
+  };
   for (std::string line; std::getline(in, line);) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (!line.empty()) sentences.push_back(std::move(line));
+    if (text_separator.empty()) {
+      if (!line.empty()) requests.push_back(std::move(line));
+    } else if (line == text_separator) {
+      end_text();
+    } else {
+      if (!text.empty()) text += '\n';
+      text += line;
+    }
   }
+  if (!text_separator.empty()) end_text();  // the last text needs no separator after it
   if (in.bad()) return absl::DataLossError(absl::StrCat("--input ", path, ": read error"));
-  if (sentences.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("--input ", path, ": no sentences"));
+  if (requests.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--input ", path, text_separator.empty() ? ": no sentences" : ": no texts"));
   }
-  return sentences;
+  return requests;
 }
 
 }  // namespace gecd::loadgen

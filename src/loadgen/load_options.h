@@ -15,6 +15,7 @@ namespace gecd::loadgen {
 struct LoadOptions {
   RunConfig run;  // sentences not yet read
   std::string input_path;
+  std::string text_separator;  // --text-separator: whole texts, each ended by this line
   std::string json_path;
   std::string csv_path;
   bool find_max = false;
@@ -31,8 +32,11 @@ absl::StatusOr<double> ParseDuration(std::string_view text);
 // --find-max with either) are errors.
 absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& args);
 
-// The file's non-empty lines; an error if it cannot be read or has none.
-absl::StatusOr<std::vector<std::string>> ReadSentences(const std::string& path);
+// The file's non-empty lines; or with a `text_separator`, its texts: the lines between
+// separator lines, joined by "\n" (line breaks and blank lines inside a text kept, a text of
+// only whitespace dropped). An error if it cannot be read or has none.
+absl::StatusOr<std::vector<std::string>> ReadSentences(const std::string& path,
+                                                       const std::string& text_separator = "");
 
 }  // namespace gecd::loadgen
 

@@ -72,7 +72,8 @@ absl::Status Main(int argc, char** argv) {
     std::cout << kLoadUsage;
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(options.run.sentences, ReadSentences(options.input_path));
+  ASSIGN_OR_RETURN(options.run.sentences,
+                   ReadSentences(options.input_path, options.text_separator));
   return options.find_max ? FindMax(options) : RunOnce(options);
 }
 

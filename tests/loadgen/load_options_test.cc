@@ -160,5 +160,20 @@ TEST(ReadSentencesTest, ReadsNonEmptyLinesAndRejectsEmptyOrMissingFiles) {
   EXPECT_EQ(ReadSentences(path).status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(ReadSentencesTest, WholeTextsBetweenSeparatorLinesKeepTheirParagraphs) {
+  const std::string path = ::testing::TempDir() + "/gecd_load_texts.txt";
+  std::ofstream(path) << "He go home. She like cats.\r\n\nNew paragraph.\n%%\n \n%%\nOne more.";
+  absl::StatusOr<std::vector<std::string>> texts = ReadSentences(path, "%%");
+  ASSERT_TRUE(texts.ok()) << texts.status();
+  // A text of only whitespace is dropped; the last needs no separator after it.
+  EXPECT_EQ(*texts, (std::vector<std::string>{"He go home. She like cats.\n\nNew paragraph.",
+                                              "One more."}));
+  std::ofstream(path) << "%%\n\n%%\n";
+  EXPECT_EQ(ReadSentences(path, "%%").status().message(), "--input " + path + ": no texts");
+  std::remove(path.c_str());
+  EXPECT_EQ(Parse({"--input", "a", "--text-separator", "%%"})->text_separator, "%%");
+  EXPECT_FALSE(Parse({"--input", "a", "--text-separator", ""}).ok());
+}
+
 }  // namespace
 }  // namespace gecd::loadgen
