@@ -17,8 +17,9 @@
 
 // One backend daemon as the router sees it: its address, the counters the picker and /metrics
 // read, its outlier state, and a gRPC channel for its health checks (calls go through the
-// relay's own connections; TLS like them with route.upstream_tls). Calls hold a shared_ptr to it, so an endpoint that discovery dropped
-// lives on until its last call ends: a change of the endpoint set never cuts a call off.
+// relay's own connections; TLS like them with route.upstream_tls). Calls hold a shared_ptr to it,
+// so an endpoint that discovery dropped lives on until its last call ends: a change of the endpoint
+// set never cuts a call off.
 namespace gecd::route {
 
 class Endpoint {

@@ -117,14 +117,15 @@ void RelayLoop::Accept() {
       continue;
     }
     if (!relay_.AdmitHandshake()) {
-      spdlog::debug("route: {} TLS handshakes in flight (route.max_tls_handshakes): a new "
-                    "connection closed",
-                    relay_.options_.max_handshakes);
+      spdlog::debug(
+          "route: {} TLS handshakes in flight (route.max_tls_handshakes): a new "
+          "connection closed",
+          relay_.options_.max_handshakes);
       close(fd);
       continue;
     }
-    absl::StatusOr<std::unique_ptr<tls::TlsSocket>> tls = tls::TlsSocket::Create(
-        listener_tls->context(), fd, tls::TlsSocket::Side::kServer, "");
+    absl::StatusOr<std::unique_ptr<tls::TlsSocket>> tls =
+        tls::TlsSocket::Create(listener_tls->context(), fd, tls::TlsSocket::Side::kServer, "");
     if (!tls.ok()) {
       spdlog::warn("route: {}", std::string(tls.status().message()));
       relay_.HandshakeEnded(RouteMetrics::Handshake::kFailed);
@@ -180,10 +181,10 @@ absl::StatusOr<RelayConnection*> RelayLoop::Upstream(const std::shared_ptr<Endpo
       absl::StatusOr<daemon::ListenAddress> parsed =
           daemon::ParseListenAddress(address, "endpoint");
       absl::StatusOr<std::unique_ptr<tls::TlsSocket>> made =
-          parsed.ok() ? tls::TlsSocket::Create(upstream_tls->context(), fd,
-                                               tls::TlsSocket::Side::kClient,
-                                               upstream_tls->PeerName(parsed->host))
-                      : parsed.status();
+          parsed.ok()
+              ? tls::TlsSocket::Create(upstream_tls->context(), fd, tls::TlsSocket::Side::kClient,
+                                       upstream_tls->PeerName(parsed->host))
+              : parsed.status();
       if (!made.ok()) {
         close(fd);
         return made.status();

@@ -23,7 +23,8 @@
 // them, telling their calls), opens upstream connections when a call needs one (a pool of
 // Relay::Options::connections_per_endpoint per endpoint), writes what their sessions queued,
 // and every tick times out connects and TLS handshakes, closes connections no longer needed and
-// sends keepalive PINGs. Not thread-safe: everything but Wake and `stopping` runs on the loop's own thread.
+// sends keepalive PINGs. Not thread-safe: everything but Wake and `stopping` runs on the loop's own
+// thread.
 namespace gecd::route {
 
 class RelayLoop {

@@ -21,8 +21,9 @@
 
 // `gecd route`, assembled: the endpoint source feeding the EndpointSet, the relay on
 // route.listen (TLS with the tls section, TLS to the endpoints with route.upstream_tls, both
-// following their files as they rotate), the router's own gRPC server on loopback behind it (grpc.health.v1 SERVING while
-// an endpoint is eligible, reflection), and the operator endpoint on route.metrics_listen
+// following their files as they rotate), the router's own gRPC server on loopback behind it
+// (grpc.health.v1 SERVING while an endpoint is eligible, reflection), and the operator endpoint on
+// route.metrics_listen
 // (/metrics, /healthz, /readyz). Owns them all; the destructor drains with no grace.
 namespace gecd::route {
 

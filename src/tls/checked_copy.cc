@@ -81,7 +81,9 @@ absl::Status CheckedCopy::Stage(const KeyMaterial& material) {
   const std::string dir = absl::StrCat(dir_, "/", name);
   if (mkdir(dir.c_str(), 0700) != 0) return Errno("cannot create", dir);
   const std::pair<const char*, const std::string*> files[] = {
-      {kKey, &material.private_key}, {kCertificate, &material.certificate_chain}, {kCa, &material.ca}};
+      {kKey, &material.private_key},
+      {kCertificate, &material.certificate_chain},
+      {kCa, &material.ca}};
   for (const auto& [file, bytes] : files) {
     if (bytes->empty()) continue;
     RETURN_IF_ERROR(WritePrivateFile(absl::StrCat(dir, "/", file), *bytes, stamp_));

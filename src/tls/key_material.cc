@@ -9,29 +9,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "tls/openssl_handles.h"
 
 namespace gecd::tls {
 namespace {
 
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct PkeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-using Bio = std::unique_ptr<BIO, BioFree>;
-using Certificate = std::unique_ptr<X509, X509Free>;
-using PrivateKey = std::unique_ptr<EVP_PKEY, PkeyFree>;
-
 absl::Status Bad(absl::string_view key, const std::string& path, absl::string_view reason) {
   return absl::InvalidArgumentError(absl::StrCat(key, " ", path, ": ", reason));
-}
-
-Bio MemoryBio(const std::string& bytes) {
-  return Bio(BIO_new_mem_buf(bytes.data(), static_cast<int>(bytes.size())));
 }
 
 // Every certificate in a PEM bundle, in order; none when it holds no PEM certificate.
@@ -83,9 +67,9 @@ absl::StatusOr<KeyMaterial> CheckKeyMaterial(const KeyMaterialFiles& files,
                                              const daemon::FilePoller::Reading& reading) {
   // The reading of each file set, in Paths()' order.
   std::vector<const std::string*> keys;
-  for (const auto& [key, path] : {std::pair(&files.cert_key, &files.cert_file),
-                                  std::pair(&files.key_key, &files.key_file),
-                                  std::pair(&files.ca_key, &files.ca_file)}) {
+  for (const auto& [key, path] :
+       {std::pair(&files.cert_key, &files.cert_file), std::pair(&files.key_key, &files.key_file),
+        std::pair(&files.ca_key, &files.ca_file)}) {
     if (!path->empty()) keys.push_back(key);
   }
   if (reading.size() != keys.size()) {

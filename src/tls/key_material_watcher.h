@@ -25,8 +25,9 @@ class KeyMaterialWatcher {
 
   // Fails, naming the key, the file and the reason, when a file is bad at start (or `apply`
   // fails on it).
-  static absl::StatusOr<std::unique_ptr<KeyMaterialWatcher>> Start(
-      KeyMaterialFiles files, std::chrono::milliseconds period, Apply apply);
+  static absl::StatusOr<std::unique_ptr<KeyMaterialWatcher>> Start(KeyMaterialFiles files,
+                                                                   std::chrono::milliseconds period,
+                                                                   Apply apply);
   ~KeyMaterialWatcher() = default;
   KeyMaterialWatcher(const KeyMaterialWatcher&) = delete;
   KeyMaterialWatcher& operator=(const KeyMaterialWatcher&) = delete;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "tls/openssl_handles.h"
 
 namespace gecd::tls {
 namespace {
@@ -18,21 +19,6 @@ constexpr char kTls12Ciphers[] =
     "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
 constexpr unsigned char kAlpnH2[] = {2, 'h', '2'};
 
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct PkeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-using Bio = std::unique_ptr<BIO, BioFree>;
-
-Bio MemoryBio(const std::string& bytes) {
-  return Bio(BIO_new_mem_buf(bytes.data(), static_cast<int>(bytes.size())));
-}
-
 absl::Status Failed(const char* what) {
   return absl::InternalError(absl::StrCat("tls: ", what, ": ", SslErrorText("failed")));
 }
@@ -43,8 +29,8 @@ absl::StatusOr<SslContext> NewContext(const SSL_METHOD* method) {
   if (context == nullptr) return Failed("SSL_CTX_new");
   SSL_CTX* c = context.get();
   SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION);
-  SSL_CTX_set_options(c, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION |
-                             SSL_OP_CIPHER_SERVER_PREFERENCE);
+  SSL_CTX_set_options(
+      c, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
   if (SSL_CTX_set_cipher_list(c, kTls12Ciphers) != 1) return Failed("the cipher list");
   // The relay retries a write with the same bytes at a moved pointer, in pieces.
   SSL_CTX_set_mode(c, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
@@ -55,7 +41,7 @@ absl::StatusOr<SslContext> NewContext(const SSL_METHOD* method) {
 // The certificate chain (leaf first) and key of `material` into `c`.
 absl::Status UseCertificate(SSL_CTX* c, const KeyMaterial& material) {
   Bio chain = MemoryBio(material.certificate_chain);
-  std::unique_ptr<X509, X509Free> leaf(PEM_read_bio_X509(chain.get(), nullptr, nullptr, nullptr));
+  Certificate leaf(PEM_read_bio_X509(chain.get(), nullptr, nullptr, nullptr));
   if (leaf == nullptr || SSL_CTX_use_certificate(c, leaf.get()) != 1) {
     return Failed("the certificate");
   }
@@ -67,8 +53,7 @@ absl::Status UseCertificate(SSL_CTX* c, const KeyMaterial& material) {
   }
   ERR_clear_error();  // the end of the bundle reads as an error
   Bio key_bio = MemoryBio(material.private_key);
-  std::unique_ptr<EVP_PKEY, PkeyFree> key(
-      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
+  PrivateKey key(PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
   if (key == nullptr || SSL_CTX_use_PrivateKey(c, key.get()) != 1 ||
       SSL_CTX_check_private_key(c) != 1) {
     return Failed("the private key");
@@ -84,7 +69,7 @@ absl::Status TrustCas(SSL_CTX* c, const std::string& pem, bool names) {
   STACK_OF(X509_NAME)* ca_names = names ? sk_X509_NAME_new_null() : nullptr;
   int count = 0;
   while (X509* x = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
-    std::unique_ptr<X509, X509Free> owned(x);
+    Certificate owned(x);
     if (X509_STORE_add_cert(store, x) != 1) {
       ERR_clear_error();  // the same CA twice in a bundle is harmless
     }
@@ -120,8 +105,7 @@ std::string SslErrorText(const char* fallback) {
   return reason != nullptr ? std::string(reason) : std::string(text);
 }
 
-absl::StatusOr<SslContext> NewServerContext(const KeyMaterial& material,
-                                            bool require_client_cert) {
+absl::StatusOr<SslContext> NewServerContext(const KeyMaterial& material, bool require_client_cert) {
   absl::StatusOr<SslContext> context = NewContext(TLS_server_method());
   if (!context.ok()) return context.status();
   SSL_CTX* c = context->get();

@@ -1,9 +1,9 @@
 #include "tls/tls_socket.h"
 
 #include <arpa/inet.h>
-#include <sys/socket.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
+#include <sys/socket.h>
 
 #include <cerrno>
 #include <cstring>
@@ -94,7 +94,8 @@ absl::StatusOr<ssize_t> TlsSocket::Outcome(int result, const char* what) {
       const int saved = errno;
       ERR_clear_error();
       if (saved == 0 || saved == ECONNRESET || saved == EPIPE) {
-        return absl::UnavailableError(absl::StrCat("TLS ", what, ": the peer closed the connection"));
+        return absl::UnavailableError(
+            absl::StrCat("TLS ", what, ": the peer closed the connection"));
       }
       return absl::UnavailableError(absl::StrCat("TLS ", what, ": ", std::strerror(saved)));
     }

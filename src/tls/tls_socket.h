@@ -27,8 +27,7 @@ class TlsSocket {
   // `peer_name`, client only: sent as SNI (unless an IP address) and the name the server's
   // certificate must carry (an IP address is matched as one). Server: "".
   static absl::StatusOr<std::unique_ptr<TlsSocket>> Create(const SslContext& context, int fd,
-                                                           Side side,
-                                                           const std::string& peer_name);
+                                                           Side side, const std::string& peer_name);
   ~TlsSocket();
   TlsSocket(const TlsSocket&) = delete;
   TlsSocket& operator=(const TlsSocket&) = delete;

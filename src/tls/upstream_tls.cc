@@ -15,19 +15,16 @@ absl::StatusOr<std::unique_ptr<UpstreamTls>> UpstreamTls::Create(
   ASSIGN_OR_RETURN(tls->copy_, CheckedCopy::Create());
   UpstreamTls* self = tls.get();
   ASSIGN_OR_RETURN(tls->watcher_,
-                   KeyMaterialWatcher::Start(UpstreamFiles(upstream),
-                                             std::chrono::seconds(upstream.refresh_s),
-                                             [self](const KeyMaterial& material) {
-                                               return self->Use(material);
-                                             }));
+                   KeyMaterialWatcher::Start(
+                       UpstreamFiles(upstream), std::chrono::seconds(upstream.refresh_s),
+                       [self](const KeyMaterial& material) { return self->Use(material); }));
   const bool mutual = !upstream.cert_file.empty();
   const unsigned int refresh = static_cast<unsigned int>(upstream.refresh_s);
-  auto provider =
-      mutual ? std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-                   tls->copy_->key_path(), tls->copy_->certificate_path(), tls->copy_->ca_path(),
-                   refresh)
-             : std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-                   tls->copy_->ca_path(), refresh);
+  auto provider = mutual ? std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+                               tls->copy_->key_path(), tls->copy_->certificate_path(),
+                               tls->copy_->ca_path(), refresh)
+                         : std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+                               tls->copy_->ca_path(), refresh);
   grpc::experimental::TlsChannelCredentialsOptions options;
   options.set_certificate_provider(provider);
   options.watch_root_certs();

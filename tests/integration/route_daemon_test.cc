@@ -10,11 +10,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 #include "gecd/v1/grammar.grpc.pb.h"
+#include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
+#include "gtest/gtest.h"
 #include "loadgen/load_runner.h"
 #include "testing/daemon_process.h"
 #include "testing/scoped_temp_dir.h"
@@ -153,8 +153,7 @@ grpc::StatusCode CorrectOnce(const std::string& target,
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetSslTargetNameOverride("localhost");
-  auto stub =
-      v1::GrammarCorrection::NewStub(grpc::CreateCustomChannel(target, credentials, args));
+  auto stub = v1::GrammarCorrection::NewStub(grpc::CreateCustomChannel(target, credentials, args));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::CorrectRequest request;
@@ -178,26 +177,26 @@ TEST(RouteDaemonTest, RelaysOverMutualTlsToDaemonsThatRequireItAndRotatesUnderLo
   const gecd::testing::PemPair pod = pods.Issue("pod");
   const gecd::testing::PemPair client = routers.Issue("router");
   const std::vector<std::string> pod_tls = {
-      "tls.cert_file=" + file("pod.crt", pod.certificate), "tls.key_file=" + file("pod.key", pod.key),
+      "tls.cert_file=" + file("pod.crt", pod.certificate),
+      "tls.key_file=" + file("pod.key", pod.key),
       "tls.client_ca_file=" + file("routers.crt", routers.certificate()),
       "tls.require_client_cert=true"};
   Fleet fleet({pod_tls, pod_tls});
   const gecd::testing::PemPair own = front.Issue("router");
   const std::string cert = file("router.crt", own.certificate);
   const std::string key = file("router.key", own.key);
-  auto router = fleet.Router(
-      "p2c", {"tls.cert_file=" + cert, "tls.key_file=" + key, "tls.refresh_s=1",
-              "route.upstream_tls.ca_file=" + file("pods.crt", pods.certificate()),
-              "route.upstream_tls.cert_file=" + file("client.crt", client.certificate),
-              "route.upstream_tls.key_file=" + file("client.key", client.key)});
+  auto router =
+      fleet.Router("p2c", {"tls.cert_file=" + cert, "tls.key_file=" + key, "tls.refresh_s=1",
+                           "route.upstream_tls.ca_file=" + file("pods.crt", pods.certificate()),
+                           "route.upstream_tls.cert_file=" + file("client.crt", client.certificate),
+                           "route.upstream_tls.key_file=" + file("client.key", client.key)});
 
   // The daemons let in nothing but a client certificate of their CA.
   const gecd::testing::PemPair stranger = front.Issue("router");
   EXPECT_EQ(CorrectOnce(fleet.daemons[0]->grpc_target(), gecd::testing::Trusting(pods)),
             grpc::StatusCode::UNAVAILABLE);
-  EXPECT_EQ(
-      CorrectOnce(fleet.daemons[0]->grpc_target(), gecd::testing::Trusting(pods, &stranger)),
-      grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(CorrectOnce(fleet.daemons[0]->grpc_target(), gecd::testing::Trusting(pods, &stranger)),
+            grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(CorrectOnce(router->grpc_target(), grpc::InsecureChannelCredentials()),
             grpc::StatusCode::UNAVAILABLE);
 
@@ -207,8 +206,7 @@ TEST(RouteDaemonTest, RelaysOverMutualTlsToDaemonsThatRequireItAndRotatesUnderLo
     gecd::testing::WriteTestFile(cert, rotated.certificate);
     gecd::testing::WriteTestFile(key, rotated.key);
   });
-  const loadgen::RunResult r =
-      Load(*router, 100, 4, front.certificate() + next.certificate());
+  const loadgen::RunResult r = Load(*router, 100, 4, front.certificate() + next.certificate());
   rotate.join();
   EXPECT_GT(r.ok, 300u);
   EXPECT_EQ(r.error_count(), 0u) << Errors(r) << "\n" << router->log();

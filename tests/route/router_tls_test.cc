@@ -237,9 +237,9 @@ TEST_F(UpstreamTlsTest, HealthChecksOfAnEjectedPodUseTheSameTls) {
   Start(daemon_->address());
   daemon_->AnswerWith(grpc::Status(grpc::StatusCode::UNAVAILABLE, "restarting"));
   for (int i = 0; i < 2; ++i) EXPECT_EQ(Relayed().error_code(), grpc::StatusCode::UNAVAILABLE);
-  ASSERT_TRUE(gecd::testing::WaitFor(
-      [&] { return Metric("gecd_route_endpoints{state=\"ejected\"}") == 1; },
-      std::chrono::seconds(5)));
+  ASSERT_TRUE(
+      gecd::testing::WaitFor([&] { return Metric("gecd_route_endpoints{state=\"ejected\"}") == 1; },
+                             std::chrono::seconds(5)));
   daemon_->AnswerWith(grpc::Status::OK);
   EXPECT_TRUE(gecd::testing::WaitFor([&] { return Relayed().ok(); }, std::chrono::seconds(10)));
 }
@@ -296,8 +296,8 @@ TEST_F(RouterTlsTest, ARotatedCertificateServesTheNextConnectionAndNoCallFails) 
       v1::CorrectRequest request;
       request.set_text("x");
       v1::CorrectResponse response;
-      const bool ok = open->Correct(&context, request, &response).ok() &&
-                      CorrectOnce(port(), trust_both).ok();
+      const bool ok =
+          open->Correct(&context, request, &response).ok() && CorrectOnce(port(), trust_both).ok();
       ++calls;
       if (!ok) ++failed;
     }
@@ -386,8 +386,8 @@ TEST_F(RouterTlsTest, BadFilesAreStartUpErrorsNamingTheFile) {
   const PemPair expired = other_.Issue("router", -7200, -3600);
   WriteTestFile(config_.route.upstream_tls.cert_file, expired.certificate);
   WriteTestFile(config_.route.upstream_tls.key_file, expired.key);
-  EXPECT_THAT(error(), HasSubstr(absl::StrCat("route.upstream_tls.cert_file ",
-                                              Path("client.crt"), ": expired")));
+  EXPECT_THAT(error(), HasSubstr(absl::StrCat("route.upstream_tls.cert_file ", Path("client.crt"),
+                                              ": expired")));
   const PemPair one = other_.Issue("one");
   const PemPair two = other_.Issue("two");
   WriteTestFile(config_.route.upstream_tls.cert_file, one.certificate);
