@@ -21,11 +21,10 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BUILD_DIR="${BUILD_DIR:-build}"
-[[ "$BUILD_DIR" = /* ]] || BUILD_DIR="$ROOT/$BUILD_DIR"
-GECD="$BUILD_DIR/gecd"
-LOAD="$BUILD_DIR/gecd-load"
-MODEL_DIR="$ROOT/models/gecd-gec-small"  # the echo backend needs only its tokenizer
+# BUILD_DIR, GECD, LOAD, MODEL_DIR; check_binaries, stop_all, free_port, http_ok, wait_until,
+# start_daemon
+# shellcheck source=bench/route_bench_lib.sh
+source "$ROOT/bench/route_bench_lib.sh"
 SENTENCES="$ROOT/bench/short_sentences.txt"
 
 OUT_FILE=""
@@ -43,41 +42,17 @@ while [[ $# -gt 0 ]]; do
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
-for bin in "$GECD" "$LOAD"; do
-  [[ -x $bin ]] || { echo "missing $bin: cmake --build $BUILD_DIR --target gecd gecd-load" >&2; exit 1; }
-done
+check_binaries
 
-WORK="$(mktemp -d)"
+WORK="$(mktemp -d /tmp/gecd-route-tls-bench.XXXXXX)"
 PIDS=()
-cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
+on_exit() {
+  local rc=$?
+  stop_all
+  if [[ $rc -eq 0 ]]; then rm -rf "$WORK"; else echo "route_tls_bench.sh: logs kept in $WORK" >&2; fi
 }
-trap cleanup EXIT
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-http_ok() {
-  python3 - "$1" "$2" <<'PY' 2>/dev/null
-import sys, urllib.request
-urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}{sys.argv[2]}", timeout=1)
-PY
-}
-# wait_until PID LOG WHAT CHECK...: until CHECK succeeds; fails if PID exits first.
-wait_until() {
-  local pid="$1" log="$2" what="$3"; shift 3
-  for _ in $(seq 300); do
-    kill -0 "$pid" 2>/dev/null || { echo "$what exited; its log:" >&2; tail -20 "$log" >&2; exit 1; }
-    "$@" && return 0
-    sleep 0.1
-  done
-  echo "$what did not become ready; its log ($log):" >&2
-  tail -20 "$log" >&2
-  exit 1
-}
+trap on_exit EXIT
+trap 'exit 130' INT TERM
 
 # Certificates: one CA signs everything (EC P-256).
 cert() {  # cert NAME: NAME.key and NAME.crt signed by the CA
@@ -94,19 +69,6 @@ cert daemon
 cert router
 cert router-client
 
-# start_daemon NAME [--set K=V]...: an echo daemon on a free port; sets <NAME>_GRPC.
-start_daemon() {
-  local name="$1"; shift
-  local grpc metrics
-  grpc="$(free_port)"; metrics="$(free_port)"
-  "$GECD" serve --set engine.backend=echo --set "model.dir=$MODEL_DIR" \
-    --set "server.listen=127.0.0.1:$grpc" --set "server.metrics_listen=127.0.0.1:$metrics" \
-    --set server.workers=1 --set logging.level=warn --set server.sentence_cache_mb=0 \
-    "$@" 2>"$WORK/daemon-$name.log" &
-  PIDS+=($!)
-  wait_until $! "$WORK/daemon-$name.log" "daemon $name" http_ok "$metrics" /readyz
-  printf -v "${name}_GRPC" %s "$grpc"
-}
 MTLS_DAEMON=(--set "tls.cert_file=$WORK/daemon.crt" --set "tls.key_file=$WORK/daemon.key"
   --set "tls.client_ca_file=$WORK/ca.crt" --set tls.require_client_cert=true)
 start_daemon A
