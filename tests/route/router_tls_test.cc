@@ -275,6 +275,17 @@ TEST_F(UpstreamTlsTest, ARouterWithoutTheClientCertificateOrExpectingAnotherName
   EXPECT_EQ(daemon_->calls(), 1);
 }
 
+// TLS to a pod that speaks plaintext fails the handshake: UNAVAILABLE, saying why, and never a
+// call sent in clear.
+TEST_F(UpstreamTlsTest, TlsToAPlaintextPodIsUnavailable) {
+  FakeDaemon plain("plain");
+  Start(plain.address());
+  const grpc::Status status = Relayed();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(status.error_message(), HasSubstr("TLS"));
+  EXPECT_EQ(plain.calls(), 0);
+}
+
 // The router's client certificate rotated on disk is the one its next connection to a pod
 // presents; a bad pair written after it is not taken. The pod, restarted on its port, trusts
 // only the new certificate's CA: the router's old connection is gone with the old pod.
