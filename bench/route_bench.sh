@@ -28,11 +28,10 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-BUILD_DIR="${BUILD_DIR:-build}"
-[[ "$BUILD_DIR" = /* ]] || BUILD_DIR="$ROOT/$BUILD_DIR"
-GECD="$BUILD_DIR/gecd"
-LOAD="$BUILD_DIR/gecd-load"
-MODEL_DIR="$ROOT/models/gecd-gec-small"  # the echo backend needs only its tokenizer
+# BUILD_DIR, GECD, LOAD, MODEL_DIR; check_binaries, stop, stop_all, forget, free_port, http_ok,
+# tcp_open, wait_until, start_daemon
+# shellcheck source=bench/route_bench_lib.sh
+source "$ROOT/bench/route_bench_lib.sh"
 
 OUT_FILE=""
 QPS=2000
@@ -65,10 +64,7 @@ case "$SCENARIOS" in
   A|B|both) ;;
   *) echo "route_bench.sh: --scenario must be A, B or both, got '$SCENARIOS'" >&2; exit 2 ;;
 esac
-for bin in "$GECD" "$LOAD"; do
-  [[ -x "$bin" ]] ||
-    { echo "missing $bin: cmake --build $BUILD_DIR --target gecd gecd-load" >&2; exit 1; }
-done
+check_binaries
 command -v haproxy >/dev/null ||
   { echo "haproxy is not installed (scripts/install_deps.sh)" >&2; exit 1; }
 [[ -f "$MODEL_DIR/tokenizer.model" ]] || { echo "missing $MODEL_DIR" >&2; exit 1; }
@@ -76,27 +72,6 @@ command -v haproxy >/dev/null ||
 WORK="$(mktemp -d /tmp/gecd-route-bench.XXXXXX)"
 PIDS=()  # every long-running process started here, stopped by stop_all
 
-# stop PID: SIGTERM, up to 10 s to exit (a daemon drains), then SIGKILL.
-stop() {
-  local pid="$1"
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq 100); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
-stop_all() {
-  local pid
-  for pid in "${PIDS[@]}"; do stop "$pid"; done
-  PIDS=()
-}
-forget() {  # forget PID: drop a stopped process from PIDS
-  local kept=() pid
-  for pid in "${PIDS[@]}"; do [[ "$pid" == "$1" ]] || kept+=("$pid"); done
-  PIDS=("${kept[@]}")
-}
 on_exit() {
   local rc=$?
   stop_all
@@ -104,40 +79,6 @@ on_exit() {
 }
 trap on_exit EXIT
 trap 'exit 130' INT TERM
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-http_ok() { curl -sf -o /dev/null --max-time 1 "http://127.0.0.1:$1$2"; }
-tcp_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-# wait_until PID LOG WHAT CMD...: polls CMD for up to 60 s; fails naming LOG if PID exits first.
-wait_until() {
-  local pid="$1" log="$2" what="$3"; shift 3
-  for _ in $(seq 600); do
-    "$@" && return 0
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "$what did not become ready; its log ($log):" >&2
-  tail -20 "$log" >&2
-  exit 1
-}
-
-# start_daemon NAME [--set K=V]...: an echo daemon on free ports; sets <NAME>_GRPC, _METRICS.
-start_daemon() {
-  local name="$1"; shift
-  local grpc metrics
-  grpc="$(free_port)"; metrics="$(free_port)"
-  "$GECD" serve --set engine.backend=echo --set "model.dir=$MODEL_DIR" \
-    --set "server.listen=127.0.0.1:$grpc" --set "server.metrics_listen=127.0.0.1:$metrics" \
-    --set server.workers=1 --set logging.level=warn --set server.grace_period_ms=2000 \
-    --set server.drain_quiet_ms=100 --set server.sentence_cache_mb=0 "$@" 2>"$WORK/daemon-$name.log" &
-  PIDS+=($!)
-  wait_until $! "$WORK/daemon-$name.log" "daemon $name" http_ok "$metrics" /readyz
-  printf -v "${name}_GRPC" %s "$grpc"
-  printf -v "${name}_METRICS" %s "$metrics"
-}
 
 # start_haproxy BALANCE PORT BACKEND...: HAProxy proxying gRPC (HTTP/2 both sides); sets PROXY_PID.
 start_haproxy() {

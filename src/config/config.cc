@@ -258,6 +258,25 @@ const std::vector<Field>& Fields() {
                                                       return absl::OkStatus();
                                                     }},
       Int("route.dns_refresh_s", &Config::route, &RouteSection::dns_refresh_s, 1, 3600),
+      Int("route.tls_handshake_timeout_ms", &Config::route, &RouteSection::tls_handshake_timeout_ms,
+          1, 3600 * 1000),
+      Int("route.max_tls_handshakes", &Config::route, &RouteSection::max_tls_handshakes, 1,
+          1 << 20),
+      String(
+          "route.upstream_tls.ca_file",
+          [](Config& c) -> std::string& { return c.route.upstream_tls.ca_file; }, true),
+      String(
+          "route.upstream_tls.cert_file",
+          [](Config& c) -> std::string& { return c.route.upstream_tls.cert_file; }, true),
+      String(
+          "route.upstream_tls.key_file",
+          [](Config& c) -> std::string& { return c.route.upstream_tls.key_file; }, true),
+      String(
+          "route.upstream_tls.server_name",
+          [](Config& c) -> std::string& { return c.route.upstream_tls.server_name; }, true),
+      Int(
+          "route.upstream_tls.refresh_s",
+          [](Config& c) -> int& { return c.route.upstream_tls.refresh_s; }, 1, 24 * 3600),
       String(
           "route.kubernetes.service",
           [](Config& c) -> std::string& { return c.route.kubernetes.service; }, true),
@@ -395,6 +414,12 @@ constexpr PathField kPathFields[] = {
     {"spelling.lexicon", [](Config& c) -> std::string& { return c.spelling.lexicon; }},
     {"route.kubernetes.kubeconfig",
      [](Config& c) -> std::string& { return c.route.kubernetes.kubeconfig; }},
+    {"route.upstream_tls.ca_file",
+     [](Config& c) -> std::string& { return c.route.upstream_tls.ca_file; }},
+    {"route.upstream_tls.cert_file",
+     [](Config& c) -> std::string& { return c.route.upstream_tls.cert_file; }},
+    {"route.upstream_tls.key_file",
+     [](Config& c) -> std::string& { return c.route.upstream_tls.key_file; }},
     {"tls.cert_file", [](Config& c) -> std::string& { return c.tls.cert_file; }},
     {"tls.key_file", [](Config& c) -> std::string& { return c.tls.key_file; }},
     {"tls.client_ca_file", [](Config& c) -> std::string& { return c.tls.client_ca_file; }},
@@ -511,6 +536,17 @@ absl::Status ValidateConfig(const Config& c) {
     return absl::InvalidArgumentError(
         "tls.require_client_cert: needs tls.client_ca_file (the CAs client certificates are "
         "verified against)");
+  }
+  const UpstreamTlsSection& up = r.upstream_tls;
+  if (up.cert_file.empty() != up.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "route.upstream_tls.cert_file and route.upstream_tls.key_file: set both (the router's "
+        "client certificate) or neither");
+  }
+  if (up.ca_file.empty() && (!up.cert_file.empty() || !up.server_name.empty())) {
+    return absl::InvalidArgumentError(
+        "route.upstream_tls.ca_file: must be set with the rest of route.upstream_tls (the CAs "
+        "the endpoints' certificates are verified against)");
   }
   if ((c.server.ring_slots & (c.server.ring_slots - 1)) != 0) {
     return absl::InvalidArgumentError(

@@ -107,6 +107,20 @@ struct KubernetesSection {
 
 // `gecd route`: a gRPC proxy for gecd.v1.GrammarCorrection that spreads requests over the
 // endpoints a discovery source reports (src/route).
+// TLS from gecd route to the endpoints (route.upstream_tls): off while ca_file is "". The
+// endpoints' certificates are verified against ca_file and must name server_name (default: the
+// host of each endpoint's address, an IP address matched as one); with cert_file and key_file
+// the router presents that client certificate (mTLS), so daemons with tls.require_client_cert
+// let it in. Checked at start, re-read every refresh_s like the tls section. Relative paths
+// resolve against the config file.
+struct UpstreamTlsSection {
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+  std::string server_name;
+  int refresh_s = 5;
+};
+
 struct RouteSection {
   std::string listen = "0.0.0.0:50061";
   // /metrics, /healthz, /readyz: loopback unless told otherwise, as server.metrics_listen.
@@ -134,10 +148,16 @@ struct RouteSection {
   int dns_refresh_s = 5;  // route.dns_refresh_s
   KubernetesSection kubernetes;  // route.kubernetes
   bool reflection = true;        // gRPC server reflection on route.listen
+  // TLS on route.listen is the tls section (below). A client's TLS handshake that has not
+  // finished within this is cut off, and past max_tls_handshakes handshakes in flight a new
+  // connection is closed at once (a flood of slow handshakes costs bounded memory and CPU).
+  int tls_handshake_timeout_ms = 10000;
+  int max_tls_handshakes = 1000;
+  UpstreamTlsSection upstream_tls;  // route.upstream_tls: TLS (mTLS) to the endpoints
 };
 
-// TLS on gecd serve's gRPC listener (server.listen; gecd route refuses it, not having TLS
-// yet). Off while
+// TLS on the gRPC listener: gecd serve's server.listen (gRPC's TLS), gecd route's route.listen
+// (OpenSSL under the relay). Off while
 // cert_file is "". The files are checked at start (a bad one stops the start, naming it) and
 // re-read every refresh_s: a valid new pair serves the next connections, a bad one is logged
 // and the pair in use kept. Relative paths resolve against the config file.

@@ -8,8 +8,9 @@
 
 namespace gecd::route {
 
-Endpoint::Endpoint(std::string address, OutlierDetector::Options ejection)
-    : address_(std::move(address)), outlier_(ejection) {}
+Endpoint::Endpoint(std::string address, OutlierDetector::Options ejection,
+                   const tls::UpstreamTls* tls)
+    : address_(std::move(address)), tls_(tls), outlier_(ejection) {}
 
 const std::shared_ptr<grpc::Channel>& Endpoint::channel() {
   std::call_once(channel_once_, [this] {
@@ -18,7 +19,9 @@ const std::shared_ptr<grpc::Channel>& Endpoint::channel() {
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-    channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+    if (tls_ != nullptr) tls_->AddChannelArguments(args);
+    channel_ = grpc::CreateCustomChannel(
+        address_, tls_ != nullptr ? tls_->credentials() : grpc::InsecureChannelCredentials(), args);
   });
   return channel_;
 }

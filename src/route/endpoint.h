@@ -13,11 +13,13 @@
 #include "common/mutex.h"
 #include "grpcpp/channel.h"
 #include "route/outlier_detector.h"
+#include "tls/upstream_tls.h"
 
 // One backend daemon as the router sees it: its address, the counters the picker and /metrics
 // read, its outlier state, and a gRPC channel for its health checks (calls go through the
-// relay's own connections). Calls hold a shared_ptr to it, so an endpoint that discovery dropped
-// lives on until its last call ends: a change of the endpoint set never cuts a call off.
+// relay's own connections; TLS like them with route.upstream_tls). Calls hold a shared_ptr to it,
+// so an endpoint that discovery dropped lives on until its last call ends: a change of the endpoint
+// set never cuts a call off.
 namespace gecd::route {
 
 class Endpoint {
@@ -25,10 +27,12 @@ class Endpoint {
   using Clock = std::chrono::steady_clock;
   enum class State { kEligible, kDraining, kEjected };
 
-  Endpoint(std::string address, OutlierDetector::Options ejection);
+  // `tls`: the router's TLS to the endpoints (outlives the endpoint), or null: plaintext.
+  Endpoint(std::string address, OutlierDetector::Options ejection,
+           const tls::UpstreamTls* tls = nullptr);
 
   const std::string& address() const { return address_; }
-  // For health checks, connected on first use.
+  // For health checks, connected on first use (over TLS with `tls`).
   const std::shared_ptr<grpc::Channel>& channel();
 
   void CallStarted() {
@@ -53,6 +57,7 @@ class Endpoint {
 
  private:
   const std::string address_;
+  const tls::UpstreamTls* const tls_;
   std::once_flag channel_once_;
   std::shared_ptr<grpc::Channel> channel_;
   std::atomic<int64_t> in_flight_{0};

@@ -75,7 +75,7 @@ void EndpointSet::Update(std::vector<DiscoveredEndpoint> reported) {
         retired_.erase(r);
         e->removed.store(false);
       } else {
-        e = std::make_shared<Endpoint>(d.address, options_.ejection);
+        e = std::make_shared<Endpoint>(d.address, options_.ejection, options_.tls);
       }
       // The endpoints of the first report are the fleet as it stands, not pods just started.
       e->eligible_since.store(first_update_ ? Ticks(now - std::chrono::hours(1)) : Ticks(now));

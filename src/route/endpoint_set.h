@@ -32,6 +32,9 @@ class EndpointSet {
     SlowStart slow_start;
     OutlierDetector::Options ejection;
     std::chrono::milliseconds health_check_timeout{1000};
+    // TLS to the endpoints (route.upstream_tls) for the health checks, or null: plaintext.
+    // Outlives the set.
+    const tls::UpstreamTls* tls = nullptr;
   };
 
   // Per-state counts and lifetime counters, for /metrics.

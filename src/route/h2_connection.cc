@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -38,8 +39,8 @@ std::vector<nghttp2_nv> NameValues(const Headers& headers) {
 }
 
 H2Connection::H2Connection(int fd, Side side, const nghttp2_session_callbacks* callbacks,
-                           void* user_data)
-    : fd_(fd) {
+                           void* user_data, std::unique_ptr<tls::TlsSocket> tls)
+    : fd_(fd), tls_(std::move(tls)) {
   nghttp2_option* option = nullptr;
   nghttp2_option_new(&option);
   // The relay hands window back only when the other side has taken the bytes, so a slow reader
@@ -61,30 +62,61 @@ H2Connection::H2Connection(int fd, Side side, const nghttp2_session_callbacks* c
 
 H2Connection::~H2Connection() {
   nghttp2_session_del(session_);
+  tls_.reset();  // before its socket closes
   close(fd_);
 }
 
+absl::StatusOr<ssize_t> H2Connection::ReadSome(uint8_t* buffer, size_t size) {
+  if (tls_ != nullptr) {
+    absl::StatusOr<ssize_t> n = tls_->Read(buffer, size);
+    read_wants_write_ = n.ok() && *n == tls::TlsSocket::kWouldBlock && tls_->wants_write();
+    return n;
+  }
+  for (;;) {
+    const ssize_t n = read(fd_, buffer, size);
+    if (n >= 0) return n;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return tls::TlsSocket::kWouldBlock;
+    if (errno != EINTR) return absl::UnavailableError(absl::StrCat("read: ", strerror(errno)));
+  }
+}
+
+absl::StatusOr<ssize_t> H2Connection::WriteSome(const char* data, size_t size) {
+  if (tls_ != nullptr) return tls_->Write(reinterpret_cast<const uint8_t*>(data), size);
+  for (;;) {
+    const ssize_t n = send(fd_, data, size, MSG_NOSIGNAL);
+    if (n >= 0) return n;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return tls::TlsSocket::kWouldBlock;
+    if (errno != EINTR) return absl::UnavailableError(absl::StrCat("write: ", strerror(errno)));
+  }
+}
+
+absl::Status H2Connection::Handshake() {
+  if (!handshaking()) return absl::OkStatus();
+  return tls_->Handshake();
+}
+
 absl::Status H2Connection::Read() {
+  RETURN_IF_ERROR(Handshake());
+  if (handshaking()) return absl::OkStatus();
   uint8_t buffer[kReadChunk];
   for (int i = 0; i < kReadsPerWake; ++i) {
-    const ssize_t n = read(fd_, buffer, sizeof buffer);
+    ASSIGN_OR_RETURN(const ssize_t n, ReadSome(buffer, sizeof buffer));
     if (n == 0) return absl::UnavailableError("the peer closed the connection");
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return absl::OkStatus();
-      if (errno == EINTR) continue;
-      return absl::UnavailableError(absl::StrCat("read: ", strerror(errno)));
-    }
+    if (n == tls::TlsSocket::kWouldBlock) return absl::OkStatus();
     const ssize_t parsed = nghttp2_session_mem_recv(session_, buffer, static_cast<size_t>(n));
     if (parsed < 0) {
       return absl::UnavailableError(
           absl::StrCat("HTTP/2: ", nghttp2_strerror(static_cast<int>(parsed))));
     }
-    if (static_cast<size_t>(n) < sizeof buffer) return absl::OkStatus();
+    // A short plaintext read emptied the socket; TLS reads a record at a time.
+    if (tls_ == nullptr && static_cast<size_t>(n) < sizeof buffer) return absl::OkStatus();
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<bool> H2Connection::Flush() {
+  RETURN_IF_ERROR(Handshake());
+  if (handshaking()) return tls_->wants_write();
   for (;;) {
     if (out_at_ == out_.size()) {
       out_.clear();
@@ -99,13 +131,12 @@ absl::StatusOr<bool> H2Connection::Flush() {
         if (n == 0) break;
         out_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
       }
-      if (out_.empty()) return false;
+      if (out_.empty()) return read_wants_write_;
     }
-    const ssize_t n = send(fd_, out_.data() + out_at_, out_.size() - out_at_, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-      if (errno == EINTR) continue;
-      return absl::UnavailableError(absl::StrCat("write: ", strerror(errno)));
+    ASSIGN_OR_RETURN(const ssize_t n, WriteSome(out_.data() + out_at_, out_.size() - out_at_));
+    if (n == tls::TlsSocket::kWouldBlock) {
+      // A TLS write may wait for the peer's bytes instead (the next read flushes again).
+      return tls_ == nullptr || tls_->wants_write() || read_wants_write_;
     }
     out_at_ += static_cast<size_t>(n);
   }

@@ -73,6 +73,18 @@ bool Relay::Admit() {
   return false;
 }
 
+bool Relay::AdmitHandshake() {
+  if (handshakes_.fetch_add(1, std::memory_order_relaxed) < options_.max_handshakes) return true;
+  handshakes_.fetch_sub(1, std::memory_order_relaxed);
+  metrics_.HandshakeEnded(RouteMetrics::Handshake::kRefused);
+  return false;
+}
+
+void Relay::HandshakeEnded(RouteMetrics::Handshake how) {
+  handshakes_.fetch_sub(1, std::memory_order_relaxed);
+  metrics_.HandshakeEnded(how);
+}
+
 void Relay::Stop() {
   for (auto& loop : loops_) {
     loop->stopping.store(true);

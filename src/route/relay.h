@@ -13,6 +13,8 @@
 #include "auth/token_table.h"
 #include "route/endpoint_set.h"
 #include "route/route_metrics.h"
+#include "tls/listener_tls.h"
+#include "tls/upstream_tls.h"
 
 // `gecd route`'s data path: an HTTP/2 relay. It splices each client stream onto a stream to an
 // endpoint and copies frames' bytes across, never parsing a message (it only counts gRPC's
@@ -38,8 +40,10 @@
 // This class owns the threads, the listening sockets and the counts shared across them; the
 // rest lives in: relay_loop.h (one thread's event loop and its connections), relay_call.h
 // (one call's state machine), relay_session_callbacks.h (nghttp2's callbacks, frames to call
-// events). in_flight, last_arrival and StartDraining may be called from any thread; Stop from
-// the owner's.
+// events). With Options::tls the listener speaks TLS (OpenSSL, ALPN h2, handshakes bounded in
+// time and number); with Options::upstream_tls so do the connections to the endpoints.
+// in_flight, last_arrival and StartDraining may be called from any thread; Stop from the
+// owner's.
 namespace gecd::route {
 
 class RelayLoop;
@@ -62,6 +66,15 @@ class Relay {
     std::chrono::milliseconds keepalive_timeout{5000};
     // Bearer tokens (auth.tokens_file), or null: every call is let in. Outlives the relay.
     const auth::TokenTable* tokens = nullptr;
+    // TLS on `listen` (the tls section), or null: plaintext. Outlives the relay. A client's
+    // handshake not done within handshake_timeout is cut off; past max_handshakes client
+    // handshakes in flight (all threads together) a new connection is closed at once.
+    const tls::ListenerTls* tls = nullptr;
+    std::chrono::milliseconds handshake_timeout{10000};
+    int max_handshakes = 1000;
+    // TLS (mTLS) to the endpoints (route.upstream_tls), or null: plaintext. Outlives the relay.
+    // The handshake counts in connect_timeout. The internal server stays plaintext (loopback).
+    const tls::UpstreamTls* upstream_tls = nullptr;
   };
 
   static absl::StatusOr<std::unique_ptr<Relay>> Start(Options options, EndpointSet& endpoints,
@@ -88,12 +101,16 @@ class Relay {
   // Counts a gecd call in, or false (not counted) past max_in_flight.
   bool Admit();
   void Release() { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
+  // Counts a client's TLS handshake in, or false (not counted) past max_handshakes.
+  bool AdmitHandshake();
+  void HandshakeEnded(RouteMetrics::Handshake how);
 
   const Options options_;
   EndpointSet& endpoints_;
   RouteMetrics& metrics_;
   int port_ = 0;
   std::atomic<int64_t> in_flight_{0};
+  std::atomic<int> handshakes_{0};  // client TLS handshakes under way
   std::atomic<std::chrono::steady_clock::rep> last_arrival_{0};
   std::atomic<bool> draining_{false};
   std::vector<std::unique_ptr<RelayLoop>> loops_;

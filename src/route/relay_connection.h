@@ -28,7 +28,10 @@ struct RelayConnection {
   std::shared_ptr<Endpoint> endpoint;  // upstream to an endpoint; null downstream or internal
   std::string peer;                    // for messages
   bool connecting = false;
+  // The connect, and the TLS handshake after it, must be done by then (upstream); a client's
+  // TLS handshake likewise (downstream).
   Clock::time_point connect_deadline;
+  bool handshake_counted = false;  // a client's TLS handshake, counted in Relay's handshakes
   Clock::time_point last_read = Clock::now();
   std::optional<Clock::time_point> ping_sent;  // a keepalive PING is unanswered since
   bool goaway = false;                         // the peer will take no new streams

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "daemon/listen_address.h"
 #include "route/relay_call.h"
 #include "route/relay_session_callbacks.h"
 #include "spdlog/spdlog.h"
@@ -110,12 +111,41 @@ void RelayLoop::Accept() {
     }
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    Adopt(fd, /*downstream=*/true, nullptr, "client");
+    const tls::ListenerTls* listener_tls = relay_.options_.tls;
+    if (listener_tls == nullptr) {
+      Adopt(fd, /*downstream=*/true, nullptr, "client", nullptr);
+      continue;
+    }
+    if (!relay_.AdmitHandshake()) {
+      spdlog::debug(
+          "route: {} TLS handshakes in flight (route.max_tls_handshakes): a new "
+          "connection closed",
+          relay_.options_.max_handshakes);
+      close(fd);
+      continue;
+    }
+    absl::StatusOr<std::unique_ptr<tls::TlsSocket>> tls =
+        tls::TlsSocket::Create(listener_tls->context(), fd, tls::TlsSocket::Side::kServer, "");
+    if (!tls.ok()) {
+      spdlog::warn("route: {}", std::string(tls.status().message()));
+      relay_.HandshakeEnded(RouteMetrics::Handshake::kFailed);
+      close(fd);
+      continue;
+    }
+    RelayConnection* c = Adopt(fd, /*downstream=*/true, nullptr, "client", *std::move(tls));
+    c->handshake_counted = true;
+    c->connect_deadline = Clock::now() + relay_.options_.handshake_timeout;
   }
 }
 
+void RelayLoop::NoteHandshake(RelayConnection* c) {
+  if (!c->handshake_counted || c->h2->handshaking()) return;
+  c->handshake_counted = false;
+  relay_.HandshakeEnded(RouteMetrics::Handshake::kDone);
+}
+
 RelayConnection* RelayLoop::Adopt(int fd, bool downstream, std::shared_ptr<Endpoint> endpoint,
-                                  std::string peer) {
+                                  std::string peer, std::unique_ptr<tls::TlsSocket> tls) {
   auto owned = std::make_unique<RelayConnection>();
   RelayConnection* c = owned.get();
   c->loop = this;
@@ -123,7 +153,8 @@ RelayConnection* RelayLoop::Adopt(int fd, bool downstream, std::shared_ptr<Endpo
   c->endpoint = std::move(endpoint);
   c->peer = std::move(peer);
   c->h2 = std::make_unique<H2Connection>(
-      fd, downstream ? H2Connection::Side::kServer : H2Connection::Side::kClient, callbacks_, c);
+      fd, downstream ? H2Connection::Side::kServer : H2Connection::Side::kClient, callbacks_, c,
+      std::move(tls));
   connections_.emplace(c, std::move(owned));
   epoll_event event{.events = EPOLLIN, .data = {.ptr = c}};
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event);
@@ -144,7 +175,23 @@ absl::StatusOr<RelayConnection*> RelayLoop::Upstream(const std::shared_ptr<Endpo
     const std::string& address =
         endpoint == nullptr ? relay_.options_.internal : endpoint->address();
     ASSIGN_OR_RETURN(const int fd, ConnectNonBlocking(address));
-    c = Adopt(fd, /*downstream=*/false, endpoint, address);
+    std::unique_ptr<tls::TlsSocket> tls;
+    if (const tls::UpstreamTls* upstream_tls = relay_.options_.upstream_tls;
+        endpoint != nullptr && upstream_tls != nullptr) {
+      absl::StatusOr<daemon::ListenAddress> parsed =
+          daemon::ParseListenAddress(address, "endpoint");
+      absl::StatusOr<std::unique_ptr<tls::TlsSocket>> made =
+          parsed.ok()
+              ? tls::TlsSocket::Create(upstream_tls->context(), fd, tls::TlsSocket::Side::kClient,
+                                       upstream_tls->PeerName(parsed->host))
+              : parsed.status();
+      if (!made.ok()) {
+        close(fd);
+        return made.status();
+      }
+      tls = *std::move(made);
+    }
+    c = Adopt(fd, /*downstream=*/false, endpoint, address, std::move(tls));
     c->connecting = true;
     c->connect_deadline = Clock::now() + relay_.options_.connect_timeout;
     Watch(c, /*writable=*/true);
@@ -172,11 +219,14 @@ void RelayLoop::OnEvent(RelayConnection* c, uint32_t events) {
     c->connecting = false;
     MarkDirty(c);
   }
-  if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) {
+  // A TLS read that stopped for the socket to take bytes goes on when it is writable.
+  if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0 ||
+      ((events & EPOLLOUT) != 0 && c->h2->read_wants_write())) {
     if (absl::Status read = c->h2->Read(); !read.ok()) {
       Kill(c, std::string(read.message()));
       return;
     }
+    NoteHandshake(c);
     c->last_read = Clock::now();
     c->ping_sent.reset();
     MarkDirty(c);  // what the peer said may want an answer (SETTINGS ack, window updates)
@@ -196,6 +246,7 @@ void RelayLoop::FlushDirty() {
         Kill(c, std::string(more.status().message()));
         continue;
       }
+      NoteHandshake(c);
       Watch(c, *more);
       if (c->h2->Over()) Kill(c, "closed");
     }
@@ -213,6 +264,11 @@ void RelayLoop::Kill(RelayConnection* c, std::string_view why) {
   if (c->dead) return;
   c->dead = true;
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->h2->fd(), nullptr);
+  if (c->handshake_counted) {
+    c->handshake_counted = false;
+    spdlog::debug("route: a client's TLS handshake failed: {}", why);
+    relay_.HandshakeEnded(RouteMetrics::Handshake::kFailed);
+  }
   if (!c->downstream) {
     if (auto it = upstreams_.find(c->endpoint.get()); it != upstreams_.end()) {
       std::replace(it->second.connections.begin(), it->second.connections.end(), c,
@@ -244,9 +300,19 @@ void RelayLoop::Tick(Clock::time_point now) {
   const Relay::Options& options = relay_.options_;
   std::vector<std::pair<RelayConnection*, const char*>> doomed;
   for (auto& [ptr, c] : connections_) {
-    if (c->dead || c->downstream) continue;
+    if (c->dead) continue;
+    if (c->downstream) {
+      if (c->handshake_counted && now >= c->connect_deadline) {
+        c->handshake_counted = false;
+        relay_.HandshakeEnded(RouteMetrics::Handshake::kTimedOut);
+        doomed.emplace_back(ptr, "TLS handshake timed out");
+      }
+      continue;
+    }
     if (c->connecting && now >= c->connect_deadline) {
       doomed.emplace_back(ptr, "connect timed out");
+    } else if (c->h2->handshaking() && now >= c->connect_deadline) {
+      doomed.emplace_back(ptr, "TLS handshake timed out");
     } else if (c->calls.empty() &&
                (c->goaway || (c->endpoint != nullptr && c->endpoint->removed.load()))) {
       doomed.emplace_back(ptr, "no longer needed");

@@ -22,8 +22,9 @@
 // the router's internal server, and a wake-up eventfd. It owns those connections (and closes
 // them, telling their calls), opens upstream connections when a call needs one (a pool of
 // Relay::Options::connections_per_endpoint per endpoint), writes what their sessions queued,
-// and every tick times out connects, closes connections no longer needed and sends keepalive
-// PINGs. Not thread-safe: everything but Wake and `stopping` runs on the loop's own thread.
+// and every tick times out connects and TLS handshakes, closes connections no longer needed and
+// sends keepalive PINGs. Not thread-safe: everything but Wake and `stopping` runs on the loop's own
+// thread.
 namespace gecd::route {
 
 class RelayLoop {
@@ -63,7 +64,9 @@ class RelayLoop {
   void Tick(Clock::time_point now);
   void Watch(RelayConnection* c, bool writable);
   RelayConnection* Adopt(int fd, bool downstream, std::shared_ptr<Endpoint> endpoint,
-                         std::string peer);
+                         std::string peer, std::unique_ptr<tls::TlsSocket> tls);
+  // A client connection whose TLS handshake just finished stops counting as one.
+  void NoteHandshake(RelayConnection* c);
 
   Relay& relay_;
   const int listen_fd_;

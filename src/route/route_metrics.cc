@@ -66,6 +66,15 @@ std::string RouteMetrics::Format(const EndpointSet& endpoints, const DiscoveryCo
   AppendScalar(out, "gecd_route_shed_total",
                "Calls refused with RESOURCE_EXHAUSTED at the router's own cap.", "counter",
                absl::StrCat(load(shed_)));
+  AppendHeader(out, "gecd_route_tls_handshakes_total",
+               "Client TLS handshakes on route.listen, by outcome (done, failed, timed_out, "
+               "refused at route.max_tls_handshakes).",
+               "counter");
+  constexpr const char* kOutcomes[] = {"done", "failed", "timed_out", "refused"};
+  for (size_t i = 0; i < std::size(kOutcomes); ++i) {
+    absl::StrAppend(&out, "gecd_route_tls_handshakes_total{outcome=\"", kOutcomes[i], "\"} ",
+                    load(handshakes_[i]), "\n");
+  }
   AppendHeader(out, "gecd_route_stream_messages_total", "CorrectStream messages forwarded.",
                "counter");
   absl::StrAppend(&out, "gecd_route_stream_messages_total{direction=\"to_endpoint\"} ",

@@ -29,6 +29,13 @@ class RouteMetrics {
   void Retried() { retries_.fetch_add(1, std::memory_order_relaxed); }
   // Refused at the router's own cap (route.max_in_flight).
   void Shed() { shed_.fetch_add(1, std::memory_order_relaxed); }
+  // A client's TLS handshake on route.listen that ended: done, failed (a plaintext client, a
+  // refused certificate, the protocol), timed out (route.tls_handshake_timeout_ms), or refused
+  // unstarted (route.max_tls_handshakes in flight).
+  enum class Handshake { kDone, kFailed, kTimedOut, kRefused };
+  void HandshakeEnded(Handshake how) {
+    handshakes_[static_cast<size_t>(how)].fetch_add(1, std::memory_order_relaxed);
+  }
   // A CorrectStream message forwarded to the endpoint / back to the client.
   void StreamMessage(bool to_endpoint) {
     (to_endpoint ? stream_requests_ : stream_responses_).fetch_add(1, std::memory_order_relaxed);
@@ -42,6 +49,7 @@ class RouteMetrics {
   daemon::HistogramBlock duration_{};  // microseconds
   std::atomic<uint64_t> retries_{0};
   std::atomic<uint64_t> shed_{0};
+  std::array<std::atomic<uint64_t>, 4> handshakes_{};  // by Handshake
   std::atomic<uint64_t> stream_requests_{0};
   std::atomic<uint64_t> stream_responses_{0};
   daemon::ClientCounters clients_;

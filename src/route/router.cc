@@ -20,8 +20,9 @@ namespace {
 
 constexpr std::chrono::milliseconds kHealthPoll{100};
 
-EndpointSet::Options SetOptions(const config::RouteSection& r) {
+EndpointSet::Options SetOptions(const config::RouteSection& r, const tls::UpstreamTls* tls) {
   EndpointSet::Options o;
+  o.tls = tls;
   o.policy = ParsePolicy(r.policy).value_or(Policy::kP2c);  // validated by the config
   o.slow_start = {.window_s = static_cast<double>(r.slow_start_s),
                   .min_weight = r.slow_start_min_weight,
@@ -34,18 +35,20 @@ EndpointSet::Options SetOptions(const config::RouteSection& r) {
 
 }  // namespace
 
-Router::Router(const config::Config& config)
-    : drain_quiet_(config.route.drain_quiet_ms), endpoints_(SetOptions(config.route)) {}
+Router::Router(const config::Config& config, std::unique_ptr<tls::UpstreamTls> upstream_tls)
+    : drain_quiet_(config.route.drain_quiet_ms),
+      upstream_tls_(std::move(upstream_tls)),
+      endpoints_(SetOptions(config.route, upstream_tls_.get())) {}
 
 absl::StatusOr<std::unique_ptr<Router>> Router::Start(const config::Config& config) {
-  // Refused rather than ignored: a router listening in plaintext while its config asks for TLS
-  // would be worse than one that does not start.
-  if (!config.tls.cert_file.empty()) {
-    return absl::UnimplementedError(
-        "tls.cert_file: gecd route does not serve TLS yet (gecd serve does); terminate TLS in "
-        "front of the router, or leave the tls section out of its config");
+  std::unique_ptr<tls::UpstreamTls> upstream_tls;
+  if (!config.route.upstream_tls.ca_file.empty()) {
+    ASSIGN_OR_RETURN(upstream_tls, tls::UpstreamTls::Create(config.route.upstream_tls));
   }
-  std::unique_ptr<Router> router(new Router(config));
+  std::unique_ptr<Router> router(new Router(config, std::move(upstream_tls)));
+  if (!config.tls.cert_file.empty()) {
+    ASSIGN_OR_RETURN(router->listener_tls_, tls::ListenerTls::Create(config.tls));
+  }
   if (!config.auth.tokens_file.empty()) {
     ASSIGN_OR_RETURN(router->tokens_, auth::TokenTable::Create(config.auth));
   }
@@ -78,7 +81,11 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Start(const config::Config& conf
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
            .connections_per_endpoint = config.route.channels_per_endpoint,
            .max_in_flight = config.route.max_in_flight,
-           .tokens = r->tokens_.get()},
+           .tokens = r->tokens_.get(),
+           .tls = r->listener_tls_.get(),
+           .handshake_timeout = std::chrono::milliseconds(config.route.tls_handshake_timeout_ms),
+           .max_handshakes = config.route.max_tls_handshakes,
+           .upstream_tls = r->upstream_tls_.get()},
           r->endpoints_, r->metrics_));
   r->health_ = std::make_unique<daemon::HealthPoller>(
       r->server_->GetHealthCheckService(),
@@ -146,8 +153,11 @@ int RunRouter(const config::Config& config) {
     spdlog::critical("{}", router.status().ToString());
     return 2;
   }
-  spdlog::info("routing on {} (port {}), policy {}, endpoints from {}; metrics on port {}",
-               config.route.listen, (*router)->port(), config.route.policy, config.route.source,
+  spdlog::info("routing on {} (port {}{}), policy {}, endpoints from {}{}; metrics on port {}",
+               config.route.listen, (*router)->port(),
+               config.tls.cert_file.empty() ? ", plaintext" : ", TLS", config.route.policy,
+               config.route.source,
+               config.route.upstream_tls.ca_file.empty() ? " (plaintext)" : " (over TLS)",
                (*router)->metrics_port());
   (void)daemon::NotifySystemd("READY=1");
   int signal_number = 0;

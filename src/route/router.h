@@ -16,10 +16,14 @@
 #include "route/endpoint_source.h"
 #include "route/relay.h"
 #include "route/route_metrics.h"
+#include "tls/listener_tls.h"
+#include "tls/upstream_tls.h"
 
 // `gecd route`, assembled: the endpoint source feeding the EndpointSet, the relay on
-// route.listen, the router's own gRPC server on loopback behind it (grpc.health.v1 SERVING while
-// an endpoint is eligible, reflection), and the operator endpoint on route.metrics_listen
+// route.listen (TLS with the tls section, TLS to the endpoints with route.upstream_tls, both
+// following their files as they rotate), the router's own gRPC server on loopback behind it
+// (grpc.health.v1 SERVING while an endpoint is eligible, reflection), and the operator endpoint on
+// route.metrics_listen
 // (/metrics, /healthz, /readyz). Owns them all; the destructor drains with no grace.
 namespace gecd::route {
 
@@ -36,11 +40,14 @@ class Router {
   void Drain(std::chrono::milliseconds grace);
 
  private:
-  explicit Router(const config::Config& config);
+  Router(const config::Config& config, std::unique_ptr<tls::UpstreamTls> upstream_tls);
   bool Ready() const { return !draining_.load() && endpoints_.AnyEligible(); }
 
   const std::chrono::milliseconds drain_quiet_;
   std::unique_ptr<auth::TokenTable> tokens_;  // null without auth.tokens_file; outlives relay_
+  // Null without the tls section / route.upstream_tls; both outlive relay_ and endpoints_.
+  std::unique_ptr<tls::ListenerTls> listener_tls_;
+  const std::unique_ptr<tls::UpstreamTls> upstream_tls_;
   DiscoveryCounters discovery_;
   RouteMetrics metrics_;
   EndpointSet endpoints_;

@@ -8,29 +8,47 @@
 #include "config/config.h"
 #include "daemon/file_poller.h"
 
-// The tls section's files, checked with OpenSSL before gRPC sees them: each error names the
-// key, the file and the reason (unreadable, not PEM, expired or not yet valid, a key that is
-// not the certificate's), so a bad file stops the start with a sentence instead of failing
-// every handshake later.
+// The files of a TLS setting (the tls section, route.upstream_tls), checked with OpenSSL before
+// anything serves them: each error names the key, the file and the reason (unreadable, not PEM,
+// expired or not yet valid, a key that is not the certificate's), so a bad file stops the start
+// with a sentence instead of failing every handshake later.
 namespace gecd::tls {
 
-struct KeyMaterial {
-  std::string certificate_chain;  // PEM, as read
-  std::string private_key;        // PEM, as read
-  std::string client_ca;          // PEM, as read; "" when tls.client_ca_file is not set
-  std::string not_after;          // the server certificate's expiry, for the log
+// Which files, and the config keys that name them (for messages). A certificate and its key
+// (both or neither; a server always has them, a client only for mTLS) and the CAs the peer's
+// certificate is verified against ("" for none).
+struct KeyMaterialFiles {
+  std::string cert_key = "tls.cert_file";
+  std::string cert_file;
+  std::string key_key = "tls.key_file";
+  std::string key_file;
+  std::string ca_key = "tls.client_ca_file";
+  std::string ca_file;
+
+  // The files set, in the order CheckKeyMaterial takes their contents: cert_file, key_file,
+  // ca_file.
+  std::vector<std::string> Paths() const;
 };
 
-// The files a section names, in the order CheckKeyMaterial takes their contents: cert_file,
-// key_file, then client_ca_file if set.
-std::vector<std::string> KeyMaterialPaths(const config::TlsSection& tls);
+KeyMaterialFiles ServerFiles(const config::TlsSection& tls);
+KeyMaterialFiles UpstreamFiles(const config::UpstreamTlsSection& upstream);
 
-// Checks what was read from KeyMaterialPaths(tls).
-absl::StatusOr<KeyMaterial> CheckKeyMaterial(const config::TlsSection& tls,
-                                             const daemon::FilePoller::Reading& files);
+struct KeyMaterial {
+  std::string certificate_chain;  // PEM, as read; "" without cert_file
+  std::string private_key;        // PEM, as read; "" without key_file
+  std::string ca;                 // PEM, as read; "" without ca_file
+  std::string not_after;          // the certificate's expiry, for the log ("" without one)
+};
+
+// Checks what was read from files.Paths().
+absl::StatusOr<KeyMaterial> CheckKeyMaterial(const KeyMaterialFiles& files,
+                                             const daemon::FilePoller::Reading& reading);
 
 // Reads and checks the files.
-absl::StatusOr<KeyMaterial> LoadKeyMaterial(const config::TlsSection& tls);
+absl::StatusOr<KeyMaterial> LoadKeyMaterial(const KeyMaterialFiles& files);
+inline absl::StatusOr<KeyMaterial> LoadKeyMaterial(const config::TlsSection& tls) {
+  return LoadKeyMaterial(ServerFiles(tls));
+}
 
 }  // namespace gecd::tls
 

@@ -211,6 +211,44 @@ TEST(Config, TlsAndAuthKeysResolveAgainstTheFileAndNeedTheirPartners) {
   }
 }
 
+TEST(Config, RouterTlsKeysResolveAgainstTheFileAndNeedTheirPartners) {
+  const Config defaults;
+  EXPECT_TRUE(defaults.route.upstream_tls.ca_file.empty());
+  EXPECT_EQ(defaults.route.tls_handshake_timeout_ms, 10000);
+  EXPECT_EQ(defaults.route.max_tls_handshakes, 1000);
+  const std::string dir = gecd::testing::MakeTempDir();
+  std::ofstream(dir + "/c.yaml") << "route:\n  tls_handshake_timeout_ms: 500\n"
+                                    "  max_tls_handshakes: 7\n  upstream_tls:\n"
+                                    "    ca_file: pods/ca.crt\n    cert_file: /c/tls.crt\n"
+                                    "    key_file: client.key\n    server_name: gecd.svc\n"
+                                    "    refresh_s: 2\n";
+  auto c = LoadConfigFile(dir + "/c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const UpstreamTlsSection& up = c->route.upstream_tls;
+  EXPECT_EQ(up.ca_file, dir + "/pods/ca.crt");
+  EXPECT_EQ(up.cert_file, "/c/tls.crt");
+  EXPECT_EQ(up.key_file, dir + "/client.key");
+  EXPECT_EQ(up.server_name, "gecd.svc");
+  EXPECT_EQ(up.refresh_s, 2);
+  EXPECT_EQ(c->route.tls_handshake_timeout_ms, 500);
+  EXPECT_EQ(c->route.max_tls_handshakes, 7);
+
+  const std::pair<const char*, const char*> bad[] = {
+      {"route:\n  upstream_tls:\n    ca_file: ca\n    cert_file: a\n",
+       "route.upstream_tls.cert_file and route.upstream_tls.key_file"},
+      {"route:\n  upstream_tls:\n    cert_file: a\n    key_file: b\n",
+       "route.upstream_tls.ca_file: must be set"},
+      {"route:\n  upstream_tls:\n    server_name: x\n", "route.upstream_tls.ca_file"},
+      {"route:\n  max_tls_handshakes: 0\n", "route.max_tls_handshakes"},
+      {"route:\n  upstream_tls:\n    cafile: a\n", "unknown key 'route.upstream_tls.cafile'"},
+  };
+  for (const auto& [yaml, message] : bad) {
+    auto e = ParseConfig(yaml, "conf.yaml");
+    ASSERT_FALSE(e.ok()) << yaml;
+    EXPECT_THAT(e.status().message(), HasSubstr(message)) << yaml;
+  }
+}
+
 TEST(Config, CopyBias) {
   EXPECT_EQ(Config().model.copy_bias, 0.0);
   auto c = ParseConfig("model:\n  copy_bias: 2.5\n", "conf.yaml");

@@ -10,10 +10,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "gecd/v1/grammar.grpc.pb.h"
 #include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "loadgen/load_runner.h"
 #include "testing/daemon_process.h"
+#include "testing/scoped_temp_dir.h"
+#include "tls/test_certificates.h"
 
 namespace gecd::route {
 namespace {
@@ -39,16 +44,24 @@ struct Fleet {
     return absl::StrJoin(targets, ",");
   }
 
-  std::unique_ptr<DaemonProcess> Router(const std::string& policy) const {
-    auto router = DaemonProcess::Router({absl::StrCat("route.endpoints.static=", Endpoints()),
-                                         absl::StrCat("route.policy=", policy)});
+  // `sets` after the endpoints and the policy.
+  std::unique_ptr<DaemonProcess> Router(const std::string& policy,
+                                        const std::vector<std::string>& sets = {}) const {
+    std::vector<std::string> all = {absl::StrCat("route.endpoints.static=", Endpoints()),
+                                    absl::StrCat("route.policy=", policy)};
+    all.insert(all.end(), sets.begin(), sets.end());
+    auto router = DaemonProcess::Router(all);
     EXPECT_TRUE(router->WaitReady()) << router->log();
     return router;
   }
 };
 
-loadgen::RunResult Load(const DaemonProcess& router, double qps, double seconds) {
+// `tls_ca_pem`: the CAs a TLS router's certificate chains to ("" = plaintext).
+loadgen::RunResult Load(const DaemonProcess& router, double qps, double seconds,
+                        const std::string& tls_ca_pem = "") {
   loadgen::RunConfig run;
+  run.tls_ca_pem = tls_ca_pem;
+  run.tls_server_name = "localhost";
   run.targets = {router.grpc_target()};
   run.channels = 4;
   run.profile = loadgen::RateProfile::Constant(qps);
@@ -132,6 +145,87 @@ TEST(RouteDaemonTest, TheUnaryCallsOfAKilledDaemonAreRetriedElsewhere) {
   ASSERT_TRUE(retries.has_value());
   EXPECT_GE(*retries, 1) << "no call was in flight on the killed daemon";
   EXPECT_EQ(router->Metric("gecd_route_endpoints{state=\"eligible\"}"), 2);
+}
+
+// One Correct over a connection of its own to `target`, the server's name checked as localhost.
+grpc::StatusCode CorrectOnce(const std::string& target,
+                             const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetSslTargetNameOverride("localhost");
+  auto stub = v1::GrammarCorrection::NewStub(grpc::CreateCustomChannel(target, credentials, args));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::CorrectRequest request;
+  request.set_text("she go home");
+  v1::CorrectResponse response;
+  return stub->Correct(&context, request, &response).error_code();
+}
+
+// The whole TLS path with the real binaries: clients speak TLS to gecd route, which speaks mTLS
+// to gecd serve daemons that require a client certificate (and refuse a client without one).
+// The router's certificate rotated on disk in the middle of a load run fails no call and serves
+// the next connection.
+TEST(RouteDaemonTest, RelaysOverMutualTlsToDaemonsThatRequireItAndRotatesUnderLoad) {
+  gecd::testing::ScopedTempDir dir;
+  const auto file = [&](const std::string& name, const std::string& bytes) {
+    gecd::testing::WriteTestFile(dir.path() + "/" + name, bytes);
+    return dir.path() + "/" + name;
+  };
+  const gecd::testing::TestCa pods("pod CA"), routers("router client CA"), front("router CA"),
+      next("next router CA");
+  const gecd::testing::PemPair pod = pods.Issue("pod");
+  const gecd::testing::PemPair client = routers.Issue("router");
+  const std::vector<std::string> pod_tls = {
+      "tls.cert_file=" + file("pod.crt", pod.certificate),
+      "tls.key_file=" + file("pod.key", pod.key),
+      "tls.client_ca_file=" + file("routers.crt", routers.certificate()),
+      "tls.require_client_cert=true"};
+  Fleet fleet({pod_tls, pod_tls});
+  const gecd::testing::PemPair own = front.Issue("router");
+  const std::string cert = file("router.crt", own.certificate);
+  const std::string key = file("router.key", own.key);
+  auto router =
+      fleet.Router("p2c", {"tls.cert_file=" + cert, "tls.key_file=" + key, "tls.refresh_s=1",
+                           "route.upstream_tls.ca_file=" + file("pods.crt", pods.certificate()),
+                           "route.upstream_tls.cert_file=" + file("client.crt", client.certificate),
+                           "route.upstream_tls.key_file=" + file("client.key", client.key)});
+
+  // The daemons let in nothing but a client certificate of their CA.
+  const gecd::testing::PemPair stranger = front.Issue("router");
+  EXPECT_EQ(CorrectOnce(fleet.daemons[0]->grpc_target(), gecd::testing::Trusting(pods)),
+            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(CorrectOnce(fleet.daemons[0]->grpc_target(), gecd::testing::Trusting(pods, &stranger)),
+            grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(CorrectOnce(router->grpc_target(), grpc::InsecureChannelCredentials()),
+            grpc::StatusCode::UNAVAILABLE);
+
+  std::thread rotate([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    const gecd::testing::PemPair rotated = next.Issue("router");
+    gecd::testing::WriteTestFile(cert, rotated.certificate);
+    gecd::testing::WriteTestFile(key, rotated.key);
+  });
+  const loadgen::RunResult r = Load(*router, 100, 4, front.certificate() + next.certificate());
+  rotate.join();
+  EXPECT_GT(r.ok, 300u);
+  EXPECT_EQ(r.error_count(), 0u) << Errors(r) << "\n" << router->log();
+  EXPECT_EQ(r.ok, r.sent);
+  // Both daemons served over mTLS.
+  for (const auto& d : fleet.daemons) {
+    EXPECT_GT(router->Metric(absl::StrCat("gecd_route_endpoint_requests_total{endpoint=\"",
+                                          d->grpc_target(), "\"}")),
+              0);
+  }
+  // The next connection gets the rotated certificate.
+  EXPECT_TRUE(gecd::testing::WaitFor(
+      [&] {
+        return CorrectOnce(router->grpc_target(), gecd::testing::Trusting(next)) ==
+               grpc::StatusCode::OK;
+      },
+      std::chrono::seconds(10)));
+  EXPECT_EQ(CorrectOnce(router->grpc_target(), gecd::testing::Trusting(front)),
+            grpc::StatusCode::UNAVAILABLE);
 }
 
 }  // namespace

@@ -24,10 +24,15 @@ namespace gecd::route::testing {
 
 class FakeDaemon final : public v1::GrammarCorrection::CallbackService {
  public:
-  explicit FakeDaemon(std::string name) : name_(std::move(name)) {
+  // Plaintext, or with `credentials` (TLS); on a free port, or on `port` (a daemon restarted).
+  explicit FakeDaemon(
+      std::string name,
+      std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials(),
+      int port = 0)
+      : name_(std::move(name)) {
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), std::move(credentials), &port_);
     builder.RegisterService(this);
     server_ = builder.BuildAndStart();
   }

@@ -229,13 +229,6 @@ TEST(RouterTest, BadSettingsAreStartUpErrorsNamingTheKey) {
   ASSERT_FALSE(router.ok());
   EXPECT_THAT(router.status().message(), HasSubstr("route.listen"));
 
-  // Not built yet for the router: refused, never silently plaintext or open.
-  config::Config tls = RouterConfig({a.address()});
-  tls.tls.cert_file = "/etc/gecd/tls.crt";
-  tls.tls.key_file = "/etc/gecd/tls.key";
-  router = Router::Start(tls);
-  ASSERT_FALSE(router.ok());
-  EXPECT_THAT(router.status().message(), HasSubstr("tls.cert_file"));
   config::Config tokens = RouterConfig({a.address()});
   tokens.auth.tokens_file = "/nonexistent/gecd/tokens";
   router = Router::Start(tokens);

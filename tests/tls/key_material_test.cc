@@ -46,12 +46,12 @@ TEST_F(KeyMaterialTest, AGoodPairLoads) {
   ASSERT_TRUE(material.ok()) << material.status();
   EXPECT_THAT(material->certificate_chain, HasSubstr("BEGIN CERTIFICATE"));
   EXPECT_THAT(material->private_key, HasSubstr("PRIVATE KEY"));
-  EXPECT_EQ(material->client_ca, ca_.certificate());
+  EXPECT_EQ(material->ca, ca_.certificate());
   EXPECT_THAT(material->not_after, HasSubstr("GMT"));
   tls_.client_ca_file = "";
   material = LoadKeyMaterial(tls_);
   ASSERT_TRUE(material.ok()) << material.status();
-  EXPECT_EQ(material->client_ca, "");
+  EXPECT_EQ(material->ca, "");
 }
 
 TEST_F(KeyMaterialTest, MissingFilesAreNamed) {

@@ -1,6 +1,5 @@
 #include "tls/server_tls.h"
 
-#include <openssl/bio.h>
 #include <openssl/ssl.h>
 
 #include <chrono>
@@ -27,6 +26,8 @@ namespace {
 using ::testing::HasSubstr;
 using testing::PemPair;
 using testing::TestCa;
+using testing::TlsHandshakes;
+using testing::Trusting;
 using testing::WriteTestFile;
 
 // One grpc.health.v1 Check over a new connection (a channel of its own, with its own
@@ -45,41 +46,6 @@ grpc::StatusCode Check(int port, std::shared_ptr<grpc::ChannelCredentials> crede
   stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
                  [&](grpc::Status s) { done.set_value(s); });
   return done.get_future().get().error_code();
-}
-
-std::shared_ptr<grpc::ChannelCredentials> Trusting(const TestCa& ca,
-                                                   const PemPair* client = nullptr) {
-  grpc::SslCredentialsOptions options;
-  options.pem_root_certs = ca.certificate();
-  if (client != nullptr) {
-    options.pem_cert_chain = client->certificate;
-    options.pem_private_key = client->key;
-  }
-  return grpc::SslCredentials(options);
-}
-
-// A bare OpenSSL handshake with the server, the protocol versions capped at `max_version`
-// (TLS1_1_VERSION, ...) and, if set, only `ciphers` (TLS 1.2 names): whether it completes.
-bool Handshakes(int port, int max_version, const char* ciphers = nullptr) {
-  SSL_CTX* context = SSL_CTX_new(TLS_client_method());
-  SSL_CTX_set_min_proto_version(context, TLS1_VERSION);
-  SSL_CTX_set_max_proto_version(context, max_version);
-  SSL_CTX_set_security_level(context, 0);  // let the client offer TLS 1.0/1.1 at all
-  if (ciphers != nullptr) SSL_CTX_set_cipher_list(context, ciphers);
-  static const unsigned char kH2[] = {2, 'h', '2'};
-  SSL_CTX_set_alpn_protos(context, kH2, sizeof(kH2));
-  BIO* bio = BIO_new_connect(absl::StrCat("127.0.0.1:", port).c_str());
-  SSL* ssl = SSL_new(context);
-  bool done = false;
-  if (BIO_do_connect(bio) == 1) {
-    SSL_set_bio(ssl, bio, bio);
-    bio = nullptr;  // owned by ssl now
-    done = SSL_connect(ssl) == 1;
-  }
-  if (bio != nullptr) BIO_free(bio);
-  SSL_free(ssl);
-  SSL_CTX_free(context);
-  return done;
 }
 
 class ServerTlsTest : public ::testing::Test {
@@ -140,13 +106,13 @@ TEST_F(ServerTlsTest, ServesTlsAndRefusesPlaintext) {
 // TLS 1.2 at least, with forward-secret AEAD ciphers only.
 TEST_F(ServerTlsTest, RefusesTlsBelow12AndCiphersWithoutForwardSecrecyOrAead) {
   Start();
-  EXPECT_TRUE(Handshakes(port_, TLS1_3_VERSION));
-  EXPECT_TRUE(Handshakes(port_, TLS1_2_VERSION));
-  EXPECT_FALSE(Handshakes(port_, TLS1_1_VERSION));
-  EXPECT_FALSE(Handshakes(port_, TLS1_VERSION));
-  EXPECT_FALSE(Handshakes(port_, TLS1_2_VERSION, "AES128-SHA"));  // RSA key exchange, CBC
-  EXPECT_FALSE(Handshakes(port_, TLS1_2_VERSION, "ECDHE-ECDSA-AES128-SHA"));  // CBC
-  EXPECT_TRUE(Handshakes(port_, TLS1_2_VERSION, "ECDHE-ECDSA-AES128-GCM-SHA256"));
+  EXPECT_TRUE(TlsHandshakes(port_, TLS1_3_VERSION));
+  EXPECT_TRUE(TlsHandshakes(port_, TLS1_2_VERSION));
+  EXPECT_FALSE(TlsHandshakes(port_, TLS1_1_VERSION));
+  EXPECT_FALSE(TlsHandshakes(port_, TLS1_VERSION));
+  EXPECT_FALSE(TlsHandshakes(port_, TLS1_2_VERSION, "AES128-SHA"));  // RSA key exchange, CBC
+  EXPECT_FALSE(TlsHandshakes(port_, TLS1_2_VERSION, "ECDHE-ECDSA-AES128-SHA"));  // CBC
+  EXPECT_TRUE(TlsHandshakes(port_, TLS1_2_VERSION, "ECDHE-ECDSA-AES128-GCM-SHA256"));
 }
 
 TEST_F(ServerTlsTest, MutualTlsRefusesClientsWithoutACertificateOfItsCa) {

@@ -2,12 +2,14 @@
 
 #include <openssl/bio.h>
 #include <openssl/pem.h>
+#include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace gecd::testing {
@@ -100,6 +102,38 @@ void WriteTestFile(const std::string& path, const std::string& bytes) {
     ASSERT_TRUE(out.good()) << "cannot write " << temporary;
   }
   ASSERT_EQ(std::rename(temporary.c_str(), path.c_str()), 0) << "cannot rename to " << path;
+}
+
+std::shared_ptr<grpc::ChannelCredentials> Trusting(const TestCa& ca, const PemPair* client) {
+  grpc::SslCredentialsOptions options;
+  options.pem_root_certs = ca.certificate();
+  if (client != nullptr) {
+    options.pem_cert_chain = client->certificate;
+    options.pem_private_key = client->key;
+  }
+  return grpc::SslCredentials(options);
+}
+
+bool TlsHandshakes(int port, int max_version, const char* ciphers) {
+  SSL_CTX* context = SSL_CTX_new(TLS_client_method());
+  SSL_CTX_set_min_proto_version(context, TLS1_VERSION);
+  SSL_CTX_set_max_proto_version(context, max_version);
+  SSL_CTX_set_security_level(context, 0);  // let the client offer TLS 1.0/1.1 at all
+  if (ciphers != nullptr) SSL_CTX_set_cipher_list(context, ciphers);
+  static const unsigned char kH2[] = {2, 'h', '2'};
+  SSL_CTX_set_alpn_protos(context, kH2, sizeof(kH2));
+  BIO* bio = BIO_new_connect(absl::StrCat("127.0.0.1:", port).c_str());
+  SSL* ssl = SSL_new(context);
+  bool done = false;
+  if (BIO_do_connect(bio) == 1) {
+    SSL_set_bio(ssl, bio, bio);
+    bio = nullptr;  // owned by ssl now
+    done = SSL_connect(ssl) == 1;
+  }
+  if (bio != nullptr) BIO_free(bio);
+  SSL_free(ssl);
+  SSL_CTX_free(context);
+  return done;
 }
 
 }  // namespace gecd::testing

@@ -7,9 +7,12 @@
 #include <openssl/evp.h>
 #include <openssl/x509.h>
 
+#include "grpcpp/security/credentials.h"
+
 // Certificates made with OpenSSL when a test runs, so that no private key is ever committed:
 // a self-signed CA (EC P-256) and server or client certificates it signs, for "localhost" and
-// 127.0.0.1. Not thread-safe; tests use one from one thread.
+// 127.0.0.1; and the clients' side of the TLS tests. Not thread-safe; tests use one from one
+// thread.
 namespace gecd::testing {
 
 struct PemPair {
@@ -37,6 +40,15 @@ class TestCa {
 
 // Writes `bytes` to `path` (replacing it), failing the test if it cannot.
 void WriteTestFile(const std::string& path, const std::string& bytes);
+
+// gRPC client credentials that trust `ca` and, if given, present `client` (mTLS).
+std::shared_ptr<grpc::ChannelCredentials> Trusting(const TestCa& ca,
+                                                   const PemPair* client = nullptr);
+
+// A bare OpenSSL handshake with 127.0.0.1:`port`, offering ALPN h2, the protocol versions
+// capped at `max_version` (TLS1_1_VERSION, ...) and, if set, only `ciphers` (TLS 1.2 names):
+// whether it completes.
+bool TlsHandshakes(int port, int max_version, const char* ciphers = nullptr);
 
 }  // namespace gecd::testing
 
