@@ -138,11 +138,10 @@ int ClassIndex(int rows) {
 
 Matmul::~Matmul() = default;
 
-absl::StatusOr<std::unique_ptr<Matmul>> Matmul::Create(Precision precision,
-                                                       const std::string& name,
+absl::StatusOr<std::unique_ptr<Matmul>> Matmul::Create(Precision precision, const std::string& name,
                                                        std::span<const float> weight,
-                                                       std::span<const float> bias, int out,
-                                                       int in, int max_rows) {
+                                                       std::span<const float> bias, int out, int in,
+                                                       int max_rows) {
   if (out <= 0 || in <= 0 || max_rows <= 0 ||
       weight.size() != static_cast<size_t>(out) * static_cast<size_t>(in) ||
       (!bias.empty() && bias.size() != static_cast<size_t>(out))) {
@@ -243,8 +242,8 @@ void Matmul::Apply(const float* x, int rows, float* y, bool accumulate,
   for (int t = 0; t < rows; ++t) {
     const size_t at = static_cast<size_t>(t) * out_;
     if (precision_ == Precision::kInt8) {
-      Int8Epilogue(reinterpret_cast<const int32_t*>(scratch->dst.data()) + at,
-                   scratch->x_scale[t], weight_scale_.data(), b, out_, accumulate, y + at);
+      Int8Epilogue(reinterpret_cast<const int32_t*>(scratch->dst.data()) + at, scratch->x_scale[t],
+                   weight_scale_.data(), b, out_, accumulate, y + at);
     } else {
       Bf16Epilogue(reinterpret_cast<const float*>(scratch->dst.data()) + at, b, out_, accumulate,
                    y + at);

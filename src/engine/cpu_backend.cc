@@ -284,8 +284,8 @@ std::string CpuBackend::Describe() const {
   const std::string isa = onednn_isa_.empty() ? "" : absl::StrCat(", oneDNN ISA ", onednn_isa_);
   if (lm_head_.on_onednn()) {
     const bool fp8 = !layers_.empty() && (layers_[0].qkv.is_fp8() || layers_[0].gate_up.is_fp8());
-    return absl::StrCat("cpu, ", cpu_matmul::PrecisionName(*onednn_precision_),
-                        " matmuls: oneDNN ", lm_head_.onednn_kernel(), " kernels", isa,
+    return absl::StrCat("cpu, ", cpu_matmul::PrecisionName(*onednn_precision_), " matmuls: oneDNN ",
+                        lm_head_.onednn_kernel(), " kernels", isa,
                         fp8 ? " (the checkpoint's FP8 layers emulated in f32)" : "");
   }
   // OpenBLAS picks its kernels when it loads, from the CPU or from OPENBLAS_CORETYPE, which

@@ -106,7 +106,8 @@ TEST(Config, CudaBackendSettings) {
 }
 
 TEST(Config, CpuMatmulIsAutoF32OrBf16AndATypoNamesTheKey) {
-  EXPECT_EQ(Config().engine.cpu_matmul, "auto");  // bf16 where the CPU has it (engine/cpu_backend.h)
+  EXPECT_EQ(Config().engine.cpu_matmul,
+            "auto");  // bf16 where the CPU has it (engine/cpu_backend.h)
   for (const char* v : {"auto", "f32", "bf16"}) {
     auto c = ParseConfig(std::string("engine:\n  cpu_matmul: ") + v + "\n", "conf.yaml");
     ASSERT_TRUE(c.ok()) << c.status();

@@ -194,8 +194,8 @@ Bf16Worst CheckBf16(const Case& c, bool with_bias, bool accumulate, uint32_t see
   return worst;
 }
 
-#define SKIP_WITHOUT_BF16()                \
-  if (!::gecd::testing::CpuHasBf16()) {    \
+#define SKIP_WITHOUT_BF16()                            \
+  if (!::gecd::testing::CpuHasBf16()) {                \
     GTEST_SKIP() << "no AVX512-BF16 or AMX-BF16 here"; \
   }
 

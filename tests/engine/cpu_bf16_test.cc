@@ -110,10 +110,10 @@ TEST(CpuBf16Test, AutoRunsBf16WhereTheCpuHasIt) {
         if (!what.ok()) Finish(false, std::string(what.status().message()));
         std::printf("engine backend: %s\n", what->c_str());
         if (what->find("oneDNN ISA") == std::string::npos) {  // built without oneDNN
-          Finish(what->find("cpu, f32 matmuls: OpenBLAS ") == 0 &&
-                     what->find("engine.cpu_matmul auto: built without oneDNN") !=
-                         std::string::npos,
-                 *what);
+          Finish(
+              what->find("cpu, f32 matmuls: OpenBLAS ") == 0 &&
+                  what->find("engine.cpu_matmul auto: built without oneDNN") != std::string::npos,
+              *what);
         }
         if (::gecd::testing::CpuHasBf16()) {
           Finish(what->find("cpu, bf16 matmuls: oneDNN ") == 0, *what);

@@ -41,8 +41,8 @@ inline std::unique_ptr<model::Checkpoint> Open(const std::string& dir) {
 }
 
 // Each prompt's last logits from `backend`, fed in chunks of 5 tokens, all prompts per step.
-inline std::vector<std::vector<float>> LastLogits(Backend* backend,
-                                                  const std::vector<std::vector<int32_t>>& prompts) {
+inline std::vector<std::vector<float>> LastLogits(
+    Backend* backend, const std::vector<std::vector<int32_t>>& prompts) {
   BackendDriver driver(backend);
   for (const auto& p : prompts) driver.Add(p);
   return driver.RunAll(/*chunk=*/5);
