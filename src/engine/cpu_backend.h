@@ -19,7 +19,8 @@
 // described in engine/cpu_linear.h.
 //
 // All tokens of a step form one [tokens, hidden] matrix so every Linear is one GEMM; only
-// attention runs per sequence. Weights are converted to f32 once, at Create; every buffer a
+// attention runs per sequence. Weights are converted to f32 once, at Create (then, for oneDNN's
+// int8 or bf16 matmuls, to their precision, the f32 copy dropped); every buffer a
 // step needs is allocated there too, sized by max_step_tokens / max_batch_size, so Forward
 // allocates nothing (verify rows run the lm_head in groups of max_batch_size). Not thread-safe;
 // BLAS parallelises each GEMM.
@@ -46,7 +47,8 @@ struct CpuBackendOptions {
   int max_batch_size = 128;
   int threads = 0;  // OpenBLAS and oneDNN threads (process-wide settings); 0: their defaults
   // engine.quantization int8: every Linear, lm_head too, in int8 W8A8 through oneDNN
-  // (engine/cpu_linear.h); needs VNNI. Otherwise f32 (the oracle), FP8 layers emulated.
+  // (engine/cpu_linear.h); needs VNNI. Otherwise the precision `matmul` says, FP8 layers
+  // emulated.
   bool int8 = false;
   // engine.cpu_matmul, for the Linears int8 does not take (all of them when int8 is off). The
   // options' default is the oracle; the config's (configs/gecd.yaml) is auto.
@@ -69,9 +71,9 @@ class CpuBackend final : public Backend {
   int max_batch_size() const override { return max_batch_size_; }
   bool verifies_drafts() const override { return true; }
   absl::Status Forward(const StepBatch& batch, StepResult* result) override;
-  // "cpu, OpenBLAS <core> kernels" or "cpu, int8|bf16 matmuls: oneDNN <kernel> kernels", and
-  // oneDNN's ISA: which kernels the matmuls run (and, when engine.cpu_matmul auto fell back to
-  // f32, why).
+  // "cpu, f32 matmuls: OpenBLAS <core> kernels" or "cpu, int8|bf16 matmuls: oneDNN <kernel>
+  // kernels", and oneDNN's ISA: which kernels the matmuls run (and, when engine.cpu_matmul auto
+  // fell back to f32, why).
   std::string Describe() const override;
 
  private:

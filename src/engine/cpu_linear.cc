@@ -83,14 +83,6 @@ CpuLinear CpuLinear::Dense(std::vector<float> weight, int out_features, int in_f
   return linear;
 }
 
-bool CpuLinear::is_int8() const {
-#ifdef GECD_HAVE_ONEDNN
-  return onednn_ != nullptr && onednn_->precision() == cpu_matmul::Precision::kInt8;
-#else
-  return false;
-#endif
-}
-
 std::string CpuLinear::onednn_kernel() const {
 #ifdef GECD_HAVE_ONEDNN
   if (onednn_ != nullptr) return onednn_->kernel();

@@ -51,9 +51,8 @@ class CpuLinear {
   int in_features() const { return in_; }
   int out_features() const { return out_; }
   bool is_fp8() const { return !weight_scale_.empty(); }
-  // Whether oneDNN runs this layer, and in which precision.
+  // Whether oneDNN runs this layer (ToOneDnn).
   bool on_onednn() const { return onednn_ != nullptr; }
-  bool is_int8() const;
   // "brg:avx512_core_vnni": the oneDNN kernel of a layer oneDNN runs; "" otherwise.
   std::string onednn_kernel() const;
 

@@ -294,7 +294,9 @@ TEST_P(MatmulTest, AZeroWeightRowGivesItsBias) {
   const std::vector<float> bias = {0.5f, -2.0f, 1.0f};
   auto m = Matmul::Create(GetParam(), "zero", w, bias, out, in, 4);
   ASSERT_TRUE(m.ok()) << m.status();
-  if (GetParam() == Precision::kInt8) EXPECT_EQ((*m)->weight_scales()[1], 1.0f);
+  if (GetParam() == Precision::kInt8) {
+    EXPECT_EQ((*m)->weight_scales()[1], 1.0f);
+  }
   MatmulScratch scratch;
   scratch.Reserve(4, in, out);
   const std::vector<float> x = Random(4 * in, 3);
