@@ -89,9 +89,11 @@ PY="$VENV/bin/python"
 "$PY" -c 'import ctranslate2, numpy' || die "$VENV lacks ctranslate2 or numpy: rm -rf $VENV and re-run"
 
 mkdir -p "$OUT"
-# The same decoding on both sides: greedy, no copy bias, no spelling stage.
+# The same decoding on both sides: greedy, no copy bias, no spelling stage. gecd's rows are f32
+# (engine.cpu_matmul f32: OpenBLAS, whose outputs CTranslate2 float32's match), int8 where
+# asked; the config's auto would run bf16 on a CPU with BF16 dot products.
 SETS=(--set model.copy_bias=0 --set spelling.dictionary= --set spelling.lexicon=
-      --set "engine.threads=$THREADS")
+      --set "engine.threads=$THREADS" --set engine.cpu_matmul=f32)
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "isa: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |

@@ -207,6 +207,9 @@ absl::StatusOr<eval::System> RunSystem(const EvalOptions& o, const config::Confi
                texts.size());
   ASSIGN_OR_RETURN(std::unique_ptr<eval::Corrector> corrector,
                    MakeCorrector(o, config, server, model_dir));
+  if (const std::string what = corrector->Describe(); !what.empty()) {
+    std::fprintf(stderr, "gecd eval: %s: engine backend: %s\n", name.c_str(), what.c_str());
+  }
   if (o.paragraphs > 1 && !server.empty()) {
     ProgressBar bar(absl::StrCat("eval ", name, " (paragraphs)"),
                     (texts.size() + o.paragraphs - 1) / o.paragraphs);

@@ -180,6 +180,8 @@ const std::vector<Field>& Fields() {
       Enum("engine.cpu_isa", &Config::engine, &EngineSection::cpu_isa,
            {"auto", "avx2", "avx2_vnni", "avx512_core", "avx512_core_vnni", "avx512_core_bf16",
             "avx512_core_amx"}),
+      Enum("engine.cpu_matmul", &Config::engine, &EngineSection::cpu_matmul,
+           {"auto", "f32", "bf16"}),
       Int("engine.kv_block_size", &Config::engine, &EngineSection::kv_block_size, 1, 1024),
       Int("engine.kv_cache_blocks", &Config::engine, &EngineSection::kv_cache_blocks, 0, 1 << 24),
       Int("engine.kv_cache_mb", &Config::engine, &EngineSection::kv_cache_mb, 1, 1 << 22),

@@ -29,6 +29,10 @@ struct EngineSection {
   // The cpu backend only: the highest ISA its oneDNN kernels may use (auto: the CPU's best;
   // lower ones for tests). A CPU without the one named is an error.
   std::string cpu_isa = "auto";
+  // The cpu backend only: the precision of the matmuls engine.quantization leaves unquantized
+  // (all unless int8): auto (bf16 where the CPU has AVX512-BF16 or AMX-BF16 under cpu_isa,
+  // else f32) | f32 (OpenBLAS: the numerical oracle) | bf16 (refused without BF16).
+  std::string cpu_matmul = "auto";
   int kv_block_size = 16;   // tokens per KV-cache block
   int kv_cache_blocks = 0;  // 0 = sized from kv_cache_mb
   int kv_cache_mb = 256;

@@ -85,9 +85,10 @@ absl::StatusOr<CpuIsa> SelectCpuIsa(const std::string& requested) {
     }
   }
   const Isa effective = dnnl::get_effective_cpu_isa();
-  CpuIsa isa{.name = IsaName(effective),
-             .int8_dot =
-                 Includes(effective, Isa::avx512_core_vnni) || Includes(effective, Isa::avx2_vnni)};
+  CpuIsa isa{
+      .name = IsaName(effective),
+      .int8_dot = Includes(effective, Isa::avx512_core_vnni) || Includes(effective, Isa::avx2_vnni),
+      .bf16_dot = Includes(effective, Isa::avx512_core_bf16)};
   chosen = Chosen{.requested = requested, .isa = isa};
   return isa;
 }

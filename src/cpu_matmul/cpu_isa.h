@@ -16,6 +16,9 @@ namespace gecd::cpu_matmul {
 struct CpuIsa {
   std::string name;       // the ISA the kernels use, in oneDNN's names ("avx512_core_vnni")
   bool int8_dot = false;  // VNNI (AVX512-VNNI or AVX-VNNI): int8 dot products in one instruction
+  // AVX512-BF16 or AMX-BF16: bf16 dot products with f32 sums in hardware (oneDNN would
+  // otherwise emulate them, slower than f32 sgemm)
+  bool bf16_dot = false;
 };
 
 // Sets the ceiling `requested` ("auto", avx2, avx2_vnni, avx512_core, avx512_core_vnni,

@@ -192,17 +192,19 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::Chec
   }
 
   ProcessStartup().Mark("weights");
-  if (options.int8) {
+  if (b->onednn_precision_.has_value()) {
+    const cpu_matmul::Precision precision = *b->onednn_precision_;
     for (int l = 0; l < c.num_hidden_layers; ++l) {
       Layer& layer = b->layers_[l];
       const std::string p = absl::StrCat("model.layers.", l, ".");
-      RETURN_IF_ERROR(layer.qkv.ToInt8(p + "self_attn.qkv", b->max_step_tokens_));
-      RETURN_IF_ERROR(layer.o.ToInt8(p + "self_attn.o_proj", b->max_step_tokens_));
-      RETURN_IF_ERROR(layer.gate_up.ToInt8(p + "mlp.gate_up", b->max_step_tokens_));
-      RETURN_IF_ERROR(layer.down.ToInt8(p + "mlp.down_proj", b->max_step_tokens_));
+      RETURN_IF_ERROR(layer.qkv.ToOneDnn(precision, p + "self_attn.qkv", b->max_step_tokens_));
+      RETURN_IF_ERROR(layer.o.ToOneDnn(precision, p + "self_attn.o_proj", b->max_step_tokens_));
+      RETURN_IF_ERROR(layer.gate_up.ToOneDnn(precision, p + "mlp.gate_up", b->max_step_tokens_));
+      RETURN_IF_ERROR(layer.down.ToOneDnn(precision, p + "mlp.down_proj", b->max_step_tokens_));
     }
-    RETURN_IF_ERROR(b->lm_head_.ToInt8("lm_head", b->max_batch_size_));
-    ProcessStartup().Mark("int8 quantization");
+    RETURN_IF_ERROR(b->lm_head_.ToOneDnn(precision, "lm_head", b->max_batch_size_));
+    ProcessStartup().Mark(precision == cpu_matmul::Precision::kInt8 ? "int8 quantization"
+                                                                    : "bf16 weights");
   }
 
   const size_t cache = static_cast<size_t>(b->layout_.num_layers) * b->layout_.num_blocks *
@@ -223,6 +225,11 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::Chec
 }
 
 absl::Status CpuBackend::SelectIsa(const CpuBackendOptions& options) {
+  if (options.int8 && options.matmul == CpuMatmul::kBf16) {
+    return absl::InvalidArgumentError(
+        "engine.cpu_matmul: bf16 with engine.quantization: int8: int8 runs every matmul; set "
+        "engine.cpu_matmul auto (or f32), or engine.quantization none for bf16");
+  }
 #ifdef GECD_HAVE_ONEDNN
   ASSIGN_OR_RETURN(cpu_matmul::CpuIsa isa, cpu_matmul::SelectCpuIsa(options.cpu_isa));
   // Without VNNI oneDNN's int8 kernels multiply through 16-bit steps and lose to f32 sgemm:
@@ -234,6 +241,21 @@ absl::Status CpuBackend::SelectIsa(const CpuBackendOptions& options) {
         isa.name, " (engine.cpu_isa ", options.cpu_isa,
         "); use engine.quantization none for the f32 path"));
   }
+  // Likewise bf16 without BF16 dot products: oneDNN would emulate them, slower than f32.
+  if (!options.int8 && options.matmul == CpuMatmul::kBf16 && !isa.bf16_dot) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "engine.cpu_matmul: bf16 needs AVX512-BF16 or AMX-BF16, but oneDNN's kernels here run at ",
+        isa.name, " (engine.cpu_isa ", options.cpu_isa,
+        "); use engine.cpu_matmul auto or f32 for the f32 path"));
+  }
+  if (options.int8) {
+    onednn_precision_ = cpu_matmul::Precision::kInt8;
+  } else if (options.matmul != CpuMatmul::kF32 && isa.bf16_dot) {
+    onednn_precision_ = cpu_matmul::Precision::kBf16;
+  } else if (options.matmul == CpuMatmul::kAuto) {
+    f32_reason_ = absl::StrCat("engine.cpu_matmul auto: no BF16 dot products under engine.cpu_isa ",
+                               options.cpu_isa);
+  }
   cpu_matmul::SetMatmulThreads(options.threads);
   onednn_isa_ = isa.name;
   return absl::OkStatus();
@@ -242,10 +264,17 @@ absl::Status CpuBackend::SelectIsa(const CpuBackendOptions& options) {
     return absl::FailedPreconditionError(
         "engine.quantization: int8, but this gecd was built without oneDNN (-DGECD_ONEDNN=OFF)");
   }
+  if (options.matmul == CpuMatmul::kBf16) {
+    return absl::FailedPreconditionError(
+        "engine.cpu_matmul: bf16, but this gecd was built without oneDNN (-DGECD_ONEDNN=OFF)");
+  }
   if (options.cpu_isa != "auto") {
     return absl::FailedPreconditionError(
         absl::StrCat("engine.cpu_isa: ", options.cpu_isa,
                      ", but this gecd was built without oneDNN (-DGECD_ONEDNN=OFF)"));
+  }
+  if (options.matmul == CpuMatmul::kAuto) {
+    f32_reason_ = "engine.cpu_matmul auto: built without oneDNN (-DGECD_ONEDNN=OFF)";
   }
   return absl::OkStatus();
 #endif
@@ -253,15 +282,19 @@ absl::Status CpuBackend::SelectIsa(const CpuBackendOptions& options) {
 
 std::string CpuBackend::Describe() const {
   const std::string isa = onednn_isa_.empty() ? "" : absl::StrCat(", oneDNN ISA ", onednn_isa_);
-  if (lm_head_.is_int8()) {
-    return absl::StrCat("cpu, int8 matmuls: oneDNN ", lm_head_.int8_kernel(), " kernels", isa);
+  if (lm_head_.on_onednn()) {
+    const bool fp8 = !layers_.empty() && (layers_[0].qkv.is_fp8() || layers_[0].gate_up.is_fp8());
+    return absl::StrCat("cpu, ", cpu_matmul::PrecisionName(*onednn_precision_), " matmuls: oneDNN ",
+                        lm_head_.onednn_kernel(), " kernels", isa,
+                        fp8 ? " (the checkpoint's FP8 layers emulated in f32)" : "");
   }
   // OpenBLAS picks its kernels when it loads, from the CPU or from OPENBLAS_CORETYPE, which
   // some environments set (one of ours sets Haswell, AVX2, on a CPU with AVX-512): say which.
   const char* name = openblas_get_corename();
   const char* forced = std::getenv("OPENBLAS_CORETYPE");
-  return absl::StrCat("cpu, OpenBLAS ", name == nullptr ? "?" : name, " kernels",
-                      forced == nullptr ? "" : " (chosen by OPENBLAS_CORETYPE)", isa);
+  return absl::StrCat("cpu, f32 matmuls: OpenBLAS ", name == nullptr ? "?" : name, " kernels",
+                      forced == nullptr ? "" : " (chosen by OPENBLAS_CORETYPE)", isa,
+                      f32_reason_.empty() ? "" : absl::StrCat(" (", f32_reason_, ")"));
 }
 
 // Catches at the allocations, so a size the machine cannot hold is an error, not an exception.

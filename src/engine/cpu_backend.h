@@ -2,11 +2,13 @@
 #define GECD_ENGINE_CPU_BACKEND_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/zeroed_pages.h"
+#include "cpu_matmul/matmul.h"
 #include "engine/backend.h"
 #include "engine/cpu_linear.h"
 #include "model/checkpoint.h"
@@ -17,7 +19,8 @@
 // described in engine/cpu_linear.h.
 //
 // All tokens of a step form one [tokens, hidden] matrix so every Linear is one GEMM; only
-// attention runs per sequence. Weights are converted to f32 once, at Create; every buffer a
+// attention runs per sequence. Weights are converted to f32 once, at Create (then, for oneDNN's
+// int8 or bf16 matmuls, to their precision, the f32 copy dropped); every buffer a
 // step needs is allocated there too, sized by max_step_tokens / max_batch_size, so Forward
 // allocates nothing (verify rows run the lm_head in groups of max_batch_size). Not thread-safe;
 // BLAS parallelises each GEMM.
@@ -27,6 +30,15 @@ namespace gecd::engine {
 // configured (transformers' _compute_llama3_parameters, in f32). Shared with the cuda backend.
 std::vector<float> RopeInverseFrequencies(const model::ModelConfig& config);
 
+// engine.cpu_matmul: the precision of the matmuls engine.quantization leaves unquantized (all
+// of them unless it is int8).
+enum class CpuMatmul {
+  kF32,   // OpenBLAS sgemm in f32: the numerical oracle (FP8 layers emulated exactly)
+  kBf16,  // bf16 weights and activations, f32 sums, through oneDNN; needs AVX512-BF16 or
+          // AMX-BF16 under engine.cpu_isa, refused without. FP8 layers stay emulated in f32
+  kAuto,  // bf16 where the CPU has it (under engine.cpu_isa), else f32; Describe says which
+};
+
 struct CpuBackendOptions {
   int kv_block_size = 16;
   int num_kv_blocks = 0;  // 0: sized from kv_cache_mb
@@ -35,8 +47,12 @@ struct CpuBackendOptions {
   int max_batch_size = 128;
   int threads = 0;  // OpenBLAS and oneDNN threads (process-wide settings); 0: their defaults
   // engine.quantization int8: every Linear, lm_head too, in int8 W8A8 through oneDNN
-  // (engine/cpu_linear.h); needs VNNI. Otherwise f32 (the oracle), FP8 layers emulated.
+  // (engine/cpu_linear.h); needs VNNI. Otherwise the precision `matmul` says, FP8 layers
+  // emulated.
   bool int8 = false;
+  // engine.cpu_matmul, for the Linears int8 does not take (all of them when int8 is off). The
+  // options' default is the oracle; the config's (configs/gecd.yaml) is auto.
+  CpuMatmul matmul = CpuMatmul::kF32;
   // engine.cpu_isa: "auto" or the highest ISA oneDNN's kernels may use (cpu_matmul/cpu_isa.h).
   std::string cpu_isa = "auto";
 };
@@ -55,8 +71,9 @@ class CpuBackend final : public Backend {
   int max_batch_size() const override { return max_batch_size_; }
   bool verifies_drafts() const override { return true; }
   absl::Status Forward(const StepBatch& batch, StepResult* result) override;
-  // "cpu, OpenBLAS <core> kernels" or "cpu, int8 oneDNN <kernel> kernels", and oneDNN's ISA:
-  // which kernels the matmuls run.
+  // "cpu, f32 matmuls: OpenBLAS <core> kernels" or "cpu, int8|bf16 matmuls: oneDNN <kernel>
+  // kernels", and oneDNN's ISA: which kernels the matmuls run (and, when engine.cpu_matmul auto
+  // fell back to f32, why).
   std::string Describe() const override;
 
  private:
@@ -70,7 +87,8 @@ class CpuBackend final : public Backend {
   };
 
   CpuBackend() = default;
-  // Fixes oneDNN's ISA (engine.cpu_isa) and checks it can run options' quantization.
+  // Fixes oneDNN's ISA (engine.cpu_isa), checks it can run options' quantization and
+  // engine.cpu_matmul, and sets onednn_precision_ (or f32_reason_ when auto falls back).
   absl::Status SelectIsa(const CpuBackendOptions& options);
   // The per-step activations, logits and GEMM scratch for options' step and batch sizes.
   absl::Status AllocateStepBuffers(const CpuBackendOptions& options);
@@ -99,6 +117,9 @@ class CpuBackend final : public Backend {
   int kv_width_ = 0;             // kv_heads * head_dim
   std::vector<float> inv_freq_;  // [head_dim / 2], llama3-adjusted when configured
   std::string onednn_isa_;       // the ISA oneDNN's kernels use; "" in a build without oneDNN
+  // The precision oneDNN runs the Linears in; none: OpenBLAS f32.
+  std::optional<cpu_matmul::Precision> onednn_precision_;
+  std::string f32_reason_;  // why engine.cpu_matmul auto runs f32; "" otherwise
 
   std::vector<float> embed_;  // [vocab, hidden]
   std::vector<Layer> layers_;

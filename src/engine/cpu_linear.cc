@@ -17,7 +17,7 @@ void LinearScratch::Reserve(int rows, int max_in, int max_out) {
   if (x_q.size() < r * max_in) x_q.resize(r * max_in);
   if (x_scale.size() < r) x_scale.resize(r);
   if (acc.size() < r * max_out) acc.resize(r * max_out);
-  int8.Reserve(rows, max_in, max_out);
+  onednn.Reserve(rows, max_in, max_out);
 }
 
 absl::StatusOr<CpuLinear> CpuLinear::Fuse(std::span<const model::LinearWeight> parts) {
@@ -83,27 +83,35 @@ CpuLinear CpuLinear::Dense(std::vector<float> weight, int out_features, int in_f
   return linear;
 }
 
-std::string CpuLinear::int8_kernel() const { return int8_ ? int8_->kernel() : ""; }
+std::string CpuLinear::onednn_kernel() const {
+#ifdef GECD_HAVE_ONEDNN
+  if (onednn_ != nullptr) return onednn_->kernel();
+#endif
+  return "";
+}
 
-absl::Status CpuLinear::ToInt8(const std::string& name, int max_rows) {
+absl::Status CpuLinear::ToOneDnn(cpu_matmul::Precision precision, const std::string& name,
+                                 int max_rows) {
 #ifdef GECD_HAVE_ONEDNN
   if (is_fp8()) {
+    if (precision == cpu_matmul::Precision::kBf16) return absl::OkStatus();
     for (int o = 0; o < out_; ++o) {
       float* row = weight_.data() + static_cast<size_t>(o) * in_;
       for (int i = 0; i < in_; ++i) row[i] *= weight_scale_[o];
     }
   }
-  absl::StatusOr<std::unique_ptr<cpu_matmul::Int8Matmul>> m =
-      cpu_matmul::Int8Matmul::Create(name, weight_, bias_, out_, in_, max_rows);
+  absl::StatusOr<std::unique_ptr<cpu_matmul::Matmul>> m =
+      cpu_matmul::Matmul::Create(precision, name, weight_, bias_, out_, in_, max_rows);
   if (!m.ok()) return m.status();
-  int8_ = *std::move(m);
+  onednn_ = *std::move(m);
   weight_ = {};
   weight_scale_ = {};
   return absl::OkStatus();
 #else
-  return absl::FailedPreconditionError(absl::StrCat(
-      "engine.quantization: int8, but this gecd was built without oneDNN (-DGECD_ONEDNN=OFF); ",
-      name, " stays f32"));
+  return absl::FailedPreconditionError(
+      absl::StrCat(cpu_matmul::PrecisionName(precision),
+                   " matmuls, but this gecd was built without oneDNN (-DGECD_ONEDNN=OFF); ", name,
+                   " stays f32"));
 #endif
 }
 
@@ -111,8 +119,8 @@ void CpuLinear::Apply(const float* x, int rows, float* y, bool accumulate,
                       LinearScratch* scratch) const {
   if (rows <= 0) return;
 #ifdef GECD_HAVE_ONEDNN
-  if (int8_ != nullptr) {
-    int8_->Apply(x, rows, y, accumulate, &scratch->int8);
+  if (onednn_ != nullptr) {
+    onednn_->Apply(x, rows, y, accumulate, &scratch->onednn);
     return;
   }
 #endif

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "cpu_matmul/int8_matmul.h"
+#include "cpu_matmul/matmul.h"
 #include "model/checkpoint.h"
 
 // A Linear layer on the CPU: y[rows, out] = x[rows, in] · Wᵀ (+ bias), one cblas_sgemm per
@@ -23,9 +23,11 @@
 //   3. y[t,o] = (acc[t,o] * sx[t]) * sw[o], then + bias[o].
 // An FP8 checkpoint's scales must be finite and positive (gecd quantize never writes others).
 //
-// ToInt8 turns a layer into an int8 W8A8 one (cpu_matmul/int8_matmul.h, engine.quantization
-// int8): its f32 weights (an FP8 layer's dequantized: e4m3 value times scale) are quantized per
-// output channel and the f32 copy is dropped.
+// ToOneDnn hands a layer to oneDNN (cpu_matmul/matmul.h) and drops its f32 copy:
+//   - int8 W8A8 (engine.quantization int8): its f32 weights (an FP8 layer's dequantized: e4m3
+//     value times scale) are quantized per output channel;
+//   - bf16 (engine.cpu_matmul): its weights rounded to bf16, f32 sums. An FP8 layer stays as it
+//     is (the FP8 emulation above is the CUDA kernels' oracle; ToOneDnn leaves it alone).
 namespace gecd::engine {
 
 // Buffers a Linear needs besides its input and output; sized once for the largest call.
@@ -33,7 +35,7 @@ struct LinearScratch {
   std::vector<float> x_q;      // [rows, in] quantized activations
   std::vector<float> x_scale;  // [rows]
   std::vector<float> acc;      // [rows, out] for FP8 layers that accumulate into y
-  cpu_matmul::Int8Scratch int8;
+  cpu_matmul::MatmulScratch onednn;
 
   void Reserve(int rows, int max_in, int max_out);
 };
@@ -49,13 +51,15 @@ class CpuLinear {
   int in_features() const { return in_; }
   int out_features() const { return out_; }
   bool is_fp8() const { return !weight_scale_.empty(); }
-  bool is_int8() const { return int8_ != nullptr; }
-  // "brg:avx512_core_vnni": the oneDNN kernel of an int8 layer; "" otherwise.
-  std::string int8_kernel() const;
+  // Whether oneDNN runs this layer (ToOneDnn).
+  bool on_onednn() const { return onednn_ != nullptr; }
+  // "brg:avx512_core_vnni": the oneDNN kernel of a layer oneDNN runs; "" otherwise.
+  std::string onednn_kernel() const;
 
-  // Quantizes this layer to int8 for calls of up to `max_rows` rows; `name` names it in
-  // errors. FailedPrecondition in a build without oneDNN.
-  absl::Status ToInt8(const std::string& name, int max_rows);
+  // Hands this layer to oneDNN in `precision` for calls of up to `max_rows` rows (bf16 leaves
+  // an FP8 layer as it is); `name` names it in errors. FailedPrecondition in a build without
+  // oneDNN.
+  absl::Status ToOneDnn(cpu_matmul::Precision precision, const std::string& name, int max_rows);
 
   // y = x·Wᵀ + bias, or y += x·Wᵀ + bias when `accumulate`. x and y must not overlap; scratch
   // must have been reserved for at least `rows` rows of this layer's sizes.
@@ -67,8 +71,9 @@ class CpuLinear {
   std::vector<float> weight_;        // [out, in]; e4m3 values for FP8 layers
   std::vector<float> weight_scale_;  // [out], FP8 only
   std::vector<float> bias_;          // [out] or empty
-  // Set by ToInt8, which empties weight_ and weight_scale_; shared so CpuLinear stays copyable.
-  std::shared_ptr<const cpu_matmul::Int8Matmul> int8_;
+  // Set by ToOneDnn, which empties weight_ and weight_scale_; shared so CpuLinear stays
+  // copyable.
+  std::shared_ptr<const cpu_matmul::Matmul> onednn_;
 };
 
 }  // namespace gecd::engine

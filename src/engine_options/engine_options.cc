@@ -32,6 +32,9 @@ engine::CpuBackendOptions CpuBackendOptionsFrom(const EngineSection& engine) {
           .max_batch_size = engine.max_batch_size,
           .threads = ComputeThreadsFor(engine),
           .int8 = engine.quantization == "int8",
+          .matmul = engine.cpu_matmul == "f32"    ? engine::CpuMatmul::kF32
+                    : engine.cpu_matmul == "bf16" ? engine::CpuMatmul::kBf16
+                                                  : engine::CpuMatmul::kAuto,
           .cpu_isa = engine.cpu_isa};
 }
 

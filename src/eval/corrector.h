@@ -35,6 +35,9 @@ class Corrector {
   // `progress` (may be null) advances once per finished sentence.
   virtual absl::StatusOr<CorrectionRun> CorrectAll(const std::vector<std::string>& texts,
                                                    ProgressBar* progress) = 0;
+  // The kernels an in-process engine runs (its backend's Describe(), e.g. "cpu, bf16 matmuls:
+  // ..."); "" for a server.
+  virtual std::string Describe() const { return ""; }
 };
 
 }  // namespace gecd::eval

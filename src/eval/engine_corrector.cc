@@ -41,6 +41,8 @@ absl::StatusOr<std::unique_ptr<EngineCorrector>> EngineCorrector::Create(
   return corrector;
 }
 
+std::string EngineCorrector::Describe() const { return engine_->backend().Describe(); }
+
 absl::StatusOr<CorrectionRun> EngineCorrector::CorrectAll(const std::vector<std::string>& texts,
                                                           ProgressBar* progress) {
   using Clock = std::chrono::steady_clock;

@@ -32,6 +32,7 @@ class EngineCorrector final : public Corrector {
   // engine rejects fails alone; a text of only whitespace comes back unchanged.
   absl::StatusOr<CorrectionRun> CorrectAll(const std::vector<std::string>& texts,
                                            ProgressBar* progress) override;
+  std::string Describe() const override;
 
  private:
   EngineCorrector(std::unique_ptr<model::Tokenizer> tokenizer,

@@ -105,6 +105,24 @@ TEST(Config, CudaBackendSettings) {
   }
 }
 
+TEST(Config, CpuMatmulIsAutoF32OrBf16AndATypoNamesTheKey) {
+  EXPECT_EQ(Config().engine.cpu_matmul,
+            "auto");  // bf16 where the CPU has it (engine/cpu_backend.h)
+  for (const char* v : {"auto", "f32", "bf16"}) {
+    auto c = ParseConfig(std::string("engine:\n  cpu_matmul: ") + v + "\n", "conf.yaml");
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->engine.cpu_matmul, v);
+  }
+  auto e = ParseConfig("engine:\n  cpu_matmul: fp32\n", "conf.yaml");
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(),
+              HasSubstr("engine.cpu_matmul: expected one of auto|f32|bf16, got 'fp32'"));
+  Config d;
+  EXPECT_FALSE(ApplyOverride(d, "engine.cpu_matmul", "bfloat16").ok());
+  ASSERT_TRUE(ApplyOverride(d, "engine.cpu_matmul", "f32").ok());
+  EXPECT_EQ(d.engine.cpu_matmul, "f32");
+}
+
 TEST(Config, MalformedYamlIsAnErrorWithLine) {
   auto c = ParseConfig("engine:\n  threads: [1, 2\n", "conf.yaml");
   ASSERT_FALSE(c.ok());

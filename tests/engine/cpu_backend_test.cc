@@ -146,7 +146,7 @@ TEST(CpuBackendTest, DescribeNamesTheOpenBlasKernels) {
   auto m = LoadFixtureModel("ref-llama-f32", {.kv_block_size = 4, .num_kv_blocks = 8});
   ASSERT_NE(m.backend, nullptr);
   const std::string what = m.backend->Describe();
-  EXPECT_THAT(what, ::testing::StartsWith("cpu, OpenBLAS "));
+  EXPECT_THAT(what, ::testing::StartsWith("cpu, f32 matmuls: OpenBLAS "));
   EXPECT_THAT(what, ::testing::HasSubstr(openblas_get_corename()));
   EXPECT_EQ(what.find("OPENBLAS_CORETYPE") != std::string::npos,
             std::getenv("OPENBLAS_CORETYPE") != nullptr);

@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "onednn_test_util.h"
 #include "testing/cpu_features.h"
 #include "testing/scoped_temp_dir.h"
 #include "testing/test_paths.h"
@@ -27,10 +28,8 @@
 namespace gecd::engine {
 namespace {
 
-using testing::BackendDriver;
 using ::testing::HasSubstr;
-using testing::LoadModel;
-using testing::RelativeError;
+using testing::Open;
 
 // W8A8 with per-channel weights and per-token activations: each Linear is off by ~1% of its
 // output's scale (cpu_matmul's tests bound it exactly); through the fixtures' 2 to 3 random
@@ -46,53 +45,9 @@ CpuBackendOptions Int8(std::string isa = "auto") {
   return o;
 }
 
-// The backend, or nullptr with the test skipped when this build has no oneDNN.
-std::unique_ptr<CpuBackend> CreateOrSkip(const model::Checkpoint& checkpoint,
-                                         const CpuBackendOptions& options, bool* skip) {
-  absl::StatusOr<std::unique_ptr<CpuBackend>> b = CpuBackend::Create(checkpoint, options);
-  *skip = !b.ok() && absl::StrContains(b.status().message(), "without oneDNN");
-  if (!*skip) {
-    EXPECT_TRUE(b.ok()) << b.status();
-  }
-  return b.ok() ? *std::move(b) : nullptr;
-}
-
-std::unique_ptr<model::Checkpoint> Open(const std::string& dir) {
-  absl::StatusOr<std::unique_ptr<model::Checkpoint>> c = model::Checkpoint::Open(dir);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return c.ok() ? *std::move(c) : nullptr;
-}
-
-// Each prompt's last logits from `backend`, fed in chunks of 5 tokens, all prompts per step.
-std::vector<std::vector<float>> LastLogits(Backend* backend,
-                                           const std::vector<std::vector<int32_t>>& prompts) {
-  BackendDriver driver(backend);
-  for (const auto& p : prompts) driver.Add(p);
-  return driver.RunAll(/*chunk=*/5);
-}
-
 // The worst relative error of int8 against f32 over the prompts of `fixture`'s reference.
 double WorstAgainstF32(const std::string& fixture, const std::string& isa = "auto") {
-  auto checkpoint = Open(gecd::testing::FixturePath("models/" + fixture));
-  if (checkpoint == nullptr) return 1.0;
-  bool skip = false;
-  auto int8 = CreateOrSkip(*checkpoint, Int8(isa), &skip);
-  if (skip) return -1.0;
-  if (int8 == nullptr) return 1.0;
-  EXPECT_THAT(int8->Describe(), HasSubstr("int8"));
-  auto f32 = LoadModel(gecd::testing::FixturePath("models/" + fixture));
-  if (f32.backend == nullptr) return 1.0;
-  std::vector<std::vector<int32_t>> prompts;
-  for (const auto& c : testing::LoadReference("ref-llama-f32")) prompts.push_back(c.prompt);
-  const auto got = LastLogits(int8.get(), prompts);
-  const auto want = LastLogits(f32.backend.get(), prompts);
-  double worst = 0.0;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    worst = std::max(worst, RelativeError(got[i], want[i]));
-  }
-  std::printf("[ %s, cpu_isa %s ] int8 vs f32 logits: max relative error %.3g\n", fixture.c_str(),
-              isa.c_str(), worst);
-  return worst;
+  return testing::WorstAgainstF32(fixture, Int8(isa), "int8");
 }
 
 TEST(CpuInt8Test, FixtureLogitsMatchTheF32Oracle) {
@@ -115,46 +70,13 @@ TEST(CpuInt8Test, AnFp8CheckpointIsDequantizedAndRequantized) {
 }
 
 TEST(CpuInt8Test, TheDefaultModelMostlyChoosesAsF32Does) {
-  const std::string dir = gecd::testing::SourceDir() + "/models/gecd-gec-small";
-  if (!std::filesystem::exists(dir + "/model.safetensors")) GTEST_SKIP() << "no " << dir;
-  auto checkpoint = Open(dir);
-  ASSERT_NE(checkpoint, nullptr);
-  bool skip = false;
-  auto int8 = CreateOrSkip(*checkpoint, Int8(), &skip);
-  if (skip) GTEST_SKIP() << "built without oneDNN";
-  ASSERT_NE(int8, nullptr);
-  auto f32 = LoadModel(dir);
-  ASSERT_NE(f32.backend, nullptr);
-  // 16 token sequences of 24 (JFLEG's mean prompt), every position's logits compared.
-  std::mt19937 rng(1);
-  std::uniform_int_distribution<int32_t> id(3, checkpoint->config().vocab_size - 1);
-  BackendDriver a(int8.get()), b(f32.backend.get());
-  for (int s = 0; s < 16; ++s) {
-    std::vector<int32_t> p(24);
-    for (int32_t& t : p) t = id(rng);
-    a.Add(p);
-    b.Add(p);
-  }
-  int same = 0, total = 0;
-  double worst = 0.0;
-  for (int pos = 0; pos < 24; ++pos) {
-    std::vector<std::pair<int, int>> chunks;
-    for (int s = 0; s < 16; ++s) chunks.push_back({s, 1});
-    const auto got = a.Step(chunks);
-    const auto want = b.Step(chunks);
-    for (int s = 0; s < 16; ++s) {
-      worst = std::max(worst, RelativeError(got[s], want[s]));
-      same += testing::Argmax(got[s]) == testing::Argmax(want[s]);
-      ++total;
-    }
-  }
-  std::printf("default model, int8 vs f32: max relative error %.3g, argmax agrees %d / %d\n", worst,
-              same, total);
+  const testing::Agreement a = testing::DefaultModelAgainstF32(Int8());
+  if (a.skipped) GTEST_SKIP() << "no default model, or built without oneDNN";
   // Random tokens are far from the text it was trained on, so its logits are flatter than on
   // sentences: measured 0.114 and 367 / 384 (on JFLEG dev's sentences, 746 / 754 outputs are
   // identical: bench/RESULTS.md).
-  EXPECT_LT(worst, 0.2);
-  EXPECT_GE(same, total * 92 / 100);
+  EXPECT_LT(a.worst, 0.2);
+  EXPECT_GE(a.same, a.total * 92 / 100);
 }
 
 // Copies ref-llama-fp8 into `dir` with k_proj's scale `row` of layer 0 set to `value`.

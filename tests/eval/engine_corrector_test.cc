@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/cpu_backend.h"
+#include "engine_options/engine_options.h"
 #include "eval/engine_corrector.h"
 #include "eval/jfleg.h"
 #include "eval/ptb_text.h"
@@ -82,8 +83,10 @@ TEST(EngineCorrectorTest, OutputsEqualAPlainStepLoopOverTheTemplatedPrompts) {
   auto checkpoint = model::Checkpoint::Open(cfg.model.dir);
   auto tokenizer = model::Tokenizer::LoadFromModelDir(cfg.model.dir);
   ASSERT_TRUE(checkpoint.ok() && tokenizer.ok());
-  auto backend = engine::CpuBackend::Create(
-      **checkpoint, {.max_batch_size = cfg.engine.max_batch_size, .threads = 1});
+  // The backend the config asks for (engine.cpu_matmul auto: bf16 on a CPU with BF16), so both
+  // sides run the same precision.
+  auto backend =
+      engine::CpuBackend::Create(**checkpoint, config::CpuBackendOptionsFrom(cfg.engine));
   ASSERT_TRUE(backend.ok());
   engine::EngineOptions options;
   for (int id : (*checkpoint)->generation_config().eos_token_ids)
