@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <deque>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -114,8 +116,11 @@ class GrammarService::UnaryCall final : public grpc::ServerUnaryReactor {
 // One CorrectStream call: reads texts while fewer than options.stream_window are
 // outstanding, writes each answer as it arrives (one write at a time, the rest queued), and
 // finishes once the client has half-closed and everything is answered, or, when the worker
-// drains, with UNAVAILABLE once what it had admitted is answered. gRPC operations are started
-// only outside mu_, because a completion can run inline on the starting thread.
+// drains, with UNAVAILABLE once what it had admitted is answered. A request with
+// `stream_sentences` also has each sentence's answer written as it is done (Process runs them
+// all before the text's final answer); they ride in their text's slot of the window, so what
+// waits here stays bounded by the window's texts. gRPC operations are started only outside mu_,
+// because a completion can run inline on the starting thread.
 class GrammarService::StreamCall final
     : public grpc::ServerBidiReactor<CorrectRequest, CorrectResponse> {
  public:
@@ -143,6 +148,12 @@ class GrammarService::StreamCall final
       MutexLock lock(&mu_);
       in_engine_.push_back(id);
     }
+    SentenceAnswered sentence_answered;
+    if (request_.stream_sentences()) {
+      sentence_answered = [this](CorrectResponse answer) {
+        QueueSentenceAnswer(std::move(answer));
+      };
+    }
     service_.Process(
         id, request_, context_->deadline(), PriorityOf(*context_, request_), client_,
         [this, id](const grpc::Status& status, CorrectResponse reply,
@@ -151,7 +162,8 @@ class GrammarService::StreamCall final
             reply.mutable_status()->set_retry_after_ms(static_cast<uint32_t>(retry_after.count()));
           }
           Answer(id, status, std::move(reply));
-        });
+        },
+        std::move(sentence_answered));
     // Only now is request_ free: an answer that arrived while Process was reading it must not
     // start the next read into the same buffer (the sentence would take the next one's id).
     mu_.Lock();
@@ -162,6 +174,7 @@ class GrammarService::StreamCall final
   void OnWriteDone(bool ok) override {
     mu_.Lock();
     writing_ = false;
+    writing_final_ = false;
     if (!ok) Break();
     Pump();
   }
@@ -196,7 +209,17 @@ class GrammarService::StreamCall final
     }
     mu_.Lock();
     std::erase(in_engine_, id);
-    if (!broken_) pending_.push_back(std::move(reply));
+    if (!broken_) {
+      pending_.push_back({.response = std::move(reply), .final = true});
+      ++pending_finals_;
+    }
+    Pump();
+  }
+
+  // One sentence of a text still in in_engine_ (its final answer comes after).
+  void QueueSentenceAnswer(CorrectResponse answer) {
+    mu_.Lock();
+    if (!broken_) pending_.push_back({.response = std::move(answer), .final = false});
     Pump();
   }
 
@@ -207,19 +230,26 @@ class GrammarService::StreamCall final
     broken_ = true;
     read_closed_ = true;
     pending_.clear();
+    pending_finals_ = 0;
     const std::vector<uint64_t> ids = in_engine_;
     mu_.Unlock();
     for (uint64_t id : ids) service_.CancelText(id, context_->deadline());
     mu_.Lock();
   }
 
+  // Texts read and not yet answered in full: what the window counts (sentence answers are
+  // not texts).
   size_t Outstanding() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return in_engine_.size() + pending_.size() + (writing_ ? 1 : 0);
+    return in_engine_.size() + pending_finals_ + (writing_final_ ? 1 : 0);
+  }
+  // Nothing left to write: no text outstanding and no response queued or being written.
+  bool AllWritten() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return Outstanding() == 0 && pending_.empty() && !writing_;
   }
   // Draining, nothing left to answer, and no sentence being processed (a read still pending is
   // fine: Finish ends it).
   bool MayFinishDraining() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return draining_ && !finished_ && Outstanding() == 0 && (!reading_ || read_outstanding_);
+    return draining_ && !finished_ && AllWritten() && (!reading_ || read_outstanding_);
   }
   static grpc::Status DrainedStatus() {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "server is shutting down");
@@ -231,7 +261,9 @@ class GrammarService::StreamCall final
     bool write = false, read = false, finish = false;
     if (!writing_ && !pending_.empty() && !finished_) {
       writing_ = write = true;
-      writing_response_ = std::move(pending_.front());
+      writing_response_ = std::move(pending_.front().response);
+      writing_final_ = pending_.front().final;
+      if (writing_final_) --pending_finals_;
       pending_.pop_front();
     }
     const size_t outstanding = Outstanding();
@@ -240,7 +272,7 @@ class GrammarService::StreamCall final
       reading_ = read_outstanding_ = read = true;
     }
     grpc::Status status;
-    if (read_closed_ && !reading_ && outstanding == 0 && !finished_) {
+    if (read_closed_ && !reading_ && AllWritten() && !finished_) {
       finished_ = finish = true;
       status = broken_ ? grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled")
                        : grpc::Status::OK;
@@ -264,11 +296,17 @@ class GrammarService::StreamCall final
   Mutex mu_;
   // ids submitted and not yet answered (few: the window)
   std::vector<uint64_t> in_engine_ ABSL_GUARDED_BY(mu_);
-  // answered, waiting for the write in progress
-  std::deque<CorrectResponse> pending_ ABSL_GUARDED_BY(mu_);
+  // Answered, waiting for the write in progress: texts' final answers and sentence answers.
+  struct Queued {
+    CorrectResponse response;
+    bool final = true;  // a text's final answer (false: a sentence answer)
+  };
+  std::deque<Queued> pending_ ABSL_GUARDED_BY(mu_);
+  size_t pending_finals_ ABSL_GUARDED_BY(mu_) = 0;  // final answers in pending_
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
   bool read_outstanding_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_final_ ABSL_GUARDED_BY(mu_) = false;  // the write in progress is a final answer
   bool read_closed_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
@@ -448,6 +486,12 @@ struct GrammarService::Text {
   int max_new_tokens = 0;  // the output cap, part of the cache's key
   Deadline deadline;
   TextDone reply;
+  // CorrectStream's `stream_sentences`: each sentence's answer as it is done; null: none.
+  SentenceAnswered sentence_answered;
+  // Made once, by the first sentence answer: whether the whole text passes CheckText (its
+  // offsets can be converted), and then its offset converter.
+  std::once_flag answerable_once;
+  std::optional<text::OffsetConverter> offsets;
   Mutex mu;
   std::vector<SentenceOutcome> outcomes ABSL_GUARDED_BY(mu);
   std::vector<bool> running ABSL_GUARDED_BY(mu);  // submitted and not yet answered
@@ -499,7 +543,8 @@ void GrammarService::CancelSentences(Text& text, Deadline deadline) {
 
 void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadline deadline,
                              absl::StatusOr<AdmissionController::Priority> priority,
-                             std::string client, TextDone done) {
+                             std::string client, TextDone done,
+                             SentenceAnswered sentence_answered) {
   const int64_t arrival_us = MonotonicMicros();
   // The objective an OK answer must meet to count as goodput: the SLO, or the deadline if sooner.
   const std::chrono::microseconds budget = Budget(deadline);
@@ -562,6 +607,13 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
                              : std::min<uint32_t>(max_output_tokens, model_max_output_tokens_));
   text->deadline = deadline;
   text->reply = std::move(reply);
+  if (sentence_answered) {
+    text->sentence_answered = [client_id = request.request_id(),
+                               answered = std::move(sentence_answered)](CorrectResponse response) {
+      response.set_request_id(client_id);
+      answered(std::move(response));
+    };
+  }
   const size_t n = text->spans.size();
   std::vector<size_t> misses;
   {
@@ -590,6 +642,22 @@ void GrammarService::Process(uint64_t id, const CorrectRequest& request, Deadlin
     }
     text->pending = misses.size();
   }
+  // A cached sentence is done now: answered before any other can be (and before the text).
+  if (text->sentence_answered && misses.size() < n) {
+    std::vector<SentenceOutcome> cached;
+    {
+      MutexLock lock(&text->mu);
+      cached = text->outcomes;
+    }
+    size_t next_miss = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (next_miss < misses.size() && misses[next_miss] == i) {
+        ++next_miss;
+        continue;
+      }
+      AnswerSentenceOf(*text, i, cached[i]);
+    }
+  }
   if (misses.empty()) {  // only whitespace, or every sentence cached
     FinishText(*text);
     return;
@@ -610,6 +678,10 @@ void GrammarService::SentenceFinished(const std::shared_ptr<Text>& text, size_t 
                 .prompt_tokens = outcome.prompt_tokens,
                 .output_tokens = outcome.output_tokens});
   }
+  // A sentence answer goes out before this sentence stops counting as pending, so the text's
+  // final answer (sent by the last one) always comes after it; none once the text has failed.
+  std::optional<SentenceOutcome> answer;
+  if (status.ok() && text->sentence_answered && !text->Failed()) answer = outcome;
   bool first_failure = false, last = false;
   {
     MutexLock lock(&text->mu);
@@ -621,6 +693,12 @@ void GrammarService::SentenceFinished(const std::shared_ptr<Text>& text, size_t 
       text->failure = status;
       text->retry_after = retry_after;
     }
+    if (text->failed) answer.reset();
+    if (!answer) last = --text->pending == 0;
+  }
+  if (answer) {
+    AnswerSentenceOf(*text, index, *answer);
+    MutexLock lock(&text->mu);
     last = --text->pending == 0;
   }
   if (first_failure) CancelSentences(*text, text->deadline);
@@ -630,6 +708,19 @@ void GrammarService::SentenceFinished(const std::shared_ptr<Text>& text, size_t 
     texts_.erase(text->id);
   }
   FinishText(*text);
+}
+
+void GrammarService::AnswerSentenceOf(Text& text, size_t index, const SentenceOutcome& outcome) {
+  // Only a text that passes the whole text's checks is answered in parts: its final answer
+  // would otherwise be INVALID_ARGUMENT, and its offsets cannot be converted.
+  std::call_once(text.answerable_once, [this, &text] {
+    if (prompts_.CheckText(text.text).ok()) text.offsets.emplace(text.text, text.unit);
+  });
+  if (!text.offsets) return;
+  CorrectResponse response;
+  *response.mutable_sentence_answer() =
+      AnswerSentence(text.text, text.spans, index, outcome, *text.offsets);
+  text.sentence_answered(std::move(response));
 }
 
 void GrammarService::FinishText(Text& text) {

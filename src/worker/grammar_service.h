@@ -108,6 +108,9 @@ class GrammarService final : public grpc::Service {
   // either way. `retry_after` is positive on a refusal that says when to come back.
   using TextDone = std::function<void(const grpc::Status&, gecd::v1::CorrectResponse,
                                       std::chrono::milliseconds retry_after)>;
+  // One sentence of a text answered on its own (CorrectStream's `stream_sentences`): a response
+  // with `request_id` and `sentence_answer` set.
+  using SentenceAnswered = std::function<void(gecd::v1::CorrectResponse)>;
   // The outcome of one sentence of a text.
   using SentenceDone = std::function<void(const grpc::Status&, SentenceOutcome,
                                           std::chrono::milliseconds retry_after)>;
@@ -139,10 +142,15 @@ class GrammarService final : public grpc::Service {
   // Splits one text `id`, answers what the cache holds, and processes the other sentences
   // (ProcessSentences); `done` runs exactly once: inline when the text is refused, invalid or
   // all cached, else on the thread of its last sentence's answer. `client` is the name of the
-  // call's bearer token, or "".
+  // call's bearer token, or "". `sentence_answered`, when not null, runs once for each sentence
+  // that succeeds while its text has not failed (cached and skipped ones included), as it is
+  // done and always before `done`; never for a text that fails the whole text's checks.
   void Process(uint64_t id, const gecd::internal::CorrectRequest& request, Deadline deadline,
                absl::StatusOr<AdmissionController::Priority> priority, std::string client,
-               TextDone done);
+               TextDone done, SentenceAnswered sentence_answered = nullptr);
+  // Sends sentence `index` of `text` to its text's sentence_answered (see Process), unless the
+  // text fails the whole text's checks.
+  void AnswerSentenceOf(Text& text, size_t index, const SentenceOutcome& outcome);
   // Admits together (or refuses, or has wait in the waiting room together: the batch class,
   // and any text before a first answer) the sentences `indices` of `text`, and submits each
   // under its SentenceId; each one's end reaches SentenceFinished exactly once: inline when

@@ -37,6 +37,14 @@ gecd::v1::CorrectResponse AssembleAnswer(std::string_view text,
                                          std::span<const SentenceOutcome> outcomes,
                                          text::OffsetUnit unit);
 
+// Sentence `index` of `text` answered alone (CorrectStream's `stream_sentences`): its span,
+// correction and edits exactly as AssembleAnswer puts them in the whole text's answer (the same
+// code makes both), offsets converted by `offset` (an OffsetConverter of the whole `text`).
+gecd::v1::SentenceAnswer AnswerSentence(std::string_view text,
+                                        std::span<const sentences::SentenceSpan> spans,
+                                        size_t index, const SentenceOutcome& outcome,
+                                        const text::OffsetConverter& offset);
+
 }  // namespace gecd::worker
 
 #endif  // GECD_WORKER_TEXT_ANSWER_H_

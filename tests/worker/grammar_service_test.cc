@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -22,6 +23,7 @@
 
 #include "gecd/v1/grammar.grpc.pb.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
@@ -137,6 +139,19 @@ class FakeEngine final : public EngineLink {
     Reply(std::move(held_[index].request), std::move(held_[index].done), std::move(status));
     held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(index));
     cv_.notify_all();
+  }
+  // Answers the held request whose prompt decodes to `prompt`, with `status` (OK: the fake
+  // correction); false when none is held.
+  bool ReleasePrompt(const std::string& prompt, absl::Status status = absl::OkStatus()) {
+    std::lock_guard lock(mu_);
+    auto it = std::find_if(held_.begin(), held_.end(), [&](const Held& h) {
+      return tokenizer_.Decode(h.request.prompt) == prompt;
+    });
+    if (it == held_.end()) return false;
+    Reply(std::move(it->request), std::move(it->done), std::move(status));
+    held_.erase(it);
+    cv_.notify_all();
+    return true;
   }
   // Answers every held request, the most recent first.
   void ReleaseNewestFirst() {
@@ -1447,6 +1462,355 @@ TEST_F(GrammarServiceTest, ATextIsAdmittedWholeOrRefusedWhole) {
   engine_->set_hold(false);
   ASSERT_TRUE(Correct("One. Two. Three.", &response).ok());
   EXPECT_EQ(response.corrected_text(), "ONE. TWO. THREE.");
+}
+
+// CorrectStream with stream_sentences: one sentence answer per sentence, each written as soon
+// as that sentence is done (here while the others are still held in the engine), in the order
+// they finish, with offsets in the whole text in the request's unit; then the text's final
+// answer, whose sentences and edits the sentence answers equal. Without the field, the same
+// stream answers a text once, as before.
+TEST_F(GrammarServiceTest, StreamSentencesAnswersEachSentenceAsItIsDoneThenTheText) {
+  config_.server.max_input_chars = 1000;
+  StartServer();
+  engine_->set_hold(true);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kWait);
+  auto stream = stub_->CorrectStream(&context);
+  const std::string text = "I like caf\u00e9 \U0001F600 a lot. It is ok.\r\n\r\nShe go home.";
+  const std::vector<std::string> sentences = {"I like caf\u00e9 \U0001F600 a lot.", "It is ok.",
+                                              "She go home."};
+  const auto unit = gecd::v1::OFFSET_UNIT_UTF16_CODE_UNITS;
+  CorrectRequest request;
+  request.set_text(text);
+  request.set_request_id("t");
+  request.set_offset_unit(unit);
+  request.set_stream_sentences(true);
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(engine_->WaitForHeld(3));
+
+  std::map<uint32_t, gecd::v1::SentenceAnswer> answers;
+  for (const size_t index : {2u, 0u, 1u}) {  // the engine finishes them in this order
+    ASSERT_TRUE(engine_->ReleasePrompt(sentences[index]));
+    CorrectResponse response;
+    ASSERT_TRUE(stream->Read(&response));
+    ASSERT_TRUE(response.has_sentence_answer()) << "the text answered before all its sentences";
+    const gecd::v1::SentenceAnswer& answer = response.sentence_answer();
+    EXPECT_EQ(answer.index(), index);
+    EXPECT_EQ(answer.sentence_count(), 3u);
+    EXPECT_EQ(response.request_id(), "t");
+    EXPECT_EQ(response.status().code(), 0);
+    EXPECT_TRUE(response.corrected_text().empty());
+    EXPECT_EQ(answer.corrected(), Expected(sentences[index]));
+    EXPECT_EQ(SpanInUnit(text, answer.sentence().start(), answer.sentence().end(), unit),
+              sentences[index]);
+    EXPECT_TRUE(answer.sentence().changed());
+    EXPECT_FALSE(answer.sentence().cached());
+    for (const gecd::v1::Edit& e : answer.edits()) {
+      EXPECT_EQ(e.sentence(), index);
+      EXPECT_GE(e.start(), answer.sentence().start());
+      EXPECT_LE(e.end(), answer.sentence().end());
+    }
+    answers[answer.index()] = answer;
+  }
+  CorrectResponse final_answer;
+  ASSERT_TRUE(stream->Read(&final_answer));
+  EXPECT_FALSE(final_answer.has_sentence_answer());
+  EXPECT_EQ(final_answer.request_id(), "t");
+  EXPECT_EQ(final_answer.corrected_text(), Expected(sentences[0]) + " " + Expected(sentences[1]) +
+                                               "\r\n\r\n" + Expected(sentences[2]));
+  EXPECT_EQ(ApplyInUnit(text, final_answer, unit), final_answer.corrected_text());
+  ASSERT_EQ(final_answer.sentences_size(), 3);
+  // What each sentence answer said is what the final answer says of that sentence.
+  CorrectResponse from_parts;  // the sentence answers' edits, in text order
+  for (uint32_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(answers[i].sentence(),
+                                                                   final_answer.sentences(i)))
+        << i;
+    for (const gecd::v1::Edit& e : answers[i].edits()) *from_parts.add_edits() = e;
+  }
+  ASSERT_EQ(from_parts.edits_size(), final_answer.edits_size());
+  for (int i = 0; i < final_answer.edits_size(); ++i) {
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(from_parts.edits(i),
+                                                                   final_answer.edits(i)))
+        << i;
+  }
+
+  // The same stream, a request without the field: its text is answered once.
+  request.set_stream_sentences(false);
+  request.set_request_id("plain");
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(engine_->WaitForHeld(3));
+  engine_->ReleaseNewestFirst();
+  CorrectResponse plain;
+  ASSERT_TRUE(stream->Read(&plain));
+  EXPECT_EQ(plain.request_id(), "plain");
+  EXPECT_FALSE(plain.has_sentence_answer());
+  EXPECT_EQ(plain.corrected_text(), final_answer.corrected_text());
+  stream->WritesDone();
+  EXPECT_FALSE(stream->Read(&plain));
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_F(GrammarServiceTest, StreamSentencesAnswersCachedSentencesAtOnce) {
+  config_.server.max_input_chars = 1000;
+  config_.server.sentence_cache_mb = 1;
+  StartServer();
+  CorrectResponse warm;
+  ASSERT_TRUE(Correct("She go home. He are here.", &warm).ok());
+  engine_->set_hold(true);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kWait);
+  auto stream = stub_->CorrectStream(&context);
+  CorrectRequest request;
+  request.set_text("She go home. They is fine. He are here.");
+  request.set_stream_sentences(true);
+  ASSERT_TRUE(stream->Write(request));
+  // The two cached sentences come while the new one is still in the engine.
+  ASSERT_TRUE(engine_->WaitForHeld(1));
+  std::vector<uint32_t> cached;
+  for (int i = 0; i < 2; ++i) {
+    CorrectResponse response;
+    ASSERT_TRUE(stream->Read(&response));
+    ASSERT_TRUE(response.has_sentence_answer());
+    EXPECT_TRUE(response.sentence_answer().sentence().cached());
+    cached.push_back(response.sentence_answer().index());
+  }
+  EXPECT_THAT(cached, UnorderedElementsAre(0u, 2u));
+  engine_->ReleaseNewestFirst();
+  CorrectResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  ASSERT_TRUE(response.has_sentence_answer());
+  EXPECT_EQ(response.sentence_answer().index(), 1u);
+  EXPECT_EQ(response.sentence_answer().corrected(), "THEY IS FINE.");
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_FALSE(response.has_sentence_answer());
+  EXPECT_EQ(response.corrected_text(), "SHE GO HOME. THEY IS FINE. HE ARE HERE.");
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+// One failed sentence fails the text, as on Correct: the sentences done before it were
+// answered, the failed one and those it cancelled never are, and the final answer carries the
+// status; the stream goes on.
+TEST_F(GrammarServiceTest, StreamSentencesAFailedSentenceFailsTheTextAndEndsItsAnswers) {
+  config_.server.max_input_chars = 1000;
+  StartServer();
+  engine_->set_hold(true);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kWait);
+  auto stream = stub_->CorrectStream(&context);
+  CorrectRequest request;
+  request.set_text("One. Two. Three.");
+  request.set_request_id("t");
+  request.set_stream_sentences(true);
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(engine_->WaitForHeld(3));
+  ASSERT_TRUE(engine_->ReleasePrompt("One."));
+  CorrectResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  ASSERT_TRUE(response.has_sentence_answer());
+  EXPECT_EQ(response.sentence_answer().index(), 0u);
+  ASSERT_TRUE(engine_->ReleasePrompt("Two.", absl::UnavailableError("engine restarted")));
+  EXPECT_TRUE(engine_->WaitForCancelled(1));  // "Three."
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_FALSE(response.has_sentence_answer());
+  EXPECT_EQ(response.request_id(), "t");
+  EXPECT_EQ(response.status().code(), static_cast<int>(grpc::StatusCode::UNAVAILABLE));
+  EXPECT_THAT(response.status().message(), HasSubstr("engine restarted"));
+  // An invalid text (a control character between its sentences) gets no sentence answers.
+  engine_->set_hold(false);
+  request.set_text(std::string("Fine here.\x01 Ok.", 15));
+  request.set_request_id("bad");
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_FALSE(response.has_sentence_answer());
+  EXPECT_EQ(response.request_id(), "bad");
+  EXPECT_EQ(response.status().code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+  stream->WritesDone();
+  EXPECT_FALSE(stream->Read(&response));
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
+}
+
+// A client that cancels after its first sentence answers cancels the rest in the engine.
+TEST_F(GrammarServiceTest, StreamSentencesCancellationCancelsTheRest) {
+  config_.server.max_input_chars = 1000;
+  StartServer();
+  engine_->set_hold(true);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kWait);
+  auto stream = stub_->CorrectStream(&context);
+  CorrectRequest request;
+  request.set_text("One. Two. Three.");
+  request.set_stream_sentences(true);
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(engine_->WaitForHeld(3));
+  ASSERT_TRUE(engine_->ReleasePrompt("Two."));
+  CorrectResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_EQ(response.sentence_answer().index(), 1u);
+  context.TryCancel();
+  EXPECT_TRUE(engine_->WaitForCancelled(2));
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
+  EXPECT_TRUE(WaitUntil([&] { return server_->service().open_streams() == 0; }));
+}
+
+// The deadline is the call's: the sentences not done by then are cancelled in the engine.
+TEST_F(GrammarServiceTest, StreamSentencesDeadlineCancelsTheRest) {
+  config_.server.max_input_chars = 1000;
+  StartServer();
+  engine_->set_hold(true);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  auto stream = stub_->CorrectStream(&context);
+  CorrectRequest request;
+  request.set_text("One. Two.");
+  request.set_stream_sentences(true);
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(engine_->WaitForHeld(2));
+  ASSERT_TRUE(engine_->ReleasePrompt("One."));
+  CorrectResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_EQ(response.sentence_answer().index(), 0u);
+  EXPECT_TRUE(engine_->WaitForCancelled(1));
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
+}
+
+// A draining worker still writes the sentence answers of what it admitted, then the text's
+// answer, then ends the stream with UNAVAILABLE.
+TEST_F(GrammarServiceTest, StreamSentencesDrainAnswersAdmittedSentencesThenUnavailable) {
+  config_.server.max_input_chars = 1000;
+  config_.server.drain_quiet_ms = 0;
+  StartServer();
+  engine_->set_hold(true);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kWait);
+  auto stream = stub_->CorrectStream(&context);
+  CorrectRequest request;
+  request.set_text("One. Two.");
+  request.set_stream_sentences(true);
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(engine_->WaitForHeld(2));
+  std::thread drain([&] { server_->Drain(kWait); });
+  ASSERT_TRUE(WaitUntil([&] { return server_->service().draining(); }));
+  CorrectResponse response;
+  ASSERT_TRUE(engine_->ReleasePrompt("Two."));
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_EQ(response.sentence_answer().index(), 1u);
+  ASSERT_TRUE(engine_->ReleasePrompt("One."));
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_EQ(response.sentence_answer().index(), 0u);
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_FALSE(response.has_sentence_answer());
+  EXPECT_EQ(response.corrected_text(), "ONE. TWO.");
+  EXPECT_FALSE(stream->Read(&response));
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  drain.join();
+}
+
+// The window counts texts: a text's sentence answers do not hold back the next text's read,
+// and only the window's texts are read ahead.
+TEST_F(GrammarServiceTest, StreamSentencesWindowCountsTexts) {
+  config_.server.max_input_chars = 1000;
+  StartServer({.stream_window = 1});
+  engine_->set_hold(true);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kWait);
+  auto stream = stub_->CorrectStream(&context);
+  for (const std::string id : {"A", "B"}) {
+    CorrectRequest request;
+    request.set_text(id + " one. " + id + " two.");
+    request.set_request_id(id);
+    request.set_stream_sentences(true);
+    ASSERT_TRUE(stream->Write(request));
+  }
+  ASSERT_TRUE(engine_->WaitForHeld(2));
+  // Text B waits in flow control while A is outstanding, its sentence answers or not.
+  ASSERT_TRUE(engine_->ReleasePrompt("A two."));
+  CorrectResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_EQ(response.request_id(), "A");
+  EXPECT_TRUE(response.has_sentence_answer());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(engine_->Submitted().size(), 2u);
+  ASSERT_TRUE(engine_->ReleasePrompt("A one."));
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_TRUE(response.has_sentence_answer());
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_EQ(response.request_id(), "A");
+  EXPECT_FALSE(response.has_sentence_answer());
+  // A is answered in full: B is read.
+  ASSERT_TRUE(engine_->WaitForHeld(2));
+  engine_->ReleaseNewestFirst();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(stream->Read(&response));
+    EXPECT_EQ(response.request_id(), "B");
+    EXPECT_EQ(response.has_sentence_answer(), i < 2) << i;
+  }
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+// Engine answers racing from several threads: every text of every stream gets each sentence's
+// answer exactly once, all before its final answer, which comes exactly once.
+TEST_F(GrammarServiceTest, StreamSentencesComeBeforeTheirTextUnderRacingCompletions) {
+  engine_ = std::make_unique<FakeEngine>(*tokenizer_, /*delivery_threads=*/4);
+  config_.server.max_in_flight = 1000;
+  config_.server.max_input_chars = 1000;
+  StartServer({.stream_window = 8});
+  constexpr int kStreams = 3;
+  constexpr int kTexts = 300;
+  std::vector<std::thread> clients;
+  std::vector<int> bad(kStreams, 0);
+  std::vector<std::string> first_bad(kStreams);
+  std::vector<char> finished_ok(kStreams, false);
+  for (int s = 0; s < kStreams; ++s) {
+    clients.emplace_back([&, s] {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + kWait);
+      auto stream = stub_->CorrectStream(&context);
+      std::thread writer([&] {
+        for (int i = 0; i < kTexts; ++i) {
+          CorrectRequest request;
+          request.set_text(absl::StrCat("s", s, " n", i, ". And ", i, " more. End ", i, "."));
+          request.set_request_id(std::to_string(i));
+          request.set_stream_sentences(true);
+          if (!stream->Write(request)) break;
+        }
+        stream->WritesDone();
+      });
+      std::map<std::string, std::set<uint32_t>> parts;
+      std::map<std::string, int> finals;
+      const auto fail = [&](const std::string& why) {
+        if (bad[s]++ == 0) first_bad[s] = why;
+      };
+      CorrectResponse response;
+      while (stream->Read(&response)) {
+        const std::string& id = response.request_id();
+        if (response.has_sentence_answer()) {
+          if (finals.count(id) != 0) fail("a sentence answer after its text's: " + id);
+          if (!parts[id].insert(response.sentence_answer().index()).second) {
+            fail("a sentence answered twice: " + id);
+          }
+        } else {
+          if (++finals[id] != 1) fail("a text answered twice: " + id);
+          if (response.status().code() != 0) fail("failed: " + id);
+          if (parts[id].size() != 3) fail("a text before its sentences: " + id);
+        }
+      }
+      if (finals.size() != static_cast<size_t>(kTexts)) fail("texts unanswered");
+      writer.join();
+      finished_ok[s] = stream->Finish().ok();
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  for (int s = 0; s < kStreams; ++s) {
+    EXPECT_TRUE(finished_ok[s]) << "stream " << s;
+    EXPECT_EQ(bad[s], 0) << "stream " << s << ": " << first_bad[s];
+  }
+  EXPECT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
 }
 
 // The Python end-to-end client (tests/e2e/client_test.py, Debian's python3-grpcio) against
