@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "eval/edit_kinds.h"
 #include "eval/gleu.h"
 #include "eval/ptb_text.h"
 
@@ -58,6 +59,62 @@ Json SyntheticJson(const SyntheticScore& s) {
   j["false_changes"] = s.false_changes;
   j["false_change_rate"] = s.false_change_rate();
   return j;
+}
+
+Json EditCountsJson(const EditCounts& c) {
+  // NaN (nothing to divide by) is written as null.
+  return {{"proposed", c.proposed},     {"matched", c.matched}, {"reference", c.reference},
+          {"precision", c.precision()}, {"recall", c.recall()}, {"f0.5", c.f05()}};
+}
+
+Json EditKindJson(const EditKindScore& s) {
+  Json j;
+  j["sentences"] = s.sentences;
+  j["skipped"] = s.skipped;
+  j["overall"] = EditCountsJson(s.overall);
+  Json by_kind = Json::object();
+  for (int k = 0; k < kNumEditKinds; ++k) {
+    const EditCounts& c = s.by_kind[k];
+    if (c.proposed == 0 && c.reference == 0) continue;
+    by_kind[std::string(EditKindName(static_cast<text::EditKind>(k)))] = EditCountsJson(c);
+  }
+  j["by_kind"] = std::move(by_kind);
+  return j;
+}
+
+std::string Percent(double v) {
+  return std::isnan(v) ? std::string("     -") : absl::StrFormat("%5.1f%%", v * 100);
+}
+
+// One system's per-kind table: every kind with an edit on either side, then all kinds.
+void AppendEditKinds(std::string* summary, const std::string& name, const EditKindScore& s) {
+  absl::StrAppendFormat(
+      summary,
+      "  edits by kind, %s (%d sentences%s)\n    %-16s %8s %8s %9s %9s %7s "
+      "%7s\n",
+      name, s.sentences,
+      s.skipped > 0 ? absl::StrFormat(", %d failed and left out", s.skipped) : std::string(),
+      "kind", "proposed", "matched", "reference", "precision", "recall", "F0.5");
+  const auto row = [&](std::string_view label, const EditCounts& c) {
+    absl::StrAppendFormat(summary, "    %-16s %8d %8d %9d    %s  %s  %s\n", label, c.proposed,
+                          c.matched, c.reference, Percent(c.precision()), Percent(c.recall()),
+                          Percent(c.f05()));
+  };
+  for (int k = 0; k < kNumEditKinds; ++k) {
+    const EditCounts& c = s.by_kind[k];
+    if (c.proposed == 0 && c.reference == 0) continue;
+    row(EditKindName(static_cast<text::EditKind>(k)), c);
+  }
+  row("all", s.overall);
+}
+
+// Which outputs a system failed on (left out of the edit scores), from `begin` on.
+std::vector<bool> FailedSlice(const System& s, size_t begin, size_t count) {
+  std::vector<bool> failed(count, false);
+  for (size_t i = 0; i < count && begin + i < s.run.errors.size(); ++i) {
+    failed[i] = !s.run.errors[begin + i].empty();
+  }
+  return failed;
 }
 
 }  // namespace
@@ -135,6 +192,37 @@ absl::StatusOr<Report> ScoreSystems(const EvalSets& sets, const std::vector<Syst
       summary += "\n";
       outputs.push_back(std::move(out));
     }
+    // Edits by kind, in Treebank tokens (as the references are), whitespace normalised.
+    std::vector<std::string> tok_sources, tok_roundtrip;
+    for (const std::string& src : jfleg->sources) {
+      tok_sources.push_back(NormalizeWhitespace(src));
+      tok_roundtrip.push_back(PtbTokenize(PtbDetokenize(src)));
+    }
+    std::vector<std::vector<std::string>> tok_refs;
+    for (const auto& set : jfleg->references) {
+      auto& r = tok_refs.emplace_back();
+      for (const std::string& line : set) r.push_back(NormalizeWhitespace(line));
+    }
+    absl::StrAppendFormat(&summary,
+                          "  edits of the source (the server's word-level diff and kinds) that "
+                          "equal an edit of the best reference\n");
+    // What detokenizing and tokenizing again alone proposes: a floor under every system's.
+    ASSIGN_OR_RETURN(const EditKindScore copy_edits,
+                     ScoreEditKinds(tok_sources, tok_roundtrip, tok_refs));
+    j["source_roundtrip_edit_kinds"] = EditKindJson(copy_edits);
+    absl::StrAppendFormat(&summary,
+                          "  (the source copied, detokenized and tokenized again, proposes %d "
+                          "edits, %d matched: tokenization alone)\n",
+                          copy_edits.overall.proposed, copy_edits.overall.matched);
+    for (size_t k = 0; k < systems.size(); ++k) {
+      std::vector<std::string> hyps;
+      for (const std::string& h : outputs[k]) hyps.push_back(PtbTokenize(h));
+      ASSIGN_OR_RETURN(
+          const EditKindScore kinds,
+          ScoreEditKinds(tok_sources, hyps, tok_refs, FailedSlice(systems[k], 0, num_jfleg)));
+      j[systems[k].name]["edit_kinds"] = EditKindJson(kinds);
+      AppendEditKinds(&summary, systems[k].name, kinds);
+    }
     doc["jfleg"] = std::move(j);
     if (o.include_outputs) {
       Json rows = Json::array();
@@ -151,11 +239,26 @@ absl::StatusOr<Report> ScoreSystems(const EvalSets& sets, const std::vector<Syst
     j["file"] = sets.synthetic_path;
     j["sentences"] = synthetic.size();
     std::vector<SyntheticScore> scores;
+    std::vector<EditKindScore> synthetic_kinds;
     std::vector<std::vector<std::string>> outputs;
     for (const System& s : systems) {
       std::vector<std::string> out = Slice(s.run.outputs, num_jfleg, synthetic.size());
       ASSIGN_OR_RETURN(SyntheticScore score, ScoreSynthetic(synthetic, out));
       j[s.name] = SyntheticJson(score);
+      {
+        std::vector<std::string> sources, hyps;
+        std::vector<std::vector<std::string>> targets(1);
+        for (size_t i = 0; i < synthetic.size(); ++i) {
+          sources.push_back(NormalizeWhitespace(synthetic[i].source));
+          targets[0].push_back(NormalizeWhitespace(synthetic[i].target));
+          hyps.push_back(NormalizeWhitespace(out[i]));
+        }
+        ASSIGN_OR_RETURN(
+            EditKindScore kinds,
+            ScoreEditKinds(sources, hyps, targets, FailedSlice(s, num_jfleg, synthetic.size())));
+        j[s.name]["edit_kinds"] = EditKindJson(kinds);
+        synthetic_kinds.push_back(std::move(kinds));
+      }
       if (s.name == "model" && score.none_sentences > 0 &&
           score.false_change_rate() > o.max_false_change_rate) {
         failures.push_back(absl::StrFormat(
@@ -189,6 +292,12 @@ absl::StatusOr<Report> ScoreSystems(const EvalSets& sets, const std::vector<Syst
       ASSIGN_OR_RETURN(const double agree, AgreementRate(outputs[0], outputs[1]));
       j["agreement"] = agree;
       absl::StrAppendFormat(&summary, "  outputs agree on %.1f%%\n", agree * 100);
+    }
+    absl::StrAppendFormat(&summary,
+                          "  edits of the source (the server's word-level diff and kinds) that "
+                          "equal an edit of the target\n");
+    for (size_t k = 0; k < systems.size(); ++k) {
+      AppendEditKinds(&summary, systems[k].name, synthetic_kinds[k]);
     }
     doc["synthetic"] = std::move(j);
     if (o.include_outputs) {
