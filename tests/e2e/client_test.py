@@ -6,7 +6,8 @@ from proto/gecd/v1/grammar.proto (and the health/reflection subsets in protos/, 
 not to shadow grpcio's own `grpc` package, and protos/grammar_bytes.proto, the request as
 older clients declared it, `text` as bytes) into a temporary directory. Checks that `text`
 takes a plain str, that bytes clients still work, that applying the returned edits to the
-input yields corrected_text, that streams answer every sentence by id, that invalid input
+input yields corrected_text, that streams answer every sentence by id (and, asked with
+stream_sentences, each sentence of a text before the text), that invalid input
 (invalid UTF-8 included, as a bytes client sends it) is INVALID_ARGUMENT, and that the health
 and reflection services answer.
 Exit status: 0 passed, 1 failed, 77 skipped (grpc or the protoc plugin missing).
@@ -126,6 +127,42 @@ class GecdClientTest(unittest.TestCase):
         for r in responses:
             self.assertEqual(r.status.code, 0, r.status.message)
             self.assertEqual(apply_edits(SENTENCES[int(r.request_id)], r.edits), r.corrected_text)
+
+    def test_stream_sentences_answers_each_sentence_then_the_text(self):
+        """stream_sentences: each sentence's answer (offsets in Python str indices, the code
+        points unit) before its text's final answer, which it agrees with."""
+        from gecd.v1 import grammar_pb2
+        # Under 100 characters: the in-process worker's server.max_input_chars.
+        texts = [SENTENCES[0] + " " + SENTENCES[1],
+                 "No errors here. " + SENTENCES[0] + "\n\n" + SENTENCES[3]]
+        requests = [grammar_pb2.CorrectRequest(
+            text=t, request_id=str(i), stream_sentences=True,
+            offset_unit=grammar_pb2.OFFSET_UNIT_CODE_POINTS) for i, t in enumerate(texts)]
+        parts = {str(i): {} for i in range(len(texts))}
+        finals = {}
+        for r in self.stub.CorrectStream(iter(requests), timeout=TIMEOUT_S):
+            self.assertNotIn(r.request_id, finals, "a response after its text's final one")
+            if r.HasField("sentence_answer"):
+                a = r.sentence_answer
+                self.assertEqual(r.corrected_text, "")
+                self.assertNotIn(a.index, parts[r.request_id])
+                parts[r.request_id][a.index] = a
+            else:
+                self.assertEqual(r.status.code, 0, r.status.message)
+                finals[r.request_id] = r
+        self.assertEqual(sorted(finals), sorted(parts))
+        for rid, final in finals.items():
+            text = texts[int(rid)]
+            self.assertEqual(len(parts[rid]), len(final.sentences))
+            rebuilt, at = "", 0
+            for i, sentence in enumerate(final.sentences):
+                a = parts[rid][i]
+                self.assertEqual(a.sentence_count, len(final.sentences))
+                self.assertEqual(a.sentence, sentence)
+                self.assertEqual(list(a.edits), [e for e in final.edits if e.sentence == i])
+                rebuilt += text[at:a.sentence.start] + a.corrected
+                at = a.sentence.end
+            self.assertEqual(rebuilt + text[at:], final.corrected_text)
 
     def test_empty_text_is_invalid_argument(self):
         from gecd.v1 import grammar_pb2
