@@ -55,6 +55,36 @@ TEST(TextAnswerTest, CorrectionsGoInPlaceAndEditsAreInTheTextsCoordinates) {
   EXPECT_EQ(utf16.edits(0).start(), 4u);
 }
 
+// A sentence answered alone (CorrectStream's stream_sentences) says what the whole answer says
+// of that sentence, in the same unit.
+TEST(TextAnswerTest, ASentenceAnswerIsItsPartOfTheWholeAnswer) {
+  const std::string text = "She go home.\n\n  \U0001F600 It fine. Ok.";
+  const std::vector<sentences::SentenceSpan> spans = {{0, 12}, {16, 29}, {30, 33}};
+  std::vector<SentenceOutcome> outcomes(3);
+  outcomes[0] = {.corrected = "She goes home."};
+  outcomes[1] = {.corrected = "\U0001F600 It is fine."};
+  outcomes[2] = {.corrected = "Ok.", .cached = true};
+  for (const auto unit : {text::OffsetUnit::kUtf8Bytes, text::OffsetUnit::kCodePoints,
+                          text::OffsetUnit::kUtf16CodeUnits}) {
+    const gecd::v1::CorrectResponse whole = AssembleAnswer(text, spans, outcomes, unit);
+    const text::OffsetConverter offset(text, unit);
+    int next_edit = 0;
+    for (size_t i = 0; i < spans.size(); ++i) {
+      const gecd::v1::SentenceAnswer part = AnswerSentence(text, spans, i, outcomes[i], offset);
+      EXPECT_EQ(part.index(), i);
+      EXPECT_EQ(part.sentence_count(), 3u);
+      EXPECT_EQ(part.corrected(), outcomes[i].corrected);
+      EXPECT_EQ(part.sentence().SerializeAsString(),
+                whole.sentences(static_cast<int>(i)).SerializeAsString());
+      for (const gecd::v1::Edit& e : part.edits()) {
+        ASSERT_LT(next_edit, whole.edits_size());
+        EXPECT_EQ(e.SerializeAsString(), whole.edits(next_edit++).SerializeAsString());
+      }
+    }
+    EXPECT_EQ(next_edit, whole.edits_size());
+  }
+}
+
 TEST(TextAnswerTest, NoSentencesGiveTheTextBack) {
   const gecd::v1::CorrectResponse r = AssembleAnswer(" \n ", {}, {}, text::OffsetUnit::kUtf8Bytes);
   EXPECT_EQ(r.corrected_text(), " \n ");
