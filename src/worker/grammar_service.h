@@ -50,6 +50,8 @@
 // sentence it could not answer in time is refused with RESOURCE_EXHAUSTED at once. With a token
 // table (auth.tokens_file) a call without a valid bearer token is refused with UNAUTHENTICATED
 // before any of that, and the token's name labels the call's metrics and access-log lines.
+// On CorrectStream a request with `stream_sentences` also has each sentence answered as it is
+// done, before its text's answer (Process, AnswerSentenceOf).
 namespace gecd::worker {
 
 //
@@ -60,7 +62,8 @@ class GrammarService final : public grpc::Service {
  public:
   struct Options {
     // Texts of one CorrectStream in the engine or waiting to be written; the stream stops
-    // reading while this many are outstanding, so a fast client is slowed, not buffered.
+    // reading while this many are outstanding, so a fast client is slowed, not buffered. A
+    // text's sentence answers (`stream_sentences`) are not counted: they ride in its slot.
     int stream_window = 64;
     // The spelling stage (config section `spelling`), or null; must outlive the service.
     const model::SpellCorrector* spelling = nullptr;
