@@ -1551,6 +1551,20 @@ TEST_F(GrammarServiceTest, StreamSentencesAnswersEachSentenceAsItIsDoneThenTheTe
   EXPECT_TRUE(stream->Finish().ok());
 }
 
+// Correct has one answer per call: it ignores stream_sentences.
+TEST_F(GrammarServiceTest, CorrectIgnoresStreamSentences) {
+  config_.server.max_input_chars = 1000;
+  StartServer();
+  CorrectRequest request;
+  request.set_text("She go home. He are here.");
+  request.set_stream_sentences(true);
+  CorrectResponse response;
+  ASSERT_TRUE(CorrectWith(*stub_, request, &response).ok());
+  EXPECT_FALSE(response.has_sentence_answer());
+  EXPECT_EQ(response.corrected_text(), "SHE GO HOME. HE ARE HERE.");
+  EXPECT_EQ(response.sentences_size(), 2);
+}
+
 TEST_F(GrammarServiceTest, StreamSentencesAnswersCachedSentencesAtOnce) {
   config_.server.max_input_chars = 1000;
   config_.server.sentence_cache_mb = 1;
