@@ -21,7 +21,9 @@
 // count the same matches. With several references (JFLEG's four) each sentence is scored
 // against the one reference that maximises F0.5 of the running totals with it, ties going to
 // more matches, then fewer unmatched proposed and reference edits, then the first reference, as
-// ERRANT's compare_m2 chooses.
+// ERRANT's compare_m2 chooses. The choice is made on all kinds together, so a kind's matched and
+// reference counts are those of the references chosen for the whole sentence (its proposed
+// count depends on no reference).
 //
 // What this is not: the references carry no kind annotation, so a kind here is the classifier's
 // reading of an edit, not a human label; and exact-span matching gives no credit for a partly
