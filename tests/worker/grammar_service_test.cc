@@ -1646,6 +1646,43 @@ TEST_F(GrammarServiceTest, StreamSentencesAFailedSentenceFailsTheTextAndEndsItsA
   EXPECT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
 }
 
+// A text refused by admission fails whole; its cached sentences were done before (answered at
+// once, without the engine), so they are answered, and the final response says it failed.
+TEST_F(GrammarServiceTest, StreamSentencesARefusedTextStillHadItsCachedSentencesAnswered) {
+  config_.server.max_input_chars = 1000;
+  config_.server.sentence_cache_mb = 1;
+  StartServer();
+  CorrectResponse warm;
+  ASSERT_TRUE(Correct("She go home.", &warm).ok());
+  engine_->set_hold(true);
+  std::vector<std::unique_ptr<PendingCall>> admitted;
+  for (int i = 0; i < config_.server.max_in_flight; ++i) admitted.push_back(StartCorrect("ok"));
+  ASSERT_TRUE(engine_->WaitForHeld(admitted.size()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kWait);
+  auto stream = stub_->CorrectStream(&context);
+  CorrectRequest request;
+  request.set_text("She go home. They is fine.");
+  request.set_request_id("t");
+  request.set_stream_sentences(true);
+  ASSERT_TRUE(stream->Write(request));
+  CorrectResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  ASSERT_TRUE(response.has_sentence_answer());
+  EXPECT_EQ(response.sentence_answer().index(), 0u);
+  EXPECT_TRUE(response.sentence_answer().sentence().cached());
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_FALSE(response.has_sentence_answer());
+  EXPECT_EQ(response.request_id(), "t");
+  EXPECT_EQ(response.status().code(), static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED));
+  EXPECT_GT(response.status().retry_after_ms(), 0u);
+  engine_->ReleaseNewestFirst();
+  for (auto& call : admitted) EXPECT_TRUE(call->status.get_future().get().ok());
+  stream->WritesDone();
+  EXPECT_FALSE(stream->Read(&response));
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
 // A client that cancels after its first sentence answers cancels the rest in the engine.
 TEST_F(GrammarServiceTest, StreamSentencesCancellationCancelsTheRest) {
   config_.server.max_input_chars = 1000;
