@@ -659,7 +659,7 @@ TEST_F(GrammarServiceTest, StreamAnswersEverySentenceOnceUnderRacingCompletions)
     EXPECT_EQ(repeated, 0) << "stream " << s;
     EXPECT_EQ(answered[s].size(), static_cast<size_t>(kSentences)) << "stream " << s;
   }
-  // Released just after the reply's bookkeeping (see GrammarService::ProcessSentence).
+  // Released just after the reply's bookkeeping (see GrammarService::ProcessSentences).
   EXPECT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
 }
 
@@ -733,7 +733,7 @@ TEST_F(GrammarServiceTest, OverloadIsRefusedAtOnceWhenThePredictedTimeExceedsThe
   now_us += 800'000;
   engine_->ReleaseNewestFirst();
   for (auto& call : admitted) EXPECT_TRUE(call->status.get_future().get().ok());
-  // Released just after the reply's bookkeeping (see GrammarService::ProcessSentence).
+  // Released just after the reply's bookkeeping (see GrammarService::ProcessSentences).
   EXPECT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
 }
 
@@ -755,11 +755,13 @@ TEST_F(GrammarServiceTest, ARefusalIsDecidedBeforeTheTextIsRead) {
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   engine_->ReleaseNewestFirst();
   EXPECT_TRUE(held->status.get_future().get().ok());
+  // (The reply reaches the client just before its sentence leaves admission.)
+  ASSERT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
   // Admitted, it is read and refused for what it is; the admission is given back.
   const grpc::Status invalid =
       GenericUnary("/gecd.v1.GrammarCorrection/Correct", bad.SerializeAsString(), &response_bytes);
   EXPECT_EQ(invalid.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  // Released just after the reply's bookkeeping (see GrammarService::ProcessSentence).
+  // Released just after the reply's bookkeeping (see GrammarService::ProcessSentences).
   EXPECT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
   engine_->set_hold(false);
   EXPECT_TRUE(Correct("again", &response).ok());
