@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "loadgen/load_runner.h"
 #include "testing/daemon_process.h"
+#include "testing/sanitized.h"
 #include "testing/scoped_temp_dir.h"
 #include "tls/test_certificates.h"
 
@@ -97,7 +98,11 @@ TEST(RouteDaemonTest, P2cKeepsTheTailOffASlowDaemonThatRoundRobinOverloads) {
   const int64_t p99_rr = by_rr.ok_latency.Percentile(0.99);
   RecordProperty("p99_p2c_us", static_cast<int>(p99_p2c));
   RecordProperty("p99_round_robin_us", static_cast<int>(p99_rr));
-  EXPECT_LT(p99_p2c * 3, p99_rr) << "p2c p99 " << p99_p2c << " us, round robin " << p99_rr;
+  // The latency ratio only without a sanitizer (CI's ASan gate, in parallel with other tests,
+  // measured 94 vs 206 ms once); the routing share below holds either way.
+  if (!gecd::testing::kSanitized) {
+    EXPECT_LT(p99_p2c * 3, p99_rr) << "p2c p99 " << p99_p2c << " us, round robin " << p99_rr;
+  }
   // Where the calls went: the slow daemon got the smallest share under p2c.
   const std::string slow = fleet.daemons[2]->grpc_target();
   const auto to_slow =
