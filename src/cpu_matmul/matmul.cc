@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/assert.h"
 #include "common/status_macros.h"
+#include "cpu_matmul/cpu_isa.h"
 
 namespace gecd::cpu_matmul {
 namespace {
@@ -152,6 +153,16 @@ absl::StatusOr<std::unique_ptr<Matmul>> Matmul::Create(Precision precision, cons
   if (const int row = FirstNonFiniteRow(weight, out, in); row >= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": weight row ", row, " holds a value that is not finite"));
+  }
+  if (precision == Precision::kInt8) {
+    ASSIGN_OR_RETURN(const CpuIsa isa, SelectCpuIsa("auto"));
+    if (!isa.int8_dot) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          name,
+          ": an int8 matmul needs VNNI (AVX512-VNNI or AVX-VNNI); oneDNN's kernels here run "
+          "at ",
+          isa.name, ", whose 16-bit steps saturate"));
+    }
   }
   auto m = std::unique_ptr<Matmul>(new Matmul());
   m->precision_ = precision;

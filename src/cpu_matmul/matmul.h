@@ -70,6 +70,9 @@ class Matmul {
  public:
   // weight: [out, in] row-major f32; bias: [out] or empty. Every weight must be finite
   // (InvalidArgument naming `name` and the row otherwise). max_rows: the largest Apply.
+  // int8 needs VNNI in the kernels' ISA (cpu_isa.h): without it oneDNN multiplies u8 by s8
+  // through saturating 16-bit pair sums, and the sums come out wrong (measured on an AVX2-only
+  // AMD EPYC: -24,687 for an exact -34,104), so it is refused (FailedPrecondition).
   static absl::StatusOr<std::unique_ptr<Matmul>> Create(Precision precision,
                                                         const std::string& name,
                                                         std::span<const float> weight,

@@ -232,8 +232,8 @@ absl::Status CpuBackend::SelectIsa(const CpuBackendOptions& options) {
   }
 #ifdef GECD_HAVE_ONEDNN
   ASSIGN_OR_RETURN(cpu_matmul::CpuIsa isa, cpu_matmul::SelectCpuIsa(options.cpu_isa));
-  // Without VNNI oneDNN's int8 kernels multiply through 16-bit steps and lose to f32 sgemm:
-  // asking for int8 there is a configuration to correct, not one to run slowly.
+  // Without VNNI oneDNN's int8 kernels multiply through saturating 16-bit steps: wrong sums
+  // (cpu_matmul/matmul.h), so asking for int8 there is a configuration to correct.
   if (options.int8 && !isa.int8_dot) {
     return absl::FailedPreconditionError(absl::StrCat(
         "engine.quantization: int8 needs VNNI (AVX512-VNNI or AVX-VNNI), but oneDNN's kernels "

@@ -2,17 +2,21 @@
 // lossless, within the error bound of its rounding otherwise (int8: symmetric per-row
 // quantization; bf16: round to nearest even of every operand), at odd sizes and at every row
 // class boundary; and its refusals. The bf16 cases skip on a CPU without BF16 dot products
-// (AVX512-BF16 or AMX-BF16), where the engine never runs them.
+// (AVX512-BF16 or AMX-BF16), and the int8 ones on a CPU without VNNI, where the engine never runs
+// them (and int8 is refused: a test below).
 #include "cpu_matmul/matmul.h"
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/numerics.h"
+#include "cpu_matmul/cpu_isa.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/cpu_features.h"
@@ -83,17 +87,36 @@ double CheckAgainstF32(const Case& c, bool with_bias, bool accumulate, uint32_t 
   return worst;
 }
 
-TEST(Int8MatmulTest, IntegerInputsWithFullRangeRowsAreExact) {
-  // Every row reaches 127, so both scales are 1 and the int8 product is the f32 one exactly.
-  const int out = 5, in = 9, rows = 3;
+// Sizes that no SIMD width or kernel tile divides, each plain and with bias and accumulation.
+template <typename Check>
+void CheckOddSizes(Check check) {
+  for (const Case& c : {Case{7, 13, 3}, Case{1, 1, 1}, Case{33, 65, 17}, Case{130, 31, 5}}) {
+    check(c, /*with_bias=*/false, /*accumulate=*/false, 11);
+    check(c, /*with_bias=*/true, /*accumulate=*/true, 12);
+  }
+}
+
+// The default model's shapes (qkv 512x256, down 256x768) at rows on both sides of each change
+// of row class step.
+template <typename Check>
+void CheckRowClassBoundaries(Check check) {
+  for (int rows : {1, 2, 8, 9, 127, 128, 129, 512, 513, 640}) {
+    check({512, 256, rows}, /*with_bias=*/false, /*accumulate=*/false, rows);
+  }
+  check({256, 768, 130}, /*with_bias=*/true, /*accumulate=*/true, 5);
+}
+
+// Integer operands in [-range, range] (seeded 7), with `setup` free to change them: the
+// product in `precision` must equal the f32 one, summed in k order, exactly.
+template <typename Setup>
+void ExpectExactProduct(Precision precision, int out, int in, int rows, int range, Setup setup) {
   std::vector<float> w(out * in), x(rows * in);
   std::mt19937 rng(7);
-  std::uniform_int_distribution<int> dist(-127, 127);
+  std::uniform_int_distribution<int> dist(-range, range);
   for (float& v : w) v = static_cast<float>(dist(rng));
   for (float& v : x) v = static_cast<float>(dist(rng));
-  for (int o = 0; o < out; ++o) w[o * in + o % in] = (o % 2 != 0) ? 127.0f : -127.0f;
-  for (int t = 0; t < rows; ++t) x[t * in + 2 * t] = 127.0f;
-  auto m = Matmul::Create(Precision::kInt8, "exact", w, {}, out, in, rows);
+  setup(w, x);
+  auto m = Matmul::Create(precision, "exact", w, {}, out, in, rows);
   ASSERT_TRUE(m.ok()) << m.status();
   MatmulScratch scratch;
   scratch.Reserve(rows, in, out);
@@ -108,28 +131,61 @@ TEST(Int8MatmulTest, IntegerInputsWithFullRangeRowsAreExact) {
   }
 }
 
-TEST(Int8MatmulTest, OddSizesMatchF32WithinTheRoundingBound) {
-  // No size here is a multiple of a SIMD width or a kernel tile.
-  for (const Case& c : {Case{7, 13, 3}, Case{1, 1, 1}, Case{33, 65, 17}, Case{130, 31, 5}}) {
-    CheckAgainstF32(c, /*with_bias=*/false, /*accumulate=*/false, 11);
-    CheckAgainstF32(c, /*with_bias=*/true, /*accumulate=*/true, 12);
+#define SKIP_WITHOUT_BF16()                            \
+  if (!::gecd::testing::CpuHasBf16()) {                \
+    GTEST_SKIP() << "no AVX512-BF16 or AMX-BF16 here"; \
   }
+#define SKIP_WITHOUT_VNNI()                            \
+  if (!::gecd::testing::CpuHasVnni()) {                \
+    GTEST_SKIP() << "no AVX512-VNNI or AVX-VNNI here"; \
+  }
+
+TEST(Int8MatmulTest, IntegerInputsWithFullRangeRowsAreExact) {
+  SKIP_WITHOUT_VNNI();
+  // Every row reaches 127, so both scales are 1 and the int8 product is the f32 one exactly.
+  const int out = 5, in = 9, rows = 3;
+  ExpectExactProduct(Precision::kInt8, out, in, rows, 127,
+                     [&](std::vector<float>& w, std::vector<float>& x) {
+                       for (int o = 0; o < out; ++o) {
+                         w[o * in + o % in] = (o % 2 != 0) ? 127.0f : -127.0f;
+                       }
+                       for (int t = 0; t < rows; ++t) x[t * in + 2 * t] = 127.0f;
+                     });
+}
+
+TEST(Int8MatmulTest, OddSizesMatchF32WithinTheRoundingBound) {
+  SKIP_WITHOUT_VNNI();
+  CheckOddSizes(CheckAgainstF32);
 }
 
 TEST(Int8MatmulTest, EveryRowClassBoundaryMatchesF32) {
-  // The default model's shapes (qkv 512x256, down 256x768) at rows on both sides of each
-  // change of row class step.
-  for (int rows : {1, 2, 8, 9, 127, 128, 129, 512, 513, 640}) {
-    CheckAgainstF32({512, 256, rows}, /*with_bias=*/false, /*accumulate=*/false, rows);
-  }
-  CheckAgainstF32({256, 768, 130}, /*with_bias=*/true, /*accumulate=*/true, 5);
+  SKIP_WITHOUT_VNNI();
+  CheckRowClassBoundaries(CheckAgainstF32);
 }
 
 TEST(Int8MatmulTest, TheErrorIsTheQuantizationsNotNoise) {
+  SKIP_WITHOUT_VNNI();
   // Random data uses a real share of the bound (the path quantizes) yet stays inside it.
   const double worst = CheckAgainstF32({64, 256, 16}, false, false, 3);
   EXPECT_GT(worst, 0.01);
   EXPECT_LE(worst, 1.0);
+}
+
+// Without VNNI, oneDNN's int8 kernels sum u8 x s8 pairs in saturating 16 bits: wrong outputs,
+// so Create refuses. oneDNN fixes its ISA once per process: in a child held to AVX2.
+TEST(Int8MatmulTest, WithoutVnniItIsRefused) {
+  if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "no AVX2 here";
+  EXPECT_EXIT(
+      {
+        if (!SelectCpuIsa("avx2").ok()) std::exit(2);
+        const std::vector<float> w = Random(8 * 16, 1);
+        absl::StatusOr<std::unique_ptr<Matmul>> m =
+            Matmul::Create(Precision::kInt8, "layers.0.qkv", w, {}, 8, 16, 4);
+        const bool refused = m.status().code() == absl::StatusCode::kFailedPrecondition;
+        std::fprintf(stderr, "%s\n", std::string(m.status().message()).c_str());
+        std::exit(refused ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "layers.0.qkv: an int8 matmul needs VNNI");
 }
 
 // bf16 of one value, as every bf16 operand is rounded.
@@ -194,50 +250,21 @@ Bf16Worst CheckBf16(const Case& c, bool with_bias, bool accumulate, uint32_t see
   return worst;
 }
 
-#define SKIP_WITHOUT_BF16()                            \
-  if (!::gecd::testing::CpuHasBf16()) {                \
-    GTEST_SKIP() << "no AVX512-BF16 or AMX-BF16 here"; \
-  }
-
 TEST(Bf16MatmulTest, BfloatExactInputsGiveTheExactProduct) {
   // Integers up to 256 are bf16 values and their sums here stay below 2^24: every step exact.
   SKIP_WITHOUT_BF16();
-  const int out = 5, in = 37, rows = 3;
-  std::vector<float> w(out * in), x(rows * in);
-  std::mt19937 rng(7);
-  std::uniform_int_distribution<int> dist(-256, 256);
-  for (float& v : w) v = static_cast<float>(dist(rng));
-  for (float& v : x) v = static_cast<float>(dist(rng));
-  auto m = Matmul::Create(Precision::kBf16, "exact", w, {}, out, in, rows);
-  ASSERT_TRUE(m.ok()) << m.status();
-  MatmulScratch scratch;
-  scratch.Reserve(rows, in, out);
-  std::vector<float> y(rows * out);
-  (*m)->Apply(x.data(), rows, y.data(), /*accumulate=*/false, &scratch);
-  for (int t = 0; t < rows; ++t) {
-    for (int o = 0; o < out; ++o) {
-      float ref = 0.0f;
-      for (int k = 0; k < in; ++k) ref += x[t * in + k] * w[o * in + k];
-      EXPECT_EQ(y[t * out + o], ref) << t << ", " << o;
-    }
-  }
+  ExpectExactProduct(Precision::kBf16, /*out=*/5, /*in=*/37, /*rows=*/3, 256,
+                     [](std::vector<float>&, std::vector<float>&) {});
 }
 
 TEST(Bf16MatmulTest, OddSizesMatchWithinTheRoundingBound) {
   SKIP_WITHOUT_BF16();
-  for (const Case& c : {Case{7, 13, 3}, Case{1, 1, 1}, Case{33, 65, 17}, Case{130, 31, 5}}) {
-    CheckBf16(c, /*with_bias=*/false, /*accumulate=*/false, 11);
-    CheckBf16(c, /*with_bias=*/true, /*accumulate=*/true, 12);
-  }
+  CheckOddSizes(CheckBf16);
 }
 
 TEST(Bf16MatmulTest, EveryRowClassBoundaryMatchesWithinTheRoundingBound) {
   SKIP_WITHOUT_BF16();
-  // The default model's shapes (qkv 512x256, down 256x768) as in the int8 case.
-  for (int rows : {1, 2, 8, 9, 127, 128, 129, 512, 513, 640}) {
-    CheckBf16({512, 256, rows}, /*with_bias=*/false, /*accumulate=*/false, rows);
-  }
-  CheckBf16({256, 768, 130}, /*with_bias=*/true, /*accumulate=*/true, 5);
+  CheckRowClassBoundaries(CheckBf16);
 }
 
 TEST(Bf16MatmulTest, TheErrorIsBf16RoundingNotNoise) {
@@ -258,6 +285,7 @@ class MatmulTest : public ::testing::TestWithParam<Precision> {
  protected:
   void SetUp() override {
     if (GetParam() == Precision::kBf16) SKIP_WITHOUT_BF16();
+    if (GetParam() == Precision::kInt8) SKIP_WITHOUT_VNNI();
   }
 };
 

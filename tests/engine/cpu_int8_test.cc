@@ -45,12 +45,20 @@ CpuBackendOptions Int8(std::string isa = "auto") {
   return o;
 }
 
+// The engine refuses int8 on a CPU without VNNI (cpu_matmul/matmul.h: its sums would saturate);
+// a test of what it computes has nothing to run there.
+#define SKIP_WITHOUT_VNNI()                                                            \
+  if (!::gecd::testing::CpuHasVnni()) {                                                \
+    GTEST_SKIP() << "no AVX512-VNNI or AVX-VNNI here: int8 is refused (a test below)"; \
+  }
+
 // The worst relative error of int8 against f32 over the prompts of `fixture`'s reference.
 double WorstAgainstF32(const std::string& fixture, const std::string& isa = "auto") {
   return testing::WorstAgainstF32(fixture, Int8(isa), "int8");
 }
 
 TEST(CpuInt8Test, FixtureLogitsMatchTheF32Oracle) {
+  SKIP_WITHOUT_VNNI();
   for (const char* fixture : {"ref-llama-f32", "ref-qwen2-f32"}) {  // qwen2: q/k/v biases
     const double worst = WorstAgainstF32(fixture);
     if (worst < 0) GTEST_SKIP() << "built without oneDNN";
@@ -60,6 +68,7 @@ TEST(CpuInt8Test, FixtureLogitsMatchTheF32Oracle) {
 }
 
 TEST(CpuInt8Test, AnFp8CheckpointIsDequantizedAndRequantized) {
+  SKIP_WITHOUT_VNNI();
   // Its e4m3 weights times their scales, quantized again per channel, against the FP8
   // emulation the f32 backend runs: the activations differ (int8 per token against e4m3, whose
   // 3-bit mantissa alone puts 0.11 to 0.26 between FP8 and f32: fp8_forward_test), so this
@@ -70,6 +79,7 @@ TEST(CpuInt8Test, AnFp8CheckpointIsDequantizedAndRequantized) {
 }
 
 TEST(CpuInt8Test, TheDefaultModelMostlyChoosesAsF32Does) {
+  SKIP_WITHOUT_VNNI();
   const testing::Agreement a = testing::DefaultModelAgainstF32(Int8());
   if (a.skipped) GTEST_SKIP() << "no default model, or built without oneDNN";
   // Random tokens are far from the text it was trained on, so its logits are flatter than on
@@ -105,7 +115,8 @@ TEST(CpuInt8Test, ZeroNegativeOrNonFiniteFp8ScalesAreRefusedNamingTheTensor) {
     WriteWithScale(dir.path(), bad);
     auto checkpoint = Open(dir.path());
     ASSERT_NE(checkpoint, nullptr);
-    for (bool int8 : {false, true}) {  // the f32 oracle refuses them as well
+    for (bool int8 : {false, true}) {                        // the f32 oracle refuses them as well
+      if (int8 && !::gecd::testing::CpuHasVnni()) continue;  // refused for want of VNNI first
       CpuBackendOptions options = Int8();
       options.int8 = int8;
       absl::StatusOr<std::unique_ptr<CpuBackend>> b = CpuBackend::Create(*checkpoint, options);

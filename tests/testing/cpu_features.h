@@ -14,6 +14,9 @@ inline bool CpuHasAvxVnni() {
   return (eax & (1u << 4)) != 0;
 }
 
+// VNNI, which the engine's int8 matmuls need: AVX512-VNNI or AVX-VNNI.
+inline bool CpuHasVnni() { return __builtin_cpu_supports("avx512vnni") || CpuHasAvxVnni(); }
+
 // BF16 dot products in hardware, which the engine's bf16 matmuls need (engine.cpu_matmul):
 // AVX512-BF16 (CPUID leaf 7, sub-leaf 1, EAX bit 5; with AVX-512 usable) or AMX-BF16 (leaf 7,
 // sub-leaf 0, EDX bit 22).
