@@ -38,13 +38,19 @@ void OnStopSignal(int signal) {
 absl::StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::Create(const config::Config& config,
                                                                const ipc::SharedSegment& segment,
                                                                ipc::WaitOptions wait) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Generator> generator, MakeGenerator(config));
+  return Create(std::move(generator), segment, wait);
+}
+
+absl::StatusOr<std::unique_ptr<EngineLoop>> EngineLoop::Create(std::unique_ptr<Generator> generator,
+                                                               const ipc::SharedSegment& segment,
+                                                               ipc::WaitOptions wait) {
   metrics::ProcessMetrics* metrics = metrics::MetricsRegion(segment.metrics_region())
                                          .ForProcess(metrics::MetricsRegion::kEngineIndex);
   if (metrics == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("segment ", segment.name(), " has no metrics block for the engine"));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<Generator> generator, MakeGenerator(config));
   return std::unique_ptr<EngineLoop>(new EngineLoop(segment, *metrics, std::move(generator), wait));
 }
 
@@ -223,10 +229,20 @@ absl::Status EngineLoop::RunStep() {
       it->second.first_step_us = start_us;
   }
   const int64_t committed_us = MonotonicMicros();
+  double interval_sum_us = 0;
+  int intervals = 0;
   for (const engine::StepEvent& event : outcome.events) {
     auto it = sequences_.find(event.id);
     if (it == sequences_.end()) continue;
-    if (it->second.first_token_us == 0) it->second.first_token_us = committed_us;
+    Sequence& seq = it->second;
+    if (seq.first_token_us == 0) seq.first_token_us = committed_us;
+    if (seq.last_token_us != committed_us) {  // its first event of this step
+      if (seq.last_token_us != 0) {
+        interval_sum_us += static_cast<double>(committed_us - seq.last_token_us);
+        ++intervals;
+      }
+      seq.last_token_us = committed_us;
+    }
     if (outputs_.Add(event)) Reply(event.id, absl::StatusCode::kOk);
   }
   for (engine::SequenceId id : outcome.expired) {
@@ -242,9 +258,25 @@ absl::Status EngineLoop::RunStep() {
     step_time_.Observe(outcome.timed_sequences, outcome.timed_tokens,
                        static_cast<double>(committed_us - start_us));
     const ipc::StepTime fitted = step_time_.Fitted();
-    segment_.PublishStepTime(fitted);
-    segment_.PublishTokensPerStep(static_cast<float>(generator_->TokensPerSequenceStep()));
     metrics_.SetStepTime(fitted.fixed_us * 1e-6, fitted.per_sequence_us * 1e-6);
+  }
+  // Admission predicts a sentence's time as its steps times the time between two of its steps
+  // with n sequences running. Without drafts that is one step of n decodes, which the step-time
+  // fit tells; with them a step also verifies every sequence's drafts (up to
+  // engine.speculate_tokens positions each, left out of the fit's decoding step as extra
+  // positions), and admission fed the decoding step's time with speculation on admitted several
+  // times what the engine could answer in time: goodput 0 under overload (session 13's bench).
+  // So the time between a sequence's steps is measured as such, by the running count: the time
+  // from the step that last gave a sequence tokens to this one, averaged over the sequences it
+  // gave tokens (a sequence's first tokens, after its prefill, start its clock). Until a
+  // sequence has had two such steps, the step-time fit stands in.
+  if (intervals > 0) {
+    sequence_step_.Observe(outcome.running, outcome.running, interval_sum_us / intervals);
+  }
+  if (outcome.timed_sequences > 0 || intervals > 0) {
+    const ipc::StepTime between = sequence_step_.Fitted();
+    segment_.PublishStepTime(between.known() ? between : step_time_.Fitted());
+    segment_.PublishTokensPerStep(static_cast<float>(generator_->TokensPerSequenceStep()));
   }
   header_->engine_steps.fetch_add(1, std::memory_order_release);
   return absl::OkStatus();

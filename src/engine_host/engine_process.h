@@ -38,6 +38,10 @@ class EngineLoop {
   static absl::StatusOr<std::unique_ptr<EngineLoop>> Create(const config::Config& config,
                                                             const ipc::SharedSegment& segment,
                                                             ipc::WaitOptions wait = {});
+  // The same over a generator of the caller's (tests: one whose steps they control).
+  static absl::StatusOr<std::unique_ptr<EngineLoop>> Create(std::unique_ptr<Generator> generator,
+                                                            const ipc::SharedSegment& segment,
+                                                            ipc::WaitOptions wait = {});
   ~EngineLoop();
 
   // Sets engine_ready_epoch and serves. Returns OK once header.draining is set (or Drain() was
@@ -55,6 +59,7 @@ class EngineLoop {
     int64_t arrival_us = 0;
     int64_t first_step_us = 0;
     int64_t first_token_us = 0;  // when the step that produced its first token was committed
+    int64_t last_token_us = 0;   // ... and its latest tokens
   };
   struct Endpoint {
     ipc::WorkerChannel channel;
@@ -92,7 +97,10 @@ class EngineLoop {
   engine::OutputCollector outputs_;  // the generated tokens of sequences_
   engine::SequenceId next_id_ = 1;
   bool published_has_work_ = false;  // the supervisor clears the flag when an engine dies
-  StepTimeFit step_time_;            // published after every step, for admission
+  // What a step costs, for the step-time metrics; and the time between a sequence's steps by
+  // how many sequences run, published after every step for admission (see RunStep).
+  StepTimeFit step_time_;
+  StepTimeFit sequence_step_;
 };
 
 }  // namespace gecd::engine_host

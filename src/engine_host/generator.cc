@@ -61,6 +61,7 @@ class ModelGenerator final : public Generator {
     out->expired = std::move(outcome.expired);
     out->timed_sequences = outcome.committed_sequences;
     out->timed_tokens = outcome.committed_tokens;
+    out->running = engine_.engine().num_running();
     return absl::OkStatus();
   }
 

@@ -30,6 +30,7 @@ class Generator {
     // length), for the engine's step-time fit.
     int timed_sequences = 0;
     int timed_tokens = 0;
+    int running = 0;  // sequences started and unfinished once this step is committed
   };
 
   virtual ~Generator() = default;

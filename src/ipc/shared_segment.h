@@ -30,8 +30,9 @@ struct SegmentOptions {
 // The longest engine start-up failure message the segment keeps; longer ones are cut.
 inline constexpr size_t kEngineFailureCapacity = 1024;
 
-// The engine's step time as measured: a step of n sequences takes about fixed_us +
-// per_sequence_us * n (engine_host/step_time_fit.h). Zeros: not measured yet.
+// The time between two steps of a sequence as the engine measures it: with n sequences running,
+// about fixed_us + per_sequence_us * n (engine_host/engine_process.cc, RunStep). Zeros: not
+// measured yet.
 struct StepTime {
   float fixed_us = 0;
   float per_sequence_us = 0;

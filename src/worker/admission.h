@@ -27,8 +27,9 @@ namespace gecd::worker {
 // The engine batches: every sentence in flight runs in every step, each step emits one token per
 // sentence, and a step takes longer the more sentences it runs. So a sentence's time in the
 // server is about (its output tokens + 1) steps, each as long as the batch makes it. The engine
-// measures its own steps (engine_host/step_time_fit.h) and publishes the line
-// step(n) = fixed + per_sequence * n, and every worker publishes how many sentences it holds, so
+// measures the time between two steps of a sequence (one step, or with drafts one that verifies
+// them) and publishes the line step(n) = fixed + per_sequence * n for n sequences running
+// (engine_host/engine_process.cc), and every worker publishes how many sentences it holds, so
 // with n sentences in flight across the workers, this one included:
 //
 //   predicted = (output / tokens_per_step + 1 + queued) * step(min(n, max_batch_size))

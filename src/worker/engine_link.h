@@ -41,8 +41,8 @@ struct EngineReply {
 // What admission (worker/admission.h) needs to know of the engine's load beyond its own
 // worker: how long the engine's steps take by batch size, and what the other workers hold.
 struct EngineLoad {
-  // A step of n sequences takes about step_fixed_us + step_per_sequence_us * n; both 0 while
-  // the engine has not measured its steps.
+  // With n sequences running, a sequence's steps are about step_fixed_us +
+  // step_per_sequence_us * n apart; both 0 while the engine has not measured them.
   double step_fixed_us = 0;
   double step_per_sequence_us = 0;
   int others_admitted = 0;  // sentences admitted by the other workers, still unanswered

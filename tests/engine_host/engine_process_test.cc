@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <future>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "common/monotonic_clock.h"
 #include "engine/cpu_backend.h"
 #include "engine/engine.h"
+#include "engine_host/generator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ipc/shared_segment.h"
@@ -80,6 +82,48 @@ config::Config EngineConfig(const std::string& backend) {
   return c;
 }
 
+// Gives every sequence one token every other step, each step lasting kStepDelay, so that a
+// sequence's steps are two engine steps apart (as when steps alternate between sequences).
+class EveryOtherStepGenerator final : public Generator {
+ public:
+  static constexpr std::chrono::milliseconds kStepDelay{3};
+
+  absl::Status Add(engine::SequenceId id, std::vector<int32_t>,
+                   engine::GenerationParams params) override {
+    left_[id] = params.max_new_tokens;
+    return absl::OkStatus();
+  }
+  bool Free(engine::SequenceId id) override { return left_.erase(id) > 0; }
+  bool HasWork() const override { return !left_.empty(); }
+  absl::Status Step(StepOutcome* out) override {
+    out->ran.clear();
+    out->events.clear();
+    std::this_thread::sleep_for(kStepDelay);
+    out->timed_sequences = out->timed_tokens = out->running = static_cast<int>(left_.size());
+    const bool gives = ++steps_ % 2 == 0;
+    for (auto it = left_.begin(); it != left_.end();) {
+      out->ran.push_back(it->first);
+      if (!gives) {
+        ++it;
+        continue;
+      }
+      const bool last = --it->second == 0;
+      out->events.push_back(
+          {.id = it->first,
+           .token = 5,
+           .finished = last,
+           .reason = last ? engine::FinishReason::kLength : engine::FinishReason::kNone});
+      it = last ? left_.erase(it) : std::next(it);
+    }
+    return absl::OkStatus();
+  }
+  void PublishGauges(metrics::ProcessMetrics&) override {}
+
+ private:
+  std::map<engine::SequenceId, int> left_;  // tokens each live sequence has yet to get
+  int64_t steps_ = 0;
+};
+
 class EngineProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -112,7 +156,9 @@ class EngineProcessTest : public ::testing::Test {
   // What the supervisor does to start an engine, in a thread instead of a process.
   void StartEngine(const std::string& backend) { StartEngine(EngineConfig(backend)); }
   void StartEngine(const config::Config& config) {
-    absl::StatusOr<std::unique_ptr<EngineLoop>> loop = EngineLoop::Create(config, segment_);
+    StartLoop(EngineLoop::Create(config, segment_));
+  }
+  void StartLoop(absl::StatusOr<std::unique_ptr<EngineLoop>> loop) {
     ASSERT_TRUE(loop.ok()) << loop.status();
     loop_ = *std::move(loop);
     engine_thread_ = std::thread([this] { run_status_ = loop_->Run(); });
@@ -335,6 +381,29 @@ TEST_F(EngineProcessTest, PublishesTheTokensASequenceGainsPerStep) {
   ASSERT_TRUE(reply.status.ok()) << reply.status;
   EXPECT_GT(segment_.tokens_per_step(), 2.0f);
   EXPECT_GT(Link(0).Load().tokens_per_step, 2.0);
+}
+
+// Admission multiplies a sentence's steps by the time between two of them, which is the step
+// time only when every running sequence runs in every step: with drafts, a step verifies up to
+// engine.speculate_tokens positions per sequence, and fed the decoding step's time admission
+// admitted several times what the engine answered in time. So what the engine publishes is the
+// time between a sequence's steps as measured: here two engine steps, while the step-time metric
+// still tells one.
+TEST_F(EngineProcessTest, PublishesTheTimeBetweenASequencesSteps) {
+  StartLoop(EngineLoop::Create(std::make_unique<EveryOtherStepGenerator>(), segment_));
+  ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready(); }));
+  std::future<EngineReply> reply = Submit(Link(0), 1, {5, 6, 7}, 30);
+  ASSERT_TRUE(Get(reply).status.ok());
+
+  const double step_us = std::chrono::microseconds(EveryOtherStepGenerator::kStepDelay).count();
+  const ipc::StepTime between = segment_.step_time();
+  EXPECT_GE(between.fixed_us + between.per_sequence_us, 2 * step_us);
+  const MetricsSnapshot m = metrics();
+  const double step_time_us = (m.step_fixed_seconds + m.step_per_sequence_seconds) * 1e6;
+  EXPECT_GE(step_time_us, step_us);
+  EXPECT_LT(step_time_us, between.fixed_us + between.per_sequence_us);
+  const worker::EngineLoad load = Link(0).Load();  // what a worker's admission reads
+  EXPECT_GE(load.step_fixed_us + load.step_per_sequence_us, 2 * step_us);
 }
 
 TEST_F(EngineProcessTest, EngineRejectionsComeBackAsErrors) {
