@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/random_model.h"
+#include "testing/sanitized.h"
 #include "testing/scoped_temp_dir.h"
 
 namespace gecd::engine {
@@ -371,14 +372,8 @@ TEST_F(KvCacheSizeTest, MoreBlocksThanTheMachineHoldsAreResourceExhausted) {
 }
 
 // Not under ASan or TSan: their allocators abort instead of throwing bad_alloc, and they map
-// far more address space than the limit allows. GCC says so with __SANITIZE_*__, clang 14 only
-// through __has_feature.
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define GECD_TEST_SANITIZED
-#endif
-#endif
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && !defined(GECD_TEST_SANITIZED)
+// far more address space than the limit allows.
+#if !defined(GECD_TESTING_SANITIZED)
 // In a death-test child: under an address-space limit 256 MiB above what the process maps (as
 // a container's ulimit may set), a 1 GiB KV cache fails to allocate. 0 when that is a
 // ResourceExhausted error naming the key.

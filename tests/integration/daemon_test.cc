@@ -30,6 +30,7 @@
 #include "gecd/v1/grammar.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "testing/daemon_process.h"
+#include "testing/sanitized.h"
 #include "testing/test_paths.h"
 
 namespace gecd::supervisor {
@@ -665,17 +666,7 @@ TEST(DaemonTest, OverloadIsShedWithResourceExhaustedWhileAdmittedRequestsKeepABo
 }
 
 // Throughput ratios measured under a sanitizer say nothing about the real build.
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define GECD_DAEMON_TEST_SANITIZED
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || \
-    defined(GECD_DAEMON_TEST_SANITIZED)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
+using gecd::testing::kSanitized;
 
 // Issue 24: on the default daemon and model, a closed loop of 64 clients that re-send a refusal
 // at once was 99.9% refused (a fixed 500 ms queue limit under the 1 s objective refused above

@@ -12,6 +12,7 @@
 #include "gecd/v1/grammar.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "testing/daemon_process.h"
+#include "testing/sanitized.h"
 
 namespace gecd::supervisor {
 namespace {
@@ -72,18 +73,7 @@ std::string CorrectedSentence(const std::string& text, const CorrectResponse& re
 
 // The sanitizer builds cannot load the default model's SentencePiece tokenizer (its shim's
 // private protobuf needs RTLD_DEEPBIND), and this test is about the default model's answers.
-// GCC says so with __SANITIZE_*__, clang 14 only through __has_feature.
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define GECD_WHOLE_TEXT_TEST_SANITIZED
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || \
-    defined(GECD_WHOLE_TEXT_TEST_SANITIZED)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
+using gecd::testing::kSanitized;
 
 TEST(WholeTextTest, FiveParagraphsGetTheCorrectionsTheirSentencesGetAlone) {
   if (kSanitized) GTEST_SKIP() << "the default model's tokenizer does not load under a sanitizer";

@@ -6,12 +6,15 @@
 // with __SANITIZE_*__, clang 14 only through __has_feature.
 namespace gecd::testing {
 
-#if defined(__has_feature)
+// GECD_TESTING_SANITIZED is defined for code the preprocessor must leave out under them.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define GECD_TESTING_SANITIZED 1
+#elif defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define GECD_TESTING_SANITIZED 1
 #endif
 #endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(GECD_TESTING_SANITIZED)
+#if defined(GECD_TESTING_SANITIZED)
 inline constexpr bool kSanitized = true;
 #else
 inline constexpr bool kSanitized = false;

@@ -463,6 +463,17 @@ LoadResult ClosedLoop(const std::vector<AdmissionController*>& workers, Batching
   return tally.Result();
 }
 
+// A closed loop of `clients` kept its admitted p99 within the 1 s objective and its goodput at
+// 95% or more of `reference`, the best a fixed concurrency of at most `clients` does.
+void ExpectKeepsGoodputAndTheObjective(const LoadResult& r, int clients, double reference) {
+  EXPECT_LE(r.p99_ms, 1000) << clients << " clients";
+  EXPECT_GE(r.goodput_per_s, 0.95 * reference)
+      << clients << " clients: " << r.goodput_per_s << "/s within the objective, reference "
+      << reference << "/s; " << r.refused << " refused, p99 " << r.p99_ms << " ms";
+  std::printf("%d clients: goodput %.1f/s (reference %.1f), p99 %.0f ms, %d answered, %d refused\n",
+              clients, r.goodput_per_s, reference, r.p99_ms, r.answered, r.refused);
+}
+
 // The reported collapse, on a model of the engine: steps of 4 ms + 0.5 ms per sentence in
 // flight, JFLEG-like lengths, closed loops that re-send refusals at once. The best a fixed
 // concurrency does within the objective is the reference; admission must keep every loop from
@@ -489,13 +500,7 @@ TEST_F(AdmissionTest, ClosedLoopsOfAnySizeKeepGoodputAndTheObjective) {
     BatchingEngine engine(microseconds(4000), microseconds(500));
     const LoadResult r =
         ClosedLoop({&admission}, engine, now_us_, clients, milliseconds(12'000), objective);
-    EXPECT_LE(r.p99_ms, 1000) << clients << " clients";
-    EXPECT_GE(r.goodput_per_s, 0.95 * reference)
-        << clients << " clients: " << r.goodput_per_s << "/s within the objective, reference "
-        << reference << "/s; " << r.refused << " refused, p99 " << r.p99_ms << " ms";
-    std::printf(
-        "%d clients: goodput %.1f/s (reference %.1f), p99 %.0f ms, %d answered, %d refused\n",
-        clients, r.goodput_per_s, reference, r.p99_ms, r.answered, r.refused);
+    ExpectKeepsGoodputAndTheObjective(r, clients, reference);
   }
 }
 
@@ -573,13 +578,7 @@ TEST_F(SharedEngineTest, TwoWorkersKeepGoodputAndTheObjectiveOnAMostlyFixedStep)
     BatchingEngine engine(base, per_sentence);
     const LoadResult r = ClosedLoop(Pointers(workers), engine, now_us_, clients,
                                     milliseconds(12'000), milliseconds(1000));
-    EXPECT_LE(r.p99_ms, 1000) << clients << " clients";
-    EXPECT_GE(r.goodput_per_s, 0.95 * reference)
-        << clients << " clients: " << r.goodput_per_s << "/s within the objective, reference "
-        << reference << "/s; " << r.refused << " refused, p99 " << r.p99_ms << " ms";
-    std::printf(
-        "%d clients: goodput %.1f/s (reference %.1f), p99 %.0f ms, %d answered, %d refused\n",
-        clients, r.goodput_per_s, reference, r.p99_ms, r.answered, r.refused);
+    ExpectKeepsGoodputAndTheObjective(r, clients, reference);
   }
 }
 
@@ -596,12 +595,7 @@ TEST_F(SharedEngineTest, ASpeculatingEnginesTokensPerStepAreCounted) {
     BatchingEngine engine(base, per_sentence, 4);
     const LoadResult r = ClosedLoop(Pointers(workers), engine, now_us_, clients,
                                     milliseconds(12'000), milliseconds(1000));
-    EXPECT_LE(r.p99_ms, 1000) << clients << " clients";
-    EXPECT_GE(r.goodput_per_s, 0.95 * reference)
-        << clients << " clients: " << r.goodput_per_s << "/s within the objective, reference "
-        << reference << "/s; " << r.refused << " refused, p99 " << r.p99_ms << " ms";
-    std::printf("%d clients: goodput %.1f/s (reference %.1f), p99 %.0f ms\n", clients,
-                r.goodput_per_s, reference, r.p99_ms);
+    ExpectKeepsGoodputAndTheObjective(r, clients, reference);
     if (clients != 64) continue;
     // The same engine, its tokens per step unknown to admission.
     auto blind = Workers(2, base, per_sentence);

@@ -280,6 +280,26 @@ class GrammarServiceTest : public ::testing::Test {
     return call;
   }
 
+  // A CorrectStream call that has sent `text` with stream_sentences, its deadline `timeout`
+  // away.
+  struct SentenceStream {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReaderWriter<CorrectRequest, CorrectResponse>> stream;
+    CorrectRequest request;  // the one sent
+  };
+  std::unique_ptr<SentenceStream> StreamSentences(const std::string& text,
+                                                  const std::string& request_id = "",
+                                                  std::chrono::milliseconds timeout = kWait) {
+    auto call = std::make_unique<SentenceStream>();
+    call->context.set_deadline(std::chrono::system_clock::now() + timeout);
+    call->stream = stub_->CorrectStream(&call->context);
+    call->request.set_text(text);
+    call->request.set_request_id(request_id);
+    call->request.set_stream_sentences(true);
+    EXPECT_TRUE(call->stream->Write(call->request));
+    return call;
+  }
+
   // One unary call through the generic stub, for services we have no C++ stubs of.
   grpc::Status GenericUnary(const std::string& method, const std::string& request_bytes,
                             std::string* response_bytes) {
@@ -1574,13 +1594,8 @@ TEST_F(GrammarServiceTest, StreamSentencesAnswersCachedSentencesAtOnce) {
   CorrectResponse warm;
   ASSERT_TRUE(Correct("She go home. He are here.", &warm).ok());
   engine_->set_hold(true);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + kWait);
-  auto stream = stub_->CorrectStream(&context);
-  CorrectRequest request;
-  request.set_text("She go home. They is fine. He are here.");
-  request.set_stream_sentences(true);
-  ASSERT_TRUE(stream->Write(request));
+  std::unique_ptr<SentenceStream> call = StreamSentences("She go home. They is fine. He are here.");
+  auto& stream = call->stream;
   // The two cached sentences come while the new one is still in the engine.
   ASSERT_TRUE(engine_->WaitForHeld(1));
   std::vector<uint32_t> cached;
@@ -1612,14 +1627,8 @@ TEST_F(GrammarServiceTest, StreamSentencesAFailedSentenceFailsTheTextAndEndsItsA
   config_.server.max_input_chars = 1000;
   StartServer();
   engine_->set_hold(true);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + kWait);
-  auto stream = stub_->CorrectStream(&context);
-  CorrectRequest request;
-  request.set_text("One. Two. Three.");
-  request.set_request_id("t");
-  request.set_stream_sentences(true);
-  ASSERT_TRUE(stream->Write(request));
+  std::unique_ptr<SentenceStream> call = StreamSentences("One. Two. Three.", "t");
+  auto& stream = call->stream;
   ASSERT_TRUE(engine_->WaitForHeld(3));
   ASSERT_TRUE(engine_->ReleasePrompt("One."));
   CorrectResponse response;
@@ -1635,6 +1644,7 @@ TEST_F(GrammarServiceTest, StreamSentencesAFailedSentenceFailsTheTextAndEndsItsA
   EXPECT_THAT(response.status().message(), HasSubstr("engine restarted"));
   // An invalid text (a control character between its sentences) gets no sentence answers.
   engine_->set_hold(false);
+  CorrectRequest request = call->request;
   request.set_text(std::string("Fine here.\x01 Ok.", 15));
   request.set_request_id("bad");
   ASSERT_TRUE(stream->Write(request));
@@ -1660,14 +1670,8 @@ TEST_F(GrammarServiceTest, StreamSentencesARefusedTextStillHadItsCachedSentences
   std::vector<std::unique_ptr<PendingCall>> admitted;
   for (int i = 0; i < config_.server.max_in_flight; ++i) admitted.push_back(StartCorrect("ok"));
   ASSERT_TRUE(engine_->WaitForHeld(admitted.size()));
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + kWait);
-  auto stream = stub_->CorrectStream(&context);
-  CorrectRequest request;
-  request.set_text("She go home. They is fine.");
-  request.set_request_id("t");
-  request.set_stream_sentences(true);
-  ASSERT_TRUE(stream->Write(request));
+  std::unique_ptr<SentenceStream> call = StreamSentences("She go home. They is fine.", "t");
+  auto& stream = call->stream;
   CorrectResponse response;
   ASSERT_TRUE(stream->Read(&response));
   ASSERT_TRUE(response.has_sentence_answer());
@@ -1690,19 +1694,14 @@ TEST_F(GrammarServiceTest, StreamSentencesCancellationCancelsTheRest) {
   config_.server.max_input_chars = 1000;
   StartServer();
   engine_->set_hold(true);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + kWait);
-  auto stream = stub_->CorrectStream(&context);
-  CorrectRequest request;
-  request.set_text("One. Two. Three.");
-  request.set_stream_sentences(true);
-  ASSERT_TRUE(stream->Write(request));
+  std::unique_ptr<SentenceStream> call = StreamSentences("One. Two. Three.");
+  auto& stream = call->stream;
   ASSERT_TRUE(engine_->WaitForHeld(3));
   ASSERT_TRUE(engine_->ReleasePrompt("Two."));
   CorrectResponse response;
   ASSERT_TRUE(stream->Read(&response));
   EXPECT_EQ(response.sentence_answer().index(), 1u);
-  context.TryCancel();
+  call->context.TryCancel();
   EXPECT_TRUE(engine_->WaitForCancelled(2));
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
@@ -1714,13 +1713,8 @@ TEST_F(GrammarServiceTest, StreamSentencesDeadlineCancelsTheRest) {
   config_.server.max_input_chars = 1000;
   StartServer();
   engine_->set_hold(true);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  auto stream = stub_->CorrectStream(&context);
-  CorrectRequest request;
-  request.set_text("One. Two.");
-  request.set_stream_sentences(true);
-  ASSERT_TRUE(stream->Write(request));
+  std::unique_ptr<SentenceStream> call = StreamSentences("One. Two.", "", std::chrono::seconds(2));
+  auto& stream = call->stream;
   ASSERT_TRUE(engine_->WaitForHeld(2));
   ASSERT_TRUE(engine_->ReleasePrompt("One."));
   CorrectResponse response;
@@ -1738,13 +1732,8 @@ TEST_F(GrammarServiceTest, StreamSentencesDrainAnswersAdmittedSentencesThenUnava
   config_.server.drain_quiet_ms = 0;
   StartServer();
   engine_->set_hold(true);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + kWait);
-  auto stream = stub_->CorrectStream(&context);
-  CorrectRequest request;
-  request.set_text("One. Two.");
-  request.set_stream_sentences(true);
-  ASSERT_TRUE(stream->Write(request));
+  std::unique_ptr<SentenceStream> call = StreamSentences("One. Two.");
+  auto& stream = call->stream;
   ASSERT_TRUE(engine_->WaitForHeld(2));
   std::thread drain([&] { server_->Drain(kWait); });
   ASSERT_TRUE(WaitUntil([&] { return server_->service().draining(); }));
