@@ -52,10 +52,11 @@ std::string FormatGrpcTimeout(std::chrono::nanoseconds timeout) {
   return absl::StrCat(kMax, "H");
 }
 
-int GrpcMessageCounter::Feed(const uint8_t* data, size_t size) {
+int GrpcMessageCounter::Feed(const uint8_t* data, size_t size, int* interim) {
   int complete = 0;
   while (size > 0) {
     if (prefix_seen_ < 5) {
+      if (prefix_seen_ == 0) compressed_ = *data != 0;
       if (prefix_seen_ >= 1) length_ = (length_ << 8) | *data;
       ++prefix_seen_;
       ++data;
@@ -64,17 +65,81 @@ int GrpcMessageCounter::Feed(const uint8_t* data, size_t size) {
       left_ = length_;
     } else {
       const size_t take = static_cast<size_t>(std::min<uint64_t>(left_, size));
+      if (interim_field_ != 0 && !compressed_) ScanPayload(data, take);
       left_ -= take;
       data += take;
       size -= take;
     }
     if (prefix_seen_ == 5 && left_ == 0) {
       ++complete;
+      if (interim_seen_ && interim != nullptr) ++*interim;
       prefix_seen_ = 0;
       length_ = 0;
+      scan_ = Scan::kKey;
+      varint_ = skip_ = 0;
+      shift_ = 0;
+      interim_seen_ = false;
     }
   }
   return complete;
+}
+
+void GrpcMessageCounter::ScanPayload(const uint8_t* data, size_t size) {
+  while (size > 0 && scan_ != Scan::kDone) {
+    if (scan_ == Scan::kSkip) {
+      const size_t take = static_cast<size_t>(std::min<uint64_t>(skip_, size));
+      skip_ -= take;
+      data += take;
+      size -= take;
+      if (skip_ == 0) scan_ = Scan::kKey;
+      continue;
+    }
+    const uint8_t byte = *data++;
+    --size;
+    if (scan_ == Scan::kVarint) {
+      if ((byte & 0x80) == 0) scan_ = Scan::kKey;
+      continue;
+    }
+    // A key or a length: a varint of at most 10 bytes.
+    if (shift_ > 63) {
+      scan_ = Scan::kDone;
+      continue;
+    }
+    varint_ |= static_cast<uint64_t>(byte & 0x7f) << shift_;
+    shift_ += 7;
+    if ((byte & 0x80) != 0) continue;
+    const uint64_t value = varint_;
+    varint_ = 0;
+    shift_ = 0;
+    if (scan_ == Scan::kLength) {
+      skip_ = value;
+      scan_ = value > 0 ? Scan::kSkip : Scan::kKey;
+      continue;
+    }
+    switch (value & 7) {  // the wire type
+      case 0:
+        scan_ = Scan::kVarint;
+        break;
+      case 1:
+        skip_ = 8;
+        scan_ = Scan::kSkip;
+        break;
+      case 5:
+        skip_ = 4;
+        scan_ = Scan::kSkip;
+        break;
+      case 2:
+        if ((value >> 3) == interim_field_) {
+          interim_seen_ = true;
+          scan_ = Scan::kDone;
+        } else {
+          scan_ = Scan::kLength;
+        }
+        break;
+      default:  // groups or not protobuf: read no further
+        scan_ = Scan::kDone;
+    }
+  }
 }
 
 std::string PercentEncode(std::string_view message) {

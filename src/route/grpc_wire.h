@@ -23,16 +23,36 @@ std::optional<std::chrono::nanoseconds> ParseGrpcTimeout(std::string_view value)
 std::string FormatGrpcTimeout(std::chrono::nanoseconds timeout);
 
 // Counts the messages that complete as a stream's bytes go by (each is a 5-byte prefix, a
-// compressed flag and a big-endian length, then that many bytes).
+// compressed flag and a big-endian length, then that many bytes). Given an interim field, it
+// also tells which of them carry that length-delimited top-level field in their protobuf
+// payload, read as the bytes go by without holding them: on CorrectStream, a response with
+// `sentence_answer` answers one sentence of a text, not the text. A compressed payload, or one
+// that does not parse as protobuf before the field, counts as not carrying it.
 class GrpcMessageCounter {
  public:
-  // The messages `data` completes.
-  int Feed(const uint8_t* data, size_t size);
+  GrpcMessageCounter() = default;
+  explicit GrpcMessageCounter(uint32_t interim_field) : interim_field_(interim_field) {}
+
+  // The messages `data` completes; `interim` (if given) is told how many of them carried the
+  // interim field.
+  int Feed(const uint8_t* data, size_t size, int* interim = nullptr);
 
  private:
-  int prefix_seen_ = 0;  // bytes of the current prefix seen (0-5)
-  uint32_t length_ = 0;  // built from the prefix
-  uint64_t left_ = 0;    // payload bytes still to come, once the prefix is whole
+  // Where the payload's reading is: in a field's key, a varint value, a length, the bytes a
+  // length or fixed width skips, or done (the field found, or the payload unreadable).
+  enum class Scan { kKey, kVarint, kLength, kSkip, kDone };
+  void ScanPayload(const uint8_t* data, size_t size);
+
+  const uint32_t interim_field_ = 0;  // 0: none
+  int prefix_seen_ = 0;               // bytes of the current prefix seen (0-5)
+  uint32_t length_ = 0;               // built from the prefix
+  uint64_t left_ = 0;                 // payload bytes still to come, once the prefix is whole
+  bool compressed_ = false;           // the current message's flag
+  Scan scan_ = Scan::kKey;
+  uint64_t varint_ = 0;  // a key or length read so far
+  int shift_ = 0;        // its bits read so far
+  uint64_t skip_ = 0;    // bytes still to skip in kSkip
+  bool interim_seen_ = false;
 };
 
 std::string PercentEncode(std::string_view message);

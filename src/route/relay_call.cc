@@ -257,13 +257,15 @@ void RelayCall::OnResponseData(const uint8_t* data, size_t size) {
     return;
   }
   if (kind_ == Kind::kStream && endpoint_ != nullptr) {
-    for (int n = down_messages_.Feed(data, size); n > 0; --n) {
+    int sentence_answers = 0;
+    const int messages = down_messages_.Feed(data, size, &sentence_answers);
+    for (int n = messages - sentence_answers; n > 0; --n) {
       if (outstanding_ > 0) {
         --outstanding_;
         relay_.endpoints_.CallEnded(*endpoint_, StatusCode::OK);
       }
-      relay_.metrics_.StreamMessage(/*to_endpoint=*/false);
     }
+    for (int n = messages; n > 0; --n) relay_.metrics_.StreamMessage(/*to_endpoint=*/false);
   }
   if (down_ == nullptr) {  // nowhere to go: hand the window back now
     Consume(up_, up_id_, size);

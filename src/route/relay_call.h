@@ -126,7 +126,10 @@ class RelayCall {
   bool cancelled_up_ = false;  // we reset the endpoint's stream (the client went away)
 
   GrpcMessageCounter up_messages_;
-  GrpcMessageCounter down_messages_;
+  // CorrectResponse.sentence_answer: with stream_sentences, a text's sentences are answered
+  // one by one before the text is, and only the text's own answer ends its request.
+  static constexpr uint32_t kSentenceAnswerField = 10;
+  GrpcMessageCounter down_messages_{kSentenceAnswerField};
   int64_t outstanding_ = 0;   // stream messages sent up and not yet answered
   int upstream_status_ = -1;  // stream or other: the endpoint's grpc-status
   int http_status_ = 0;

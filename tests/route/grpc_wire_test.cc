@@ -4,6 +4,7 @@
 #include <chrono>
 #include <string>
 
+#include "gecd/v1/grammar.pb.h"
 #include "gtest/gtest.h"
 
 namespace gecd::route {
@@ -57,6 +58,51 @@ TEST(GrpcWireTest, MessagesAreCountedAcrossAnySplitOfTheBytes) {
   GrpcMessageCounter counter;  // a message is counted when its last byte has gone by
   EXPECT_EQ(counter.Feed(reinterpret_cast<const uint8_t*>(bytes.data()), 7), 0);
   EXPECT_EQ(counter.Feed(reinterpret_cast<const uint8_t*>(bytes.data() + 7), 1), 1);
+}
+
+// `payload` as one gRPC message: the compressed flag, the big-endian length, the bytes.
+std::string Framed(const std::string& payload, bool compressed = false) {
+  std::string out(1, compressed ? '\1' : '\0');
+  const uint32_t n = static_cast<uint32_t>(payload.size());
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>(n >> shift));
+  return out + payload;
+}
+
+// CorrectStream's answers with stream_sentences: the sentence answers are told apart from the
+// text's own answer whatever the fields before them and however the bytes are split, so the
+// router ends a text's request once, at its own answer.
+TEST(GrpcWireTest, SentenceAnswersAreToldApartFromATextsAnswer) {
+  gecd::v1::CorrectResponse sentence;
+  sentence.set_request_id("r1");
+  sentence.mutable_status()->set_code(0);
+  sentence.mutable_sentence_answer()->set_index(2);
+  sentence.mutable_sentence_answer()->set_corrected(std::string(200, 'x'));  // a 2-byte length
+  gecd::v1::CorrectResponse text;
+  text.set_request_id("r1");
+  text.set_corrected_text(std::string(300, 'y'));
+  text.add_edits()->set_replacement("went");
+  text.add_sentences()->set_end(300);
+  gecd::v1::CorrectResponse empty;
+  gecd::v1::CorrectResponse bare;  // only the sentence answer, its first field
+  bare.mutable_sentence_answer();
+  std::string bytes = Framed(sentence.SerializeAsString()) + Framed(text.SerializeAsString()) +
+                      Framed(empty.SerializeAsString()) + Framed(bare.SerializeAsString()) +
+                      Framed(sentence.SerializeAsString(), /*compressed=*/true) +
+                      Framed(std::string("\x0f\x52\x02ab", 5));  // wire type 7: not protobuf
+  for (size_t chunk : {size_t{1}, size_t{2}, size_t{3}, size_t{7}, size_t{64}, bytes.size()}) {
+    GrpcMessageCounter counter(10);
+    int messages = 0, interim = 0;
+    for (size_t at = 0; at < bytes.size(); at += chunk) {
+      const size_t n = std::min(chunk, bytes.size() - at);
+      messages += counter.Feed(reinterpret_cast<const uint8_t*>(bytes.data() + at), n, &interim);
+    }
+    EXPECT_EQ(messages, 6) << "chunks of " << chunk;
+    EXPECT_EQ(interim, 2) << "chunks of " << chunk;  // the plain sentence answer and the bare one
+  }
+  GrpcMessageCounter plain;  // no interim field: every message ends a request
+  int interim = 0;
+  EXPECT_EQ(plain.Feed(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &interim), 6);
+  EXPECT_EQ(interim, 0);
 }
 
 TEST(GrpcWireTest, MessagesArePercentEncodedOutsidePrintableAscii) {
