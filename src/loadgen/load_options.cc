@@ -49,6 +49,9 @@ QPS, latency percentiles (of successful requests) and errors by status code.
   --seed N               arrival schedule seed (1)
   --json FILE            write the report (or the find-max trials) as JSON
   --csv FILE             write per-second rows: t,sent,ok,errors,p50_ms,p99_ms
+  --metrics-port N       the daemon's metrics port on this machine (server.metrics_listen):
+                         the report adds what speculative decoding kept over the run (warm-up
+                         included): the share of draft tokens accepted, tokens per sequence-step
   --find-max             search the highest open-loop QPS meeting the SLO: start at --qps,
                          double until a trial fails, then bisect; each trial is --warmup
                          plus --duration
@@ -149,7 +152,8 @@ absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& arg
       {"csv", true, ""},         {"max-error-rate", true, ""},
       {"precision", true, ""},   {"max-trials", true, ""},
       {"tls-ca", true, ""},      {"tls-server-name", true, ""},
-      {"token-file", true, ""},  {"text-separator", true, ""}};
+      {"token-file", true, ""},  {"text-separator", true, ""},
+      {"metrics-port", true, ""}};
   bool help = false;
   ASSIGN_OR_RETURN(const Args args, ParseToolArgs(argv, kFlags, &help));
   LoadOptions options;
@@ -223,6 +227,12 @@ absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& arg
   }
   if (auto v = args.Get("json")) options.json_path = *v;
   if (auto v = args.Get("csv")) options.csv_path = *v;
+  if (auto v = args.Get("metrics-port")) {
+    if (!absl::SimpleAtoi(*v, &options.metrics_port) || options.metrics_port < 1 ||
+        options.metrics_port > 65535) {
+      return BadValue("--metrics-port", *v, "a port in [1, 65535]");
+    }
+  }
   if (auto v = args.Get("max-error-rate")) {
     double& rate = options.find_max_options.max_error_rate;
     if (!absl::SimpleAtod(*v, &rate) || rate < 0 || rate > 1) {

@@ -18,6 +18,7 @@ struct LoadOptions {
   std::string text_separator;  // --text-separator: whole texts, each ended by this line
   std::string json_path;
   std::string csv_path;
+  int metrics_port = 0;  // --metrics-port: the daemon's, on this machine; 0: not read
   bool find_max = false;
   FindMaxOptions find_max_options;
   bool help = false;

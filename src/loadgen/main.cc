@@ -10,15 +10,28 @@
 #include "common/status_macros.h"
 #include "loadgen/load_options.h"
 #include "loadgen/run_report.h"
+#include "loadgen/speculation_counters.h"
 
 namespace gecd::loadgen {
 namespace {
 
 absl::Status RunOnce(const LoadOptions& options) {
+  SpeculationCounters before;
+  if (options.metrics_port > 0) {
+    ASSIGN_OR_RETURN(before, ReadSpeculationCounters(options.metrics_port));
+  }
   ASSIGN_OR_RETURN(RunResult result, RunLoad(options.run));
   WriteTable(result, std::cout);
+  nlohmann::json json = ToJson(result);
+  if (options.metrics_port > 0) {
+    ASSIGN_OR_RETURN(const SpeculationCounters after,
+                     ReadSpeculationCounters(options.metrics_port));
+    const SpeculationCounters run = after.Since(before);
+    std::cout << run.Summary() << "\n";
+    json["speculation"] = run.ToJson();
+  }
   if (!options.json_path.empty()) {
-    RETURN_IF_ERROR(WriteStringToFile(options.json_path, ToJson(result).dump(2) + "\n"));
+    RETURN_IF_ERROR(WriteStringToFile(options.json_path, json.dump(2) + "\n"));
   }
   if (!options.csv_path.empty()) {
     std::ostringstream csv;

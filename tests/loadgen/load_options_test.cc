@@ -125,11 +125,21 @@ TEST(ParseLoadOptionsTest, RejectsConflictsAndBadValues) {
       {"--input"},
       {"--input", "s", "stray"},
       {"--input", "s", "--stream=yes"},
+      {"--input", "s", "--metrics-port", "0"},
+      {"--input", "s", "--metrics-port", "65536"},
+      {"--input", "s", "--metrics-port", "http://x"},
   };
   for (const auto& args : bad) {
     EXPECT_EQ(Parse(args).status().code(), absl::StatusCode::kInvalidArgument)
         << ::testing::PrintToString(args);
   }
+}
+
+TEST(ParseLoadOptionsTest, MetricsPort) {
+  EXPECT_EQ(Parse({"--input", "s"})->metrics_port, 0);
+  EXPECT_EQ(Parse({"--input", "s", "--metrics-port", "9090"})->metrics_port, 9090);
+  EXPECT_THAT(std::string(Parse({"--input", "s", "--metrics-port", "x"}).status().message()),
+              ::testing::HasSubstr("--metrics-port"));
 }
 
 // gecd-load parses with the same parser as gecd's subcommands (common/args.h): errors name the
