@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/cpu_backend.h"
@@ -134,7 +135,8 @@ TEST(EngineCorrectorTest, UsesTheConfiguredPromptTemplate) {
 // Speculative decoding (engine.speculate_tokens) changes how many steps a sentence takes, never
 // its output: the default model on JFLEG dev sources (the first 120: the whole set is `gecd
 // eval --compare-set engine.speculate_tokens=0`'s job) and on bad input, with and without the
-// copy bias, byte for byte the outputs of plain greedy decoding.
+// copy bias, byte for byte the outputs of plain greedy decoding; and so on the FP8 copy the build
+// makes with `gecd quantize` (build/models/), whose e4m3 layers the cpu backend emulates.
 TEST(EngineCorrectorTest, SpeculativeDecodingChangesNoOutputOfTheDefaultModel) {
   const auto jfleg = gecd::testing::SharedDataPath("jfleg");
   if (!jfleg) GTEST_SKIP() << "../shared/data/jfleg is absent";
@@ -148,12 +150,15 @@ TEST(EngineCorrectorTest, SpeculativeDecodingChangesNoOutputOfTheDefaultModel) {
                                  std::string("the the the the the the the the")}) {
     texts.push_back(bad);
   }
-  for (double copy_bias : {0.0, 2.0}) {
-    SCOPED_TRACE(copy_bias > 0 ? "copy bias 2" : "no copy bias");
+  const std::string bf16 = gecd::testing::SourceDir() + "/models/gecd-gec-small";
+  const std::string fp8 = gecd::testing::BinaryDir() + "/models/gecd-gec-small-fp8";
+  for (const auto& [model, copy_bias] : {std::pair{bf16, 0.0}, std::pair{bf16, 2.0},
+                                         std::pair{fp8, 0.0}, std::pair{fp8, 2.0}}) {
+    SCOPED_TRACE(model + (copy_bias > 0 ? ", copy bias 2" : ", no copy bias"));
     std::vector<CorrectionRun> runs;
     for (int speculate : {0, 8}) {
       config::Config c;
-      c.model.dir = gecd::testing::SourceDir() + "/models/gecd-gec-small";
+      c.model.dir = model;
       c.model.prompt_template = "<s>{text}<sep>";
       c.model.max_input_tokens = 2048;
       c.model.copy_bias = copy_bias;
