@@ -12,7 +12,7 @@ Then a burst of 1,000 batch-priority calls with 30 s deadlines, and a kill -9 of
 under 50% of find-max. Prints Markdown tables for bench/RESULTS.md; the gecd-load reports stay
 in --out. Every load run is bounded in time and sends only to 127.0.0.1.
 
-  python3 bench/admission_bench.py [--build build] [--quick]
+  python3 bench/admission_bench.py [--build build] [--quick] [--set KEY=VALUE ...]
 """
 
 import argparse
@@ -170,6 +170,8 @@ def main():
     parser.add_argument("--jfleg", default=os.path.join(ROOT, "..", "shared", "data", "jfleg",
                                                         "dev.src"))
     parser.add_argument("--quick", action="store_true", help="shorter runs, fewer sizes")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a config override for the daemon (gecd serve --set), repeatable")
     args = parser.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="gecd-admission.")
     os.makedirs(out, exist_ok=True)
@@ -181,8 +183,8 @@ def main():
     duration = "5s" if args.quick else "8s"
 
     print(f"date: {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}; "
-          f"{os.cpu_count()} cores; reports in {out}")
-    daemon = Daemon(gecd, out, "default", [])
+          f"{os.cpu_count()} cores; reports in {out}; overrides: {args.set or 'none'}")
+    daemon = Daemon(gecd, out, "default", args.set)
     rows, capacities = [], {}
     try:
         for workload, sentences in workloads:
