@@ -59,6 +59,12 @@ namespace gecd::worker {
 // under overload, where every admitted sentence is near its budget, it refuses more until they
 // do. The budget is the call's own deadline if that is sooner than the objective, else the
 // objective: a client looser than the objective does not let the queue grow past it.
+// A tracker moved by answers recovers at the pace answers come: after an overload that took
+// the margin to its top, a pod at 5 answers per second took six minutes to come down, and
+// refused its long sentences all along (admission bench, session 14: JFLEG find-max 1.2 req/s
+// after the short-sentence overload runs). So once no answer has been late for kMarginQuiet,
+// a margin above 1 also relaxes towards 1 with answers in time, its logarithm halving every
+// kMarginHalfLife; at steady overload some answer is late far more often than that.
 //
 // What refusals cannot do: nothing learned depends on refusals or on the arrival rate, only on
 // the sentences that finished, so a flood of refused calls cannot talk the estimate down (before
@@ -117,6 +123,8 @@ class AdmissionController {
   // answers keep in time); the top bounds how far a burst of late answers can close admission.
   static constexpr double kMinMargin = 0.7;
   static constexpr double kMaxMargin = 2.5;
+  static constexpr std::chrono::seconds kMarginQuiet{20};
+  static constexpr std::chrono::seconds kMarginHalfLife{4};
   // What Release needs of an admitted sentence.
   struct Ticket {
     int64_t admitted_us = 0;  // the clock's time at admission
@@ -221,6 +229,8 @@ class AdmissionController {
   DecayingSum output_per_byte_ ABSL_GUARDED_BY(mu_);  // output tokens over text bytes
   DecayingSum output_ ABSL_GUARDED_BY(mu_);           // output tokens per sentence
   double margin_ ABSL_GUARDED_BY(mu_) = 1.0;          // steered by late answers; see above
+  int64_t last_late_us_ ABSL_GUARDED_BY(mu_) = 0;     // when an answer was last late
+  int64_t margin_relaxed_us_ ABSL_GUARDED_BY(mu_) = 0;  // relaxation applied up to then
   uint64_t jitter_state_ ABSL_GUARDED_BY(mu_) = 0x9e3779b97f4a7c15ull;
 };
 

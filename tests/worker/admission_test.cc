@@ -195,6 +195,35 @@ TEST_F(AdmissionTest, TheMarginHoldsTheShareOfLateAnswers) {
   EXPECT_EQ(admission.margin(), AdmissionController::kMinMargin);
 }
 
+// After an overload took the margin to its top, answers in time bring it down within seconds
+// once none has been late for kMarginQuiet, however few they are (at 5 answers a second the
+// tracker alone took minutes, and refused long sentences all along); a late answer restarts
+// the wait.
+TEST_F(AdmissionTest, AfterAnOverloadTheMarginComesDownInSecondsNotMinutes) {
+  AdmissionController admission = Make(1024, 1000);
+  Serve(admission, 40, 19, milliseconds(100));
+  for (int i = 0; i < 20; ++i) Serve(admission, 40, 19, milliseconds(1200));
+  const double top = admission.margin();
+  ASSERT_GT(top, 2.0);
+  // 5 answers a second, in time, each alone.
+  const auto light = [&](std::chrono::seconds how_long) {
+    for (int i = 0; i < 5 * how_long.count(); ++i) {
+      Serve(admission, 40, 19, milliseconds(100));
+      Advance(milliseconds(100));
+    }
+  };
+  light(std::chrono::seconds(18));
+  EXPECT_GT(admission.margin(), 0.9 * top);  // the quiet time has not passed
+  light(std::chrono::seconds(16));
+  EXPECT_LT(admission.margin(), 1.1);
+  // Late again: the margin rises, and stays up for the quiet time.
+  for (int i = 0; i < 10; ++i) Serve(admission, 40, 19, milliseconds(1200));
+  const double again = admission.margin();
+  EXPECT_GT(again, 2.0);
+  light(std::chrono::seconds(18));
+  EXPECT_GT(admission.margin(), 0.9 * again);
+}
+
 // An engine that stops answering: nothing learned moves, so the in-flight count alone stops
 // admission where it predicts the objective spent, far short of max_in_flight.
 TEST_F(AdmissionTest, AStalledEngineStopsBeingSentMore) {
