@@ -8,8 +8,8 @@ For each workload (bench/short_sentences.txt; JFLEG dev sources when ../shared h
      workers' CPU per call; then 64 to 1,024 clients that honour grpc-retry-pushback-ms;
   3. open loop at 1x, 2x and 3x find-max with 1 s and 5 s deadlines: goodput, admitted p99 per
      length bucket, refusal p99.
-Then a burst of 1,000 batch-priority calls with 30 s deadlines, and a kill -9 of the engine
-under 50% of find-max. Prints Markdown tables for bench/RESULTS.md; the gecd-load reports stay
+Each workload runs on a fresh daemon. Then, on the last one, a burst of 1,000 batch-priority
+calls with 30 s deadlines, and a kill -9 of the engine under 50% of the first workload's find-max. Prints Markdown tables for bench/RESULTS.md; the gecd-load reports stay
 in --out. Every load run is bounded in time and sends only to 127.0.0.1.
 
   python3 bench/admission_bench.py [--build build] [--quick] [--set KEY=VALUE ...]
@@ -184,10 +184,15 @@ def main():
 
     print(f"date: {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}; "
           f"{os.cpu_count()} cores; reports in {out}; overrides: {args.set or 'none'}")
-    daemon = Daemon(gecd, out, "default", args.set)
     rows, capacities = [], {}
+    daemon = None
     try:
         for workload, sentences in workloads:
+            # A fresh daemon per workload: what the last one's overload runs left in admission
+            # (its margin, its learned lengths) is not this workload's capacity.
+            if daemon is not None:
+                daemon.stop()
+            daemon = Daemon(gecd, out, workload, args.set)
             capacities[workload] = find_max(args.build, out, f"{workload}-findmax", daemon,
                                             sentences, args.quick)
             print(f"{workload}: find-max {capacities[workload]:.1f} req/s at p99 < 1 s",
@@ -223,7 +228,8 @@ def main():
               f"{r['errors_by_code']}, p99 {r['latency_ms']['p99']:.0f} ms, max "
               f"{r['latency_ms']['max']:.0f} ms")
     finally:
-        daemon.stop()
+        if daemon is not None:
+            daemon.stop()
 
 
 if __name__ == "__main__":
