@@ -34,6 +34,10 @@ constexpr char kRetryPushbackKey[] = "grpc-retry-pushback-ms";
 // Refusals answered at once above server.max_refusals_per_second before pacing starts: a burst
 // of arrivals at an overloaded worker is refused together.
 constexpr int kRefusalBurst = 100;
+// Refusals answered at once per call admitted, and at least this many a second (see
+// worker/refusal_pacer.h): at 3x overload a worker refuses about two calls per one it admits.
+constexpr double kRefusalsPerAdmitted = 4;
+constexpr double kRefusalFloorPerSecond = 50;
 // The call metadata that sets the priority class of a call's sentences.
 constexpr char kPriorityKey[] = "x-gecd-priority";
 // A batch sentence without a sooner deadline is due this many objectives after it arrived.
@@ -334,7 +338,8 @@ GrammarService::GrammarService(const config::Config& config, const model::Tokeni
                   .publish_in_flight = [&engine](int n) { engine.PublishAdmitted(n); }},
                  options.admission_clock ? options.admission_clock : MonotonicMicros),
       cache_(static_cast<size_t>(config.server.sentence_cache_mb) << 20),
-      refusal_pacer_(config.server.max_refusals_per_second, kRefusalBurst),
+      refusal_pacer_(config.server.max_refusals_per_second, kRefusalBurst, kRefusalsPerAdmitted,
+                     kRefusalFloorPerSecond),
       waiting_room_(static_cast<size_t>(config.server.max_in_flight)) {
   // As the generated gecd::v1::GrammarCorrection::CallbackService does, with our request type.
   AddMethod(new grpc::internal::RpcServiceMethod(kCorrectMethod,
@@ -791,6 +796,7 @@ void GrammarService::ProcessSentences(const std::shared_ptr<Text>& text,
   };
   auto start = [this, text, indices, finish, max_output_tokens, deadline,
                 times](const AdmissionController::Decision& admitted) {
+    refusal_pacer_.Admitted();
     for (size_t j = 0; j < indices.size(); ++j) {
       const size_t i = indices[j];
       // Once one sentence failed the text has failed: the rest are not started.

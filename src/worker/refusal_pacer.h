@@ -14,27 +14,40 @@
 namespace gecd::worker {
 
 // Owns the refusals waiting to be sent and the thread that sends them. Each refusal costs a
-// gRPC call's worth of CPU in the worker (~40 µs measured) and as much again in a client on the
-// same machine; a client that re-sends at once turns every refusal into another, so beyond some
-// rate refusals take the CPU that admitted sentences need, the engine slows, admission predicts
-// longer and refuses more: the collapse issue 24 measured. Up to `per_second` (with a burst of
-// `burst`) refusals are answered at once, inline; beyond it each waits its turn, one every
-// 1/per_second, so that a storm of them costs a bounded share of a core and its clients are
-// slowed instead. Under ordinary overload (open-loop arrivals at a few times capacity) nothing
-// waits. Thread-safe.
+// gRPC call's worth of CPU in the worker (~40 µs on a quiet box, 300-400 µs per call measured
+// on a 2-core box in a refusal storm) and as much again in a client on the same machine; a
+// client that re-sends at once turns every refusal into another, so beyond some rate refusals
+// take the CPU that admitted sentences need, the engine slows, admission predicts longer and
+// refuses more: the collapse issue 24 measured. Refusals within the allowance (with a burst of
+// `burst`) are answered at once, inline; beyond it each waits its turn, one every 1/allowance,
+// so that a storm of them costs a bounded share of a core and its clients are slowed instead.
+//
+// The allowance is `max_per_second`, or with `per_admitted` > 0, that many refusals per
+// sentence the worker admits (over about the last second; at least `floor_per_second` and one,
+// at most `max_per_second`): what refusals may cost then scales with the work the pod does. A fixed
+// 1,000 a second per worker let closed loops of 64 clients that re-send at once, on a 2-core
+// box, spend a core on refusals and leave the engine 60% of its CPU (admitted p99 3 s, session
+// 14); at 2x-3x overload in an open loop a worker refuses two to three sentences per one it
+// admits, so nothing there waits. Thread-safe.
 class RefusalPacer {
  public:
-  // `per_second` 0: no pacing, every refusal at once.
-  RefusalPacer(double per_second, int burst);
+  // `max_per_second` 0: no pacing, every refusal at once.
+  RefusalPacer(double max_per_second, int burst, double per_admitted = 0,
+               double floor_per_second = 0);
   // Sends what still waits, at once.
   ~RefusalPacer();
   RefusalPacer(const RefusalPacer&) = delete;
   RefusalPacer& operator=(const RefusalPacer&) = delete;
 
-  // Runs `answer` now (on the caller's thread) if the rate allows, else later on the pacer's.
+  // Runs `answer` now (on the caller's thread) if the allowance allows, else later on the
+  // pacer's.
   void Refuse(std::function<void()> answer) ABSL_LOCKS_EXCLUDED(mu_);
+  // The worker admitted a sentence (counts towards the allowance with `per_admitted`).
+  void Admitted() ABSL_LOCKS_EXCLUDED(mu_);
   // Refusals waiting to be sent.
   size_t waiting() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Refusals a second answered at once now.
+  double allowance() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -43,13 +56,19 @@ class RefusalPacer {
     std::function<void()> answer;
   };
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);
+  double AllowanceAt(Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const Clock::duration interval_;  // zero: unpaced
-  const Clock::duration burst_;     // how far ahead of now the schedule may run and still send
+  const double max_per_second_;  // 0: unpaced
+  const int burst_;
+  const double per_admitted_;
+  const double floor_per_second_;
   mutable Mutex mu_;
   CondVar cv_;
-  // The theoretical time of the next refusal (GCRA): each one sent moves it interval_ on.
+  // The theoretical time of the next refusal (GCRA): each one sent moves it one interval on.
   Clock::time_point next_ ABSL_GUARDED_BY(mu_);
+  // Admissions a second, decaying over about a second since admitted_at_.
+  double admitted_rate_ ABSL_GUARDED_BY(mu_) = 0;
+  Clock::time_point admitted_at_ ABSL_GUARDED_BY(mu_);
   std::deque<Held> held_ ABSL_GUARDED_BY(mu_);  // due times ascending
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;

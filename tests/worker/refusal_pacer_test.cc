@@ -58,6 +58,44 @@ TEST(RefusalPacerTest, BelowTheRateNothingWaits) {
   }
 }
 
+// With an allowance per admitted call, the calls the worker admits set how many refusals go at
+// once: the floor with none admitted, 4 per admitted call a second, the maximum at most, and
+// the admissions of seconds ago count for little.
+TEST(RefusalPacerTest, TheAllowanceFollowsTheAdmittedCalls) {
+  RefusalPacer pacer(1000, 5, /*per_admitted=*/4, /*floor_per_second=*/10);
+  EXPECT_DOUBLE_EQ(pacer.allowance(), 10);
+  for (int i = 0; i < 100; ++i) pacer.Admitted();  // ~100 a second over the last second
+  EXPECT_GT(pacer.allowance(), 350);
+  EXPECT_LE(pacer.allowance(), 400);
+  for (int i = 0; i < 1000; ++i) pacer.Admitted();
+  EXPECT_DOUBLE_EQ(pacer.allowance(), 1000);
+  std::this_thread::sleep_for(milliseconds(4500));
+  EXPECT_LT(pacer.allowance(), 100);  // 4 x 1,100 x e^-4.5 = 49, and less the later it runs
+}
+
+TEST(RefusalPacerTest, RefusalsGoAsFastAsTheAdmittedCallsAllow) {
+  // The same 25 refusals after a burst of 5: with nothing admitted, one every 100 ms (the
+  // floor); with 1,000 admitted a second, all within a few ms.
+  const auto last_answer = [](RefusalPacer& pacer) {
+    std::atomic<int> answered{0};
+    const Clock::time_point start = Clock::now();
+    Clock::time_point last;
+    for (int i = 0; i < 25; ++i) {
+      pacer.Refuse([&] {
+        last = Clock::now();
+        answered.fetch_add(1);
+      });
+    }
+    EXPECT_TRUE(WaitForAnswers(answered, 25));
+    return last - start;
+  };
+  RefusalPacer idle(1000, 5, 4, 10);
+  EXPECT_GE(last_answer(idle), milliseconds(1800));
+  RefusalPacer busy(1000, 5, 4, 10);
+  for (int i = 0; i < 1000; ++i) busy.Admitted();
+  EXPECT_LT(last_answer(busy), milliseconds(1000));
+}
+
 TEST(RefusalPacerTest, ZeroIsUnpaced) {
   RefusalPacer pacer(0, 1);
   std::atomic<int> answered{0};
