@@ -16,7 +16,9 @@ RefusalPacer::RefusalPacer(double max_per_second, int burst, double per_admitted
     : max_per_second_(std::max(max_per_second, 0.0)),
       burst_(std::max(burst, 1)),
       per_admitted_(std::max(per_admitted, 0.0)),
-      floor_per_second_(std::clamp(floor_per_second, 0.0, max_per_second_)) {
+      floor_per_second_(std::clamp(floor_per_second, 0.0, max_per_second_)),
+      tokens_(burst_),
+      filled_at_(Clock::now()) {
   if (max_per_second_ > 0) thread_ = std::thread([this] { Loop(); });
 }
 
@@ -34,22 +36,24 @@ void RefusalPacer::Refuse(std::function<void()> answer) {
     answer();
     return;
   }
-  const Clock::time_point now = Clock::now();
   {
     MutexLock lock(&mu_);
-    const double allowance = AllowanceAt(now);
-    const auto interval =
-        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / allowance));
-    next_ = std::max(next_, now);
-    const Clock::time_point due = next_ + interval - interval * burst_;
-    next_ += interval;
-    if (due > now && !stopping_) {
-      held_.push_back({due, std::move(answer)});
+    Refill(Clock::now());
+    // First come, first answered: while some wait, a new one waits behind them.
+    if (!stopping_ && (!held_.empty() || tokens_ < 1)) {
+      held_.push_back(std::move(answer));
       if (held_.size() == 1) cv_.Signal();
       return;
     }
+    tokens_ -= 1;
   }
   answer();
+}
+
+void RefusalPacer::Refill(Clock::time_point now) {
+  const double elapsed = std::chrono::duration<double>(now - filled_at_).count();
+  filled_at_ = now;
+  if (elapsed > 0) tokens_ = std::min<double>(burst_, tokens_ + elapsed * AllowanceAt(now));
 }
 
 void RefusalPacer::Admitted() {
@@ -87,11 +91,16 @@ void RefusalPacer::Loop() {
       continue;
     }
     const Clock::time_point now = Clock::now();
-    if (!stopping_ && held_.front().due > now) {
-      cv_.WaitWithTimeout(&mu_, held_.front().due - now);
+    Refill(now);
+    if (!stopping_ && tokens_ < 1) {
+      // Until the allowance has filled one more (it may grow meanwhile: then a little early).
+      const auto wait = std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>((1 - tokens_) / AllowanceAt(now)));
+      cv_.WaitWithTimeout(&mu_, std::max<Clock::duration>(wait, std::chrono::microseconds(100)));
       continue;
     }
-    std::function<void()> answer = std::move(held_.front().answer);
+    if (!stopping_) tokens_ -= 1;
+    std::function<void()> answer = std::move(held_.front());
     held_.pop_front();
     mu_.Unlock();
     answer();

@@ -19,8 +19,9 @@ namespace gecd::worker {
 // client that re-sends at once turns every refusal into another, so beyond some rate refusals
 // take the CPU that admitted sentences need, the engine slows, admission predicts longer and
 // refuses more: the collapse issue 24 measured. Refusals within the allowance (with a burst of
-// `burst`) are answered at once, inline; beyond it each waits its turn, one every 1/allowance,
-// so that a storm of them costs a bounded share of a core and its clients are slowed instead.
+// `burst`) are answered at once, inline; beyond it each waits its turn, in order, as the
+// allowance comes, so that a storm of them costs a bounded share of a core and its clients are
+// slowed instead.
 //
 // The allowance is `max_per_second`, or with `per_admitted` > 0, that many refusals per
 // sentence the worker admits (over about the last second; at least `floor_per_second` and one,
@@ -51,11 +52,9 @@ class RefusalPacer {
 
  private:
   using Clock = std::chrono::steady_clock;
-  struct Held {
-    Clock::time_point due;
-    std::function<void()> answer;
-  };
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Adds what the allowance gave since the last refill, up to the burst.
+  void Refill(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double AllowanceAt(Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const double max_per_second_;  // 0: unpaced
@@ -64,12 +63,14 @@ class RefusalPacer {
   const double floor_per_second_;
   mutable Mutex mu_;
   CondVar cv_;
-  // The theoretical time of the next refusal (GCRA): each one sent moves it one interval on.
-  Clock::time_point next_ ABSL_GUARDED_BY(mu_);
+  // A token bucket filled at the allowance of the moment, so that a change of allowance takes
+  // effect at once: refusals answered at once take a token each.
+  double tokens_ ABSL_GUARDED_BY(mu_);
+  Clock::time_point filled_at_ ABSL_GUARDED_BY(mu_);
   // Admissions a second, decaying over about a second since admitted_at_.
   double admitted_rate_ ABSL_GUARDED_BY(mu_) = 0;
   Clock::time_point admitted_at_ ABSL_GUARDED_BY(mu_);
-  std::deque<Held> held_ ABSL_GUARDED_BY(mu_);  // due times ascending
+  std::deque<std::function<void()>> held_ ABSL_GUARDED_BY(mu_);  // first come first
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
