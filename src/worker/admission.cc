@@ -144,8 +144,8 @@ double AdmissionController::Release(const Ticket& ticket, int output_tokens) {
         const int64_t from_us = std::max(margin_relaxed_us_, last_late_us_ + quiet_us);
         if (now_us > from_us) {
           const double half_life_us = std::chrono::microseconds(kMarginHalfLife).count();
-          margin_ = std::pow(margin_, std::exp2(-static_cast<double>(now_us - from_us) /
-                                                half_life_us));
+          margin_ =
+              std::pow(margin_, std::exp2(-static_cast<double>(now_us - from_us) / half_life_us));
           margin_relaxed_us_ = now_us;
         }
       }

@@ -226,10 +226,10 @@ class AdmissionController {
   int64_t busy_since_release_us_ ABSL_GUARDED_BY(mu_) = 0;
   // time in the server (µs) over (output + 1) * mean in flight: theta
   DecayingSum step_us_ ABSL_GUARDED_BY(mu_);
-  DecayingSum output_per_byte_ ABSL_GUARDED_BY(mu_);  // output tokens over text bytes
-  DecayingSum output_ ABSL_GUARDED_BY(mu_);           // output tokens per sentence
-  double margin_ ABSL_GUARDED_BY(mu_) = 1.0;          // steered by late answers; see above
-  int64_t last_late_us_ ABSL_GUARDED_BY(mu_) = 0;     // when an answer was last late
+  DecayingSum output_per_byte_ ABSL_GUARDED_BY(mu_);    // output tokens over text bytes
+  DecayingSum output_ ABSL_GUARDED_BY(mu_);             // output tokens per sentence
+  double margin_ ABSL_GUARDED_BY(mu_) = 1.0;            // steered by late answers; see above
+  int64_t last_late_us_ ABSL_GUARDED_BY(mu_) = 0;       // when an answer was last late
   int64_t margin_relaxed_us_ ABSL_GUARDED_BY(mu_) = 0;  // relaxation applied up to then
   uint64_t jitter_state_ ABSL_GUARDED_BY(mu_) = 0x9e3779b97f4a7c15ull;
 };

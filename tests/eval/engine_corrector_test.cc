@@ -152,8 +152,8 @@ TEST(EngineCorrectorTest, SpeculativeDecodingChangesNoOutputOfTheDefaultModel) {
   }
   const std::string bf16 = gecd::testing::SourceDir() + "/models/gecd-gec-small";
   const std::string fp8 = gecd::testing::BinaryDir() + "/models/gecd-gec-small-fp8";
-  for (const auto& [model, copy_bias] : {std::pair{bf16, 0.0}, std::pair{bf16, 2.0},
-                                         std::pair{fp8, 0.0}, std::pair{fp8, 2.0}}) {
+  for (const auto& [model, copy_bias] :
+       {std::pair{bf16, 0.0}, std::pair{bf16, 2.0}, std::pair{fp8, 0.0}, std::pair{fp8, 2.0}}) {
     SCOPED_TRACE(model + (copy_bias > 0 ? ", copy bias 2" : ", no copy bias"));
     std::vector<CorrectionRun> runs;
     for (int speculate : {0, 8}) {
