@@ -492,7 +492,11 @@ bool RefusedAtAdmission(const Outcome& o) {
 
 TEST(DaemonTest, SigtermUnderLoadLosesNoAdmittedRequestAndExitsZero) {
   DaemonProcess daemon({"engine.backend=cpu", absl::StrCat("model.dir=", SlowModelDir()),
-                        "model.max_output_tokens=64", "server.grace_period_ms=30000"});
+                        "model.max_output_tokens=64", "server.grace_period_ms=30000",
+                        // Longer than the default 500 ms: a call sent just before the load
+                        // stops can spend that long reaching a worker under AddressSanitizer
+                        // on a busy box, and one arriving after the quiet period is cancelled.
+                        "server.drain_quiet_ms=2000"});
   ASSERT_TRUE(daemon.WaitReady()) << daemon.log();
   Client client(daemon.grpc_target(), 4);
   ClosedLoop load(client, 16, Request(kSentence));

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -263,26 +264,57 @@ class GrammarServiceTest : public ::testing::Test {
     return stub_->Correct(&context, request, response);
   }
 
-  // A unary call left running; get() waits for its status.
-  struct PendingCall {
+  // A unary call left running. Wait() blocks until its status comes. Destroying one whose
+  // status has not come cancels the call and waits for it, so that gRPC's callback never runs
+  // on a freed call (a test whose ASSERT fails returns with calls still pending).
+  class PendingCall {
+   public:
+    ~PendingCall() {
+      context.TryCancel();
+      Wait();
+    }
+    grpc::Status Wait() { return *WaitFor(std::chrono::hours(1)); }
+    // The status, or nothing if it has not come within `timeout`.
+    std::optional<grpc::Status> WaitFor(std::chrono::milliseconds timeout) {
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, timeout, [&] { return status_.has_value(); });
+      return status_;
+    }
+    // gRPC's callback. Notifies under the lock: once the waiter sees the status, the callback
+    // no longer touches this object.
+    void Done(grpc::Status status) {
+      std::lock_guard lock(mu_);
+      status_ = std::move(status);
+      cv_.notify_all();
+    }
+
     grpc::ClientContext context;
     CorrectRequest request;
     CorrectResponse response;
-    std::promise<grpc::Status> status;
+
+   private:
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::optional<grpc::Status> status_;
   };
+  // `priority`: the x-gecd-priority header, none when empty.
   std::unique_ptr<PendingCall> StartCorrect(const std::string& text,
-                                            std::chrono::milliseconds timeout = kWait) {
+                                            std::chrono::milliseconds timeout = kWait,
+                                            const std::string& priority = "") {
     auto call = std::make_unique<PendingCall>();
     call->request.set_text(text);
+    if (!priority.empty()) call->context.AddMetadata("x-gecd-priority", priority);
     call->context.set_deadline(std::chrono::system_clock::now() + timeout);
     stub_->async()->Correct(&call->context, &call->request, &call->response,
-                            [c = call.get()](grpc::Status s) { c->status.set_value(s); });
+                            [c = call.get()](grpc::Status s) { c->Done(std::move(s)); });
     return call;
   }
 
   // A CorrectStream call that has sent `text` with stream_sentences, its deadline `timeout`
   // away.
   struct SentenceStream {
+    // A test whose ASSERT fails leaves the stream unfinished: the call ends here all the same.
+    ~SentenceStream() { context.TryCancel(); }
     grpc::ClientContext context;
     std::unique_ptr<grpc::ClientReaderWriter<CorrectRequest, CorrectResponse>> stream;
     CorrectRequest request;  // the one sent
@@ -545,7 +577,7 @@ TEST_F(GrammarServiceTest, SpellingRunsAfterTheCheapChecksAndAdmissionWithinItsC
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(spelled(), 0u);
   engine_->ReleaseNewestFirst();
-  for (auto& call : admitted) EXPECT_TRUE(call->status.get_future().get().ok());
+  for (auto& call : admitted) EXPECT_TRUE(call->Wait().ok());
   engine_->set_hold(false);
 
   // Admitted: at most spelling.max_lookups look-ups, the rest kept and counted.
@@ -695,7 +727,7 @@ TEST_F(GrammarServiceTest, BeyondMaxInFlightIsRefusedWhileAdmittedComplete) {
   EXPECT_THAT(refused.error_message(), HasSubstr("server.max_in_flight"));
   engine_->ReleaseNewestFirst();
   for (auto& call : admitted) {
-    EXPECT_TRUE(call->status.get_future().get().ok());
+    EXPECT_TRUE(call->Wait().ok());
     EXPECT_EQ(call->response.corrected_text(), Expected("ok"));
   }
   // Admission is released: a new request passes.
@@ -715,7 +747,7 @@ TEST_F(GrammarServiceTest, OverloadIsRefusedAtOnceWhenThePredictedTimeExceedsThe
   ASSERT_TRUE(engine_->WaitForHeld(1));
   now_us += 100'000;
   engine_->ReleaseNewestFirst();
-  ASSERT_TRUE(first->status.get_future().get().ok());
+  ASSERT_TRUE(first->Wait().ok());
 
   // Behind three, 400 ms: one with a 250 ms deadline is refused at once.
   std::vector<std::unique_ptr<PendingCall>> admitted;
@@ -752,7 +784,7 @@ TEST_F(GrammarServiceTest, OverloadIsRefusedAtOnceWhenThePredictedTimeExceedsThe
 
   now_us += 800'000;
   engine_->ReleaseNewestFirst();
-  for (auto& call : admitted) EXPECT_TRUE(call->status.get_future().get().ok());
+  for (auto& call : admitted) EXPECT_TRUE(call->Wait().ok());
   // Released just after the reply's bookkeeping (see GrammarService::ProcessSentences).
   EXPECT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
 }
@@ -774,7 +806,7 @@ TEST_F(GrammarServiceTest, ARefusalIsDecidedBeforeTheTextIsRead) {
       GenericUnary("/gecd.v1.GrammarCorrection/Correct", bad.SerializeAsString(), &response_bytes);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   engine_->ReleaseNewestFirst();
-  EXPECT_TRUE(held->status.get_future().get().ok());
+  EXPECT_TRUE(held->Wait().ok());
   // (The reply reaches the client just before its sentence leaves admission.)
   ASSERT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
   // Admitted, it is read and refused for what it is; the admission is given back.
@@ -800,20 +832,14 @@ TEST_F(GrammarServiceTest, BatchSentencesWaitForRoomThatInteractiveLeaves) {
   ASSERT_TRUE(engine_->WaitForHeld(1));
   now_us += 100'000;
   engine_->ReleaseNewestFirst();
-  ASSERT_TRUE(first->status.get_future().get().ok());
+  ASSERT_TRUE(first->Wait().ok());
 
   std::vector<std::unique_ptr<PendingCall>> interactive;
   for (int i = 0; i < 6; ++i) interactive.push_back(StartCorrect("ok"));
   ASSERT_TRUE(engine_->WaitForHeld(6));
   // A seventh batch sentence would take 700 ms, past the 600 ms batch may fill: it waits.
-  PendingCall batch;
-  batch.request.set_text("ok");
-  batch.context.AddMetadata("x-gecd-priority", "batch");
-  batch.context.set_deadline(std::chrono::system_clock::now() + kWait);
-  stub_->async()->Correct(&batch.context, &batch.request, &batch.response,
-                          [&](grpc::Status s) { batch.status.set_value(s); });
-  std::future<grpc::Status> batch_status = batch.status.get_future();
-  EXPECT_EQ(batch_status.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  std::unique_ptr<PendingCall> batch = StartCorrect("ok", kWait, "batch");
+  EXPECT_FALSE(batch->WaitFor(std::chrono::milliseconds(200)).has_value());
   // An interactive one still fits the objective (700 <= 800).
   interactive.push_back(StartCorrect("ok"));
   ASSERT_TRUE(engine_->WaitForHeld(7));
@@ -823,10 +849,9 @@ TEST_F(GrammarServiceTest, BatchSentencesWaitForRoomThatInteractiveLeaves) {
   engine_->set_hold(false);
   now_us += 700'000;
   engine_->ReleaseNewestFirst();
-  for (auto& call : interactive) EXPECT_TRUE(call->status.get_future().get().ok());
-  ASSERT_EQ(batch_status.wait_for(kWait), std::future_status::ready);
-  EXPECT_TRUE(batch_status.get().ok());
-  EXPECT_EQ(batch.response.corrected_text(), Expected("ok"));
+  for (auto& call : interactive) EXPECT_TRUE(call->Wait().ok());
+  EXPECT_TRUE(batch->Wait().ok());
+  EXPECT_EQ(batch->response.corrected_text(), Expected("ok"));
 }
 
 TEST_F(GrammarServiceTest, EngineRequestsCarryTheirDueTimeAndDeadline) {
@@ -930,7 +955,7 @@ TEST_F(GrammarServiceTest, DeadlineCancelsTheEngineRequest) {
   // Long enough for the request to reach the engine on a loaded machine.
   auto call = StartCorrect("too slow", std::chrono::seconds(2));
   ASSERT_TRUE(engine_->WaitForHeld(1));
-  EXPECT_EQ(call->status.get_future().get().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(call->Wait().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_TRUE(engine_->WaitForCancelled(1));
 }
 
@@ -940,7 +965,7 @@ TEST_F(GrammarServiceTest, ClientCancellationCancelsTheEngineRequest) {
   auto call = StartCorrect("never mind");
   ASSERT_TRUE(engine_->WaitForHeld(1));
   call->context.TryCancel();
-  EXPECT_EQ(call->status.get_future().get().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(call->Wait().error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_TRUE(engine_->WaitForCancelled(1));
 }
 
@@ -1078,7 +1103,7 @@ TEST_F(GrammarServiceTest, DrainAnswersAdmittedRequests) {
   }
   EXPECT_TRUE(server_->service().draining());
   engine_->ReleaseNewestFirst();
-  EXPECT_TRUE(call->status.get_future().get().ok());
+  EXPECT_TRUE(call->Wait().ok());
   drain.join();
 }
 
@@ -1123,7 +1148,10 @@ TEST_F(GrammarServiceTest, DrainFinishesOpenStreamsWithUnavailable) {
 // never CANCELLED: the gRPC server shuts down (cancelling whatever reaches it then) only once
 // they have stopped for server.drain_quiet_ms.
 TEST_F(GrammarServiceTest, DrainAnswersUnavailableUntilCallsStopNeverCancelled) {
-  config_.server.drain_quiet_ms = 200;  // 0, i.e. shutting down once nothing runs: ~8 CANCELLED
+  // 0, i.e. shutting down once nothing runs: ~8 CANCELLED. The quiet period must also outlast
+  // a call's trip from the client thread to the service, which ThreadSanitizer on a busy box
+  // has stretched past 200 ms.
+  config_.server.drain_quiet_ms = 1000;
   StartServer();
   std::atomic<bool> stop{false};
   std::mutex mu;
@@ -1454,7 +1482,7 @@ TEST_F(GrammarServiceTest, OneFailedSentenceFailsTheTextAndCancelsTheOthers) {
   auto call = StartCorrect("One. Two. Three.");
   ASSERT_TRUE(engine_->WaitForHeld(3));
   engine_->FailHeld(1, absl::InternalError("the engine failed"));  // "Two."
-  const grpc::Status status = call->status.get_future().get();
+  const grpc::Status status = call->Wait();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INTERNAL);
   EXPECT_TRUE(engine_->WaitForCancelled(2));  // "One." and "Three."
   EXPECT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
@@ -1477,7 +1505,7 @@ TEST_F(GrammarServiceTest, ATextIsAdmittedWholeOrRefusedWhole) {
   EXPECT_EQ(engine_->Submitted().size(), submitted);
   EXPECT_EQ(server_->service().in_flight(), 1);
   engine_->ReleaseNewestFirst();
-  EXPECT_TRUE(first->status.get_future().get().ok());
+  EXPECT_TRUE(first->Wait().ok());
   // With nothing ahead, a text is let in whatever its size (or it could never be answered).
   // (The reply reaches the client before its sentence has left admission.)
   ASSERT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
@@ -1683,7 +1711,7 @@ TEST_F(GrammarServiceTest, StreamSentencesARefusedTextStillHadItsCachedSentences
   EXPECT_EQ(response.status().code(), static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED));
   EXPECT_GT(response.status().retry_after_ms(), 0u);
   engine_->ReleaseNewestFirst();
-  for (auto& call : admitted) EXPECT_TRUE(call->status.get_future().get().ok());
+  for (auto& call : admitted) EXPECT_TRUE(call->Wait().ok());
   stream->WritesDone();
   EXPECT_FALSE(stream->Read(&response));
   EXPECT_TRUE(stream->Finish().ok());
