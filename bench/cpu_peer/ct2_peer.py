@@ -231,7 +231,12 @@ def report(args):
     prompts = load_jsonl(os.path.join(d, "prompts.jsonl"))
     with open(os.path.join(d, "texts.txt")) as f:
         texts = f.read().split("\n")[: len(prompts)]
-    evals = rounds(d, "gecd-eval")
+    # gecd's rows as run.sh ran them: TAG, LABEL, ENV a line; the first is the reference.
+    with open(os.path.join(d, "gecd-rows.txt")) as f:
+        gecd_rows = [line.rstrip("\n").split("\t") for line in f if line.strip()]
+    if not gecd_rows:
+        sys.exit(f"ct2_peer: no gecd rows in {d}/gecd-rows.txt")
+    evals = rounds(d, f"gecd-eval-{gecd_rows[0][0]}")
     gecd_out = [row["model"] for row in evals[0]["outputs"]["jfleg"]]
     n = len(prompts)
     if len(gecd_out) != n:
@@ -268,62 +273,36 @@ def report(args):
                 t,
             )
         )
-    rows.append(
-        (
-            "gecd eval, in-process engine, f32 OpenBLAS, offline",
-            [e["throughput"]["model"]["sentences_per_s"] for e in evals],
-            "(reference)",
-            None,
-        )
-    )
-    int8 = rounds(d, "gecd-eval-int8", required=False)
-    if int8:
-        with open(os.path.join(d, "gecd-int8-env.txt")) as f:
-            env = f.read().strip()
-        int8_out = [row["model"] for row in int8[0]["outputs"]["jfleg"]]
-        same = sum(1 for a, b in zip(int8_out, gecd_out) if a == b)
-        same_ct = sum(1 for a, b in zip(int8_out, outputs["int8"]) if a == b)
+    for i, (tag, label, env) in enumerate(gecd_rows):
+        runs = rounds(d, f"gecd-eval-{tag}")
+        out = [row["model"] for row in runs[0]["outputs"]["jfleg"]]
+        same = sum(1 for a, b in zip(out, gecd_out) if a == b)
+        same_ct = sum(1 for a, b in zip(out, outputs["int8"]) if a == b)
         rows.append(
             (
-                f"gecd eval, in-process engine, int8 oneDNN, offline{', ' + env if env else ''}",
-                [e["throughput"]["model"]["sentences_per_s"] for e in int8],
-                f"{same} / {n} ({same_ct} / {n} with CTranslate2 int8's)",
+                f"gecd eval, in-process engine, {label}, offline{', ' + env if env else ''}",
+                [e["throughput"]["model"]["sentences_per_s"] for e in runs],
+                "(reference)" if i == 0 else f"{same} / {n} ({same_ct} / {n} with CTranslate2 int8's)",
                 None,
             )
         )
-    alt = rounds(d, "gecd-eval-alt", required=False)
-    if alt:
-        with open(os.path.join(d, "gecd-alt-env.txt")) as f:
-            env = f.read().strip()
-        alt_out = [row["model"] for row in alt[0]["outputs"]["jfleg"]]
-        same = sum(1 for a, b in zip(alt_out, gecd_out) if a == b)
-        rows.append(
-            (
-                f"gecd eval, same, {env}",
-                [e["throughput"]["model"]["sentences_per_s"] for e in alt],
-                f"{same} / {n}",
-                None,
-            )
-        )
-    for name, label in (("gecd-findmax", ""), ("gecd-findmax-alt", "alt")):
-        fm_path = os.path.join(d, name + ".json")
-        if not os.path.exists(fm_path):
+    for name in sorted(os.listdir(d)):
+        if not (name.startswith("gecd-findmax") and name.endswith(".json")):
             continue
-        with open(fm_path) as f:
+        with open(os.path.join(d, name)) as f:
             fm = json.load(f)
-        if label:
-            with open(os.path.join(d, "gecd-alt-env.txt")) as f:
-                label = ", " + f.read().strip()
+        with open(os.path.join(d, name[: -len(".json")] + ".label")) as f:
+            label = f.read().strip()
         rows.append(
             (
-                f"gecd serve{label}, gecd-load --find-max, p99 < {fm['slo_p99_s']:g} s",
+                f"gecd serve {label}, gecd-load --find-max, p99 < {fm['slo_p99_s']:g} s",
                 [fm["max_qps"]],
                 "",
                 None,
             )
         )
     print()
-    print("| system | req/s (each round) | median | outputs identical to gecd's |")
+    print(f"| system | req/s (each round) | median | outputs identical to gecd {gecd_rows[0][1]}'s |")
     print("|---|---|---:|---|")
     for name, rates, same, _ in rows:
         print(

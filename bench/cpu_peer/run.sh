@@ -5,7 +5,8 @@
 #   2. gecd's prompts of JFLEG dev's sources (cpu_peer_tool: gecd's tokenizer and pipeline, copy
 #      bias and spelling stage off), and the model converted for CTranslate2 (ct2_peer.py);
 #   3. ROUNDS rounds, each back to back: CTranslate2 int8, CTranslate2 float32, `gecd eval`
-#      in-process (f32, and int8 where the CPU has VNNI); then `gecd serve` with gecd-load --find-max at p99 < 1 s on the same texts;
+#      in-process in each precision the CPU has (ROWS below); then `gecd serve` in the best of
+#      them and in f32, each with gecd-load --find-max at p99 < 1 s on the same texts;
 #   4. CTranslate2's output ids decoded by gecd's tokenizer and compared with gecd's outputs;
 #      one table.
 #
@@ -42,25 +43,32 @@ else
     CT2_ENV_int8="${CT2_ENV_int8-}"
   fi
 fi
+# gecd's rows, each `gecd eval` in-process on the same sources: TAG|LABEL|ENV|SETS. The first,
+# f32 (OpenBLAS, whose outputs CTranslate2 float32's match), is the reference the others'
+# outputs are compared with. Every row decodes as the config does otherwise, speculation
+# (engine.speculate_tokens) included; the int8 row runs again with it off. GECD_SKIP="TAG ..."
+# leaves rows out.
+# GECD_ONEDNN_ENV: the oneDNN rows' extra environment; oneDNN threads with OpenMP, whose idle
+# threads spin by default and take the core from gecd's other threads (OMP_WAIT_POLICY=passive
+# ran it 1.3-2.6x faster on the loaded 2-core box, 2026-12-02; docs/OPERATIONS.md).
+GECD_ONEDNN_ENV="${GECD_ONEDNN_ENV-OMP_WAIT_POLICY=passive}"
+GECD_SKIP="${GECD_SKIP-}"
+ROWS=("f32|f32 OpenBLAS||--set engine.cpu_matmul=f32")
 # The development boxes' environment sets OPENBLAS_CORETYPE=Haswell (AVX2 kernels; unset, Debian
-# 12's OpenBLAS picks Cooperlake on AMD Zen 5); where the CPU has AVX-512, a second gecd eval row
-# runs its SkylakeX kernels.
-# GECD_ALT_ENV="" leaves the row out.
+# 12's OpenBLAS picks Cooperlake on AMD Zen 5); where the CPU has AVX-512, a row runs its
+# SkylakeX kernels.
 if grep -qm1 -w avx512f /proc/cpuinfo; then
-  GECD_ALT_ENV="${GECD_ALT_ENV-OPENBLAS_CORETYPE=SkylakeX}"
-else
-  GECD_ALT_ENV="${GECD_ALT_ENV-}"
+  ROWS+=("f32-skx|f32 OpenBLAS, SkylakeX kernels|OPENBLAS_CORETYPE=SkylakeX|--set engine.cpu_matmul=f32")
 fi
-# gecd's int8 engine (engine.quantization int8, oneDNN) as a row of its own where the CPU has
-# VNNI, which it needs; GECD_INT8=0 leaves it out.
-# GECD_INT8_ENV: its extra environment; oneDNN threads with OpenMP, whose idle threads spin by
-# default and take the core from gecd's other threads (OMP_WAIT_POLICY=passive ran it 1.3-2.6x
-# faster on the loaded 2-core box, 2026-12-02; docs/OPERATIONS.md).
-GECD_INT8_ENV="${GECD_INT8_ENV-OMP_WAIT_POLICY=passive}"
+# bf16 needs BF16 dot products (AVX512-BF16 or AMX-BF16), int8 VNNI (src/cpu_matmul/).
+if grep -qm1 -wE 'avx512_bf16|amx_bf16' /proc/cpuinfo; then
+  ROWS+=("bf16|bf16 oneDNN|$GECD_ONEDNN_ENV|--set engine.cpu_matmul=bf16")
+fi
+BEST=auto  # the precision the daemon rows run in: the config's, or int8 where the CPU can
 if grep -qm1 -wE 'avx512_vnni|avx_vnni' /proc/cpuinfo; then
-  GECD_INT8="${GECD_INT8-1}"
-else
-  GECD_INT8="${GECD_INT8-0}"
+  ROWS+=("int8|int8 oneDNN|$GECD_ONEDNN_ENV|--set engine.quantization=int8")
+  ROWS+=("int8-nospec|int8 oneDNN, speculation off|$GECD_ONEDNN_ENV|--set engine.quantization=int8 --set engine.speculate_tokens=0")
+  BEST=int8
 fi
 OUT="${OUT:-$BUILD/cpu-peer/run-$(date -u +%Y%m%dT%H%M%SZ)}"
 GECD="$BUILD/gecd"
@@ -89,11 +97,11 @@ PY="$VENV/bin/python"
 "$PY" -c 'import ctranslate2, numpy' || die "$VENV lacks ctranslate2 or numpy: rm -rf $VENV and re-run"
 
 mkdir -p "$OUT"
-# The same decoding on both sides: greedy, no copy bias, no spelling stage. gecd's rows are f32
-# (engine.cpu_matmul f32: OpenBLAS, whose outputs CTranslate2 float32's match), int8 where
-# asked; the config's auto would run bf16 on a CPU with BF16 dot products.
+# The same decoding on both sides: greedy, no copy bias, no spelling stage; each row adds its
+# precision.
 SETS=(--set model.copy_bias=0 --set spelling.dictionary= --set spelling.lexicon=
-      --set "engine.threads=$THREADS" --set engine.cpu_matmul=f32)
+      --set "engine.threads=$THREADS")
+: >"$OUT/gecd-rows.txt"
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "isa: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
@@ -118,26 +126,16 @@ for r in $(seq "$ROUNDS"); do
       --ids-out "$OUT/ct2-$ct.ids" --json-out "$OUT/ct2-$ct-r$r.json" 2>"$OUT/ct2-$ct-r$r.log" ||
       die "CTranslate2 $ct failed: $OUT/ct2-$ct-r$r.log"
   done
-  "$GECD" eval --config "$CONFIG" "${SETS[@]}" --jfleg "$JFLEG" --report-outputs \
-    --report "$OUT/gecd-eval-r$r.json" >"$OUT/gecd-eval-r$r.txt" 2>"$OUT/gecd-eval-r$r.log" ||
-    die "gecd eval failed: $OUT/gecd-eval-r$r.log"
-  grep -m1 "sentences/s" "$OUT/gecd-eval-r$r.txt" | sed 's/^ */gecd eval: /'
-  if [[ "$GECD_INT8" == 1 ]]; then
-    # shellcheck disable=SC2086  # KEY=VALUE words
-    env $GECD_INT8_ENV "$GECD" eval --config "$CONFIG" "${SETS[@]}" --set engine.quantization=int8 --jfleg "$JFLEG" \
-      --report-outputs --report "$OUT/gecd-eval-int8-r$r.json" >"$OUT/gecd-eval-int8-r$r.txt" \
-      2>"$OUT/gecd-eval-int8-r$r.log" || die "gecd eval (int8) failed: $OUT/gecd-eval-int8-r$r.log"
-    grep -m1 "sentences/s" "$OUT/gecd-eval-int8-r$r.txt" | sed "s/^ */gecd eval, int8: /"
-    echo "$GECD_INT8_ENV" >"$OUT/gecd-int8-env.txt"
-  fi
-  if [[ -n "$GECD_ALT_ENV" ]]; then
-    # shellcheck disable=SC2086  # KEY=VALUE words
-    env $GECD_ALT_ENV "$GECD" eval --config "$CONFIG" "${SETS[@]}" --jfleg "$JFLEG" \
-      --report-outputs --report "$OUT/gecd-eval-alt-r$r.json" >"$OUT/gecd-eval-alt-r$r.txt" \
-      2>"$OUT/gecd-eval-alt-r$r.log" || die "gecd eval ($GECD_ALT_ENV) failed: $OUT/gecd-eval-alt-r$r.log"
-    grep -m1 "sentences/s" "$OUT/gecd-eval-alt-r$r.txt" | sed "s/^ */gecd eval, $GECD_ALT_ENV: /"
-    echo "$GECD_ALT_ENV" >"$OUT/gecd-alt-env.txt"
-  fi
+  for row in "${ROWS[@]}"; do
+    IFS='|' read -r tag label env sets <<<"$row"
+    [[ " $GECD_SKIP " == *" $tag "* ]] && continue
+    [[ "$r" == 1 ]] && printf '%s\t%s\t%s\n' "$tag" "$label" "$env" >>"$OUT/gecd-rows.txt"
+    # shellcheck disable=SC2086  # ENV and SETS are lists of words
+    env $env "$GECD" eval --config "$CONFIG" "${SETS[@]}" $sets --jfleg "$JFLEG" --report-outputs \
+      --report "$OUT/gecd-eval-$tag-r$r.json" >"$OUT/gecd-eval-$tag-r$r.txt" \
+      2>"$OUT/gecd-eval-$tag-r$r.log" || die "gecd eval ($label) failed: $OUT/gecd-eval-$tag-r$r.log"
+    grep -m1 "sentences/s" "$OUT/gecd-eval-$tag-r$r.txt" | sed "s/^ */gecd eval, $label: /"
+  done
 done
 for ct in int8 float32; do
   "$TOOL" decode --config "$CONFIG" <"$OUT/ct2-$ct.ids" >"$OUT/ct2-$ct.txt.jsonl"
@@ -146,14 +144,18 @@ done
 # free_port, DAEMON_PID, stop_daemon (run on exit).
 # shellcheck source=scripts/lib/daemon.sh
 source "$ROOT/scripts/lib/daemon.sh"
-# findmax NAME [KEY=VALUE...]: gecd serve (same config, extra environment) on free ports, then
-# gecd-load's find-max at p99 < 1 s on the same texts; NAME.json, NAME.txt, NAME-metrics.txt.
+# findmax NAME [--set K=V...] -- [KEY=VALUE...]: gecd serve (same config and SETS, then the
+# --set words, in the environment's KEY=VALUE words) on free ports, then gecd-load's find-max at
+# p99 < 1 s on the same texts; NAME.json, NAME.txt, NAME-metrics.txt, NAME.label.
 findmax() {
   local name="$1"; shift
-  local grpc_port metrics_port ready=0
+  local sets=() grpc_port metrics_port ready=0
+  while [[ $# -gt 0 && "$1" != -- ]]; do sets+=("$1"); shift; done
+  shift
+  echo "${sets[*]} $*" >"$OUT/$name.label"
   grpc_port="$(free_port)"
   metrics_port="$(free_port)"
-  env "$@" "$GECD" serve --config "$CONFIG" "${SETS[@]}" --set "server.listen=127.0.0.1:$grpc_port" \
+  env "$@" "$GECD" serve --config "$CONFIG" "${SETS[@]}" "${sets[@]}" --set "server.listen=127.0.0.1:$grpc_port" \
     --set "server.metrics_listen=127.0.0.1:$metrics_port" --set logging.level=warn \
     --set server.sentence_cache_mb=0 \
     2>"$OUT/$name-daemon.log" &
@@ -164,7 +166,7 @@ findmax() {
     sleep 0.1
   done
   [[ "$ready" == 1 ]] || die "gecd serve did not become ready; log: $OUT/$name-daemon.log"
-  echo "== gecd serve $*: gecd-load --find-max --slo-p99 1s on the same texts"
+  echo "== gecd serve $(cat "$OUT/$name.label"): gecd-load --find-max --slo-p99 1s on the same texts"
   "$LOAD" --target "127.0.0.1:$grpc_port" --input "$OUT/texts.txt" --find-max --slo-p99 1s \
     --qps 20 --warmup 2s --duration 5s --max-trials 8 --channels 8 --threads 2 \
     --json "$OUT/$name.json" >"$OUT/$name.txt" 2>&1 || die "gecd-load failed: $OUT/$name.txt"
@@ -172,10 +174,16 @@ findmax() {
   curl -s "http://127.0.0.1:$metrics_port/metrics" >"$OUT/$name-metrics.txt" || true
   stop_daemon
 }
+# The daemon in the best precision this CPU has (BEST), with oneDNN's environment, and in f32.
 if [[ "$FINDMAX" == 1 ]]; then
-  findmax gecd-findmax
-  # shellcheck disable=SC2086  # KEY=VALUE words
-  [[ -z "$GECD_ALT_ENV" ]] || findmax gecd-findmax-alt $GECD_ALT_ENV
+  if [[ "$BEST" == int8 ]]; then
+    # shellcheck disable=SC2086  # KEY=VALUE words
+    findmax gecd-findmax-int8 --set engine.quantization=int8 -- $GECD_ONEDNN_ENV
+  else
+    # shellcheck disable=SC2086  # KEY=VALUE words
+    findmax gecd-findmax-auto -- $GECD_ONEDNN_ENV
+  fi
+  findmax gecd-findmax-f32 --set engine.cpu_matmul=f32 --
 fi
 
 "$PY" "$HERE/ct2_peer.py" report --dir "$OUT" | tee "$OUT/table.md"
