@@ -18,7 +18,8 @@ namespace gecd::loadgen {
 const char kLoadUsage[] = R"(usage: gecd-load --input FILE [options]
 
 Drives a gecd.v1.GrammarCorrection server with one sentence per request and reports achieved
-QPS, latency percentiles (of successful requests) and errors by status code.
+QPS, latency percentiles (of successful requests) and errors by status code; or, with
+--typing-sessions, replays typing sessions and reports what the server's sentence cache saves.
 
   --target HOST:PORT[,HOST:PORT...]
                          server address (127.0.0.1:50051); with several, the channels are
@@ -30,7 +31,8 @@ QPS, latency percentiles (of successful requests) and errors by status code.
   --qps N                open loop: Poisson arrivals at N requests/s (default 100)
   --profile SPEC         open loop with a varying rate: ramp:FROM:TO (linear over --duration)
                          or diurnal:MIN:MAX:PERIOD_S (a sine from MIN up to MAX and back)
-  --concurrency N        closed loop: N requests in flight, each answered one replaced
+  --concurrency N        closed loop: N requests in flight, each answered one replaced;
+                         with --typing-sessions, N sessions at a time (1)
   --duration D           measured time (10s); D is 30, 30s, 500ms or 2m
   --warmup D             time sent but not measured, before the window (1s)
   --deadline-ms N        per-request gRPC deadline (5000); with --stream, how long after
@@ -46,7 +48,7 @@ QPS, latency percentiles (of successful requests) and errors by status code.
   --tls-server-name N    the name the server's certificate carries, if not the target's host
   --token-file FILE      send 'authorization: Bearer <the file's first line>' (a file, so the
                          token is not in the process list)
-  --seed N               arrival schedule seed (1)
+  --seed N               arrival schedule seed; with --typing-sessions, the edits' (1)
   --json FILE            write the report (or the find-max trials) as JSON
   --csv FILE             write per-second rows: t,sent,ok,errors,p50_ms,p99_ms
   --metrics-port N       the daemon's metrics port on this machine (server.metrics_listen):
@@ -62,6 +64,21 @@ QPS, latency percentiles (of successful requests) and errors by status code.
                          served within the SLO while refusing at most F of the requests
   --precision F          find-max stops when the bracket is within F of its top (0.05)
   --max-trials N         find-max trial limit (16)
+  --typing-sessions N    instead of a timed run, N typing sessions as a writing assistant
+                         sends them: a text of --typing-paragraphs paragraphs of
+                         --typing-sentences sentences (consecutive --input lines, tokenized as
+                         JFLEG's sources are: joined back roughly), sent as first typed, then
+                         again after each of --typing-edits edits (a word inserted, deleted or
+                         misspelt in one sentence), each text once its predecessor is answered.
+                         The same texts go once with `cache: false`, then with the cache; the
+                         report gives for each pass the sentences, the share answered from the
+                         server's sentence cache, engine tokens (prompt + output) per request
+                         and latency. A session keeps to one connection, hence to one server
+                         worker and its cache. Run it against a server that has not seen these
+                         texts yet: a second run finds them cached
+  --typing-edits N       edits per typing session (10; 0: one text each)
+  --typing-paragraphs N  paragraphs of a typing session's text (3)
+  --typing-sentences N   sentences of each of its paragraphs (5)
   --help                 this text
 
 Open-loop latency counts from each request's intended send time, so a server (or client)
@@ -139,21 +156,37 @@ absl::StatusOr<double> ParseDuration(std::string_view text) {
 }
 
 absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& argv) {
-  static const std::vector<FlagSpec> kFlags = {
-      {"help", false, ""},       {"stream", false, ""},
-      {"find-max", false, ""},   {"honor-pushback", false, ""},
-      {"target", true, ""},      {"input", true, ""},
-      {"qps", true, ""},         {"profile", true, ""},
-      {"concurrency", true, ""}, {"duration", true, ""},
-      {"warmup", true, ""},      {"slo-p99", true, ""},
-      {"deadline-ms", true, ""}, {"channels", true, ""},
-      {"threads", true, ""},     {"priority", true, ""},
-      {"seed", true, ""},        {"json", true, ""},
-      {"csv", true, ""},         {"max-error-rate", true, ""},
-      {"precision", true, ""},   {"max-trials", true, ""},
-      {"tls-ca", true, ""},      {"tls-server-name", true, ""},
-      {"token-file", true, ""},  {"text-separator", true, ""},
-      {"metrics-port", true, ""}};
+  static const std::vector<FlagSpec> kFlags = {{"help", false, ""},
+                                               {"stream", false, ""},
+                                               {"find-max", false, ""},
+                                               {"honor-pushback", false, ""},
+                                               {"target", true, ""},
+                                               {"input", true, ""},
+                                               {"qps", true, ""},
+                                               {"profile", true, ""},
+                                               {"concurrency", true, ""},
+                                               {"duration", true, ""},
+                                               {"warmup", true, ""},
+                                               {"slo-p99", true, ""},
+                                               {"deadline-ms", true, ""},
+                                               {"channels", true, ""},
+                                               {"threads", true, ""},
+                                               {"priority", true, ""},
+                                               {"seed", true, ""},
+                                               {"json", true, ""},
+                                               {"csv", true, ""},
+                                               {"max-error-rate", true, ""},
+                                               {"precision", true, ""},
+                                               {"max-trials", true, ""},
+                                               {"tls-ca", true, ""},
+                                               {"tls-server-name", true, ""},
+                                               {"token-file", true, ""},
+                                               {"text-separator", true, ""},
+                                               {"metrics-port", true, ""},
+                                               {"typing-sessions", true, ""},
+                                               {"typing-edits", true, ""},
+                                               {"typing-paragraphs", true, ""},
+                                               {"typing-sentences", true, ""}};
   bool help = false;
   ASSIGN_OR_RETURN(const Args args, ParseToolArgs(argv, kFlags, &help));
   LoadOptions options;
@@ -245,8 +278,40 @@ absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& arg
   if (auto v = args.Get("max-trials")) {
     ASSIGN_OR_RETURN(options.find_max_options.max_trials, ParseCount("--max-trials", *v));
   }
+  TypingSessionOptions& typing = options.typing;
+  if (auto v = args.Get("typing-sessions")) {
+    ASSIGN_OR_RETURN(typing.sessions, ParseCount("--typing-sessions", *v));
+  }
+  if (auto v = args.Get("typing-edits");
+      v && (!absl::SimpleAtoi(*v, &typing.edits) || typing.edits < 0)) {
+    return BadValue("--typing-edits", *v, "an integer >= 0");
+  }
+  if (auto v = args.Get("typing-paragraphs")) {
+    ASSIGN_OR_RETURN(typing.paragraphs, ParseCount("--typing-paragraphs", *v));
+  }
+  if (auto v = args.Get("typing-sentences")) {
+    ASSIGN_OR_RETURN(typing.sentences_per_paragraph, ParseCount("--typing-sentences", *v));
+  }
+  typing.seed = run.seed;
   if (options.help) return options;
   if (options.input_path.empty()) return absl::InvalidArgumentError("--input FILE is required");
+  if (typing.sessions > 0) {
+    // The workload sends each session's texts in turn until all are answered: there is no
+    // rate, window or timeline for these to set, and a text is built from sentences, one a line.
+    for (const char* timed :
+         {"qps", "profile", "find-max", "stream", "duration", "warmup", "csv", "honor-pushback",
+          "slo-p99", "max-error-rate", "precision", "max-trials", "threads", "text-separator"}) {
+      if (args.Has(timed)) {
+        return absl::InvalidArgumentError(absl::StrCat("--typing-sessions excludes --", timed));
+      }
+    }
+  } else {
+    for (const char* flag : {"typing-edits", "typing-paragraphs", "typing-sentences"}) {
+      if (args.Has(flag)) {
+        return absl::InvalidArgumentError(absl::StrCat("--", flag, " needs --typing-sessions"));
+      }
+    }
+  }
   if (!(run.duration_s > 0)) return absl::InvalidArgumentError("--duration must be > 0");
   if (run.channels < static_cast<int>(run.targets.size())) {
     return absl::InvalidArgumentError(absl::StrCat("--channels ", run.channels,

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "loadgen/find_max.h"
 #include "loadgen/load_runner.h"
+#include "loadgen/typing_session.h"
 
 namespace gecd::loadgen {
 
@@ -21,6 +22,9 @@ struct LoadOptions {
   int metrics_port = 0;  // --metrics-port: the daemon's, on this machine; 0: not read
   bool find_max = false;
   FindMaxOptions find_max_options;
+  // --typing-sessions N (sessions > 0): the typing-session workload instead of a timed run;
+  // its seed is --seed.
+  TypingSessionOptions typing;
   bool help = false;
 };
 
@@ -30,7 +34,8 @@ extern const char kLoadUsage[];
 absl::StatusOr<double> ParseDuration(std::string_view text);
 
 // argv without the program name. Conflicting modes (--concurrency with --qps or --profile,
-// --find-max with either) are errors.
+// --find-max with either, --typing-sessions with any flag of a timed run) are errors, as are
+// the other --typing-* flags without --typing-sessions.
 absl::StatusOr<LoadOptions> ParseLoadOptions(const std::vector<std::string>& args);
 
 // The file's non-empty lines; or with a `text_separator`, its texts: the lines between

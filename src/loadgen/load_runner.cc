@@ -313,22 +313,10 @@ Driver::Driver(const RunConfig& config) : config_(config) {
   for (int i = 0; i < std::max(config.threads, 1); ++i) {
     cqs_.push_back(std::make_unique<grpc::CompletionQueue>());
   }
-  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (!config.tls_ca_pem.empty()) {
-    grpc::SslCredentialsOptions tls;
-    tls.pem_root_certs = config.tls_ca_pem;
-    credentials = grpc::SslCredentials(tls);
-  }
   for (int i = 0; i < config.channels; ++i) {
-    grpc::ChannelArguments args;
-    // Channels with equal args share one connection; a distinct arg and a private subchannel
-    // pool give each its own.
-    args.SetInt("gecd.load.channel", i);
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    if (!config.tls_server_name.empty()) args.SetSslTargetNameOverride(config.tls_server_name);
     Lane& lane = lanes_.emplace_back();
     lane.target = config.targets[i % config.targets.size()];
-    lane.channel = grpc::CreateCustomChannel(lane.target, credentials, args);
+    lane.channel = NewLoadChannel(config, i);
     lane.stub = GrammarCorrection::NewStub(lane.channel);
     lane.cq = cqs_[i % cqs_.size()].get();
   }
@@ -455,6 +443,23 @@ RunResult Driver::Run() {
 }
 
 }  // namespace
+
+std::shared_ptr<grpc::Channel> NewLoadChannel(const RunConfig& config, int index) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!config.tls_ca_pem.empty()) {
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = config.tls_ca_pem;
+    credentials = grpc::SslCredentials(tls);
+  }
+  grpc::ChannelArguments args;
+  // Channels with equal args share one connection; a distinct arg and a private subchannel pool
+  // give each its own.
+  args.SetInt("gecd.load.channel", index);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  if (!config.tls_server_name.empty()) args.SetSslTargetNameOverride(config.tls_server_name);
+  return grpc::CreateCustomChannel(config.targets[index % config.targets.size()], credentials,
+                                   args);
+}
 
 absl::StatusOr<RunResult> RunLoad(const RunConfig& config) {
   if (config.sentences.empty()) return absl::InvalidArgumentError("no sentences to send");

@@ -3,12 +3,17 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "loadgen/load_recorder.h"
 #include "loadgen/rate_profile.h"
+
+namespace grpc {
+class Channel;
+}  // namespace grpc
 
 namespace gecd::loadgen {
 
@@ -53,6 +58,12 @@ struct RunConfig {
 // loop a request's latency runs from its intended send time, so a client or server that falls
 // behind shows up as latency rather than as fewer requests (no coordinated omission).
 absl::StatusOr<RunResult> RunLoad(const RunConfig& config);
+
+// Channel `index` of a run, not yet connected: to targets[index % targets.size()] (targets must
+// not be empty), with the run's TLS settings, and its own TCP connection (channels with equal
+// args would share one), so that the kernel spreads a run's channels over the server's
+// SO_REUSEPORT workers and each channel stays with one worker.
+std::shared_ptr<grpc::Channel> NewLoadChannel(const RunConfig& config, int index);
 
 }  // namespace gecd::loadgen
 

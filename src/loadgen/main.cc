@@ -11,18 +11,38 @@
 #include "loadgen/load_options.h"
 #include "loadgen/run_report.h"
 #include "loadgen/speculation_counters.h"
+#include "loadgen/typing_session.h"
 
 namespace gecd::loadgen {
 namespace {
 
+// A timed run, or the typing sessions (--typing-sessions).
 absl::Status RunOnce(const LoadOptions& options) {
+  std::vector<TypingSession> sessions;
+  if (options.typing.sessions > 0) {
+    ASSIGN_OR_RETURN(sessions, MakeTypingSessions(options.run.sentences, options.typing));
+  }
   SpeculationCounters before;
   if (options.metrics_port > 0) {
     ASSIGN_OR_RETURN(before, ReadSpeculationCounters(options.metrics_port));
   }
-  ASSIGN_OR_RETURN(RunResult result, RunLoad(options.run));
-  WriteTable(result, std::cout);
-  nlohmann::json json = ToJson(result);
+  nlohmann::json json;
+  if (options.typing.sessions > 0) {
+    ASSIGN_OR_RETURN(
+        const TypingResult result,
+        RunTypingSessions(options.run, sessions, options.typing.sentences_per_paragraph));
+    WriteTypingTable(options.typing, result, std::cout);
+    json = TypingJson(options.typing, result);
+  } else {
+    ASSIGN_OR_RETURN(const RunResult result, RunLoad(options.run));
+    WriteTable(result, std::cout);
+    json = ToJson(result);
+    if (!options.csv_path.empty()) {
+      std::ostringstream csv;
+      WriteTimelineCsv(result, csv);
+      RETURN_IF_ERROR(WriteStringToFile(options.csv_path, csv.str()));
+    }
+  }
   if (options.metrics_port > 0) {
     ASSIGN_OR_RETURN(const SpeculationCounters after,
                      ReadSpeculationCounters(options.metrics_port));
@@ -32,11 +52,6 @@ absl::Status RunOnce(const LoadOptions& options) {
   }
   if (!options.json_path.empty()) {
     RETURN_IF_ERROR(WriteStringToFile(options.json_path, json.dump(2) + "\n"));
-  }
-  if (!options.csv_path.empty()) {
-    std::ostringstream csv;
-    WriteTimelineCsv(result, csv);
-    RETURN_IF_ERROR(WriteStringToFile(options.csv_path, csv.str()));
   }
   return absl::OkStatus();
 }

@@ -1,10 +1,12 @@
 #ifndef GECD_TESTS_LOAD_ECHO_SERVER_H_
 #define GECD_TESTS_LOAD_ECHO_SERVER_H_
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "gecd/v1/grammar.grpc.pb.h"
@@ -17,10 +19,15 @@ namespace gecd::loadgen::testing {
 // gets RESOURCE_EXHAUSTED, as an RPC status on Correct and as a per-sentence status on
 // CorrectStream; every drop_every-th sentence on CorrectStream is never answered. A unary
 // rejection carries the grpc-retry-pushback-ms trailer when pushback_ms is positive.
+// With sentence_cache, Correct also answers as gecd does with its sentence cache, in miniature:
+// the text's sentences (each ends at '.', '!' or '?' before whitespace or the text's end) in
+// `sentences`, a sentence corrected before by a request without `cache: false` marked `cached`,
+// and one word-count each of prompt and output tokens for every other sentence.
 struct EchoFaults {
   uint64_t reject_every = 0;
   uint64_t drop_every = 0;
   int pushback_ms = 0;
+  bool sentence_cache = false;
 };
 
 class EchoServer final : public v1::GrammarCorrection::CallbackService {
@@ -130,13 +137,45 @@ class EchoServer final : public v1::GrammarCorrection::CallbackService {
   void Echo(const v1::CorrectRequest& request, v1::CorrectResponse* response) {
     response->set_request_id(request.request_id());
     response->set_corrected_text(request.text());
+    if (faults_.sentence_cache) AnswerSentences(request, response);
     answered_.fetch_add(1);
+  }
+  void AnswerSentences(const v1::CorrectRequest& request, v1::CorrectResponse* response) {
+    const std::string& text = request.text();
+    const bool use_cache = !request.has_cache() || request.cache();
+    const auto ends_at = [&text](size_t i) {
+      return (text[i] == '.' || text[i] == '!' || text[i] == '?') &&
+             (i + 1 == text.size() || text[i + 1] == ' ' || text[i + 1] == '\n');
+    };
+    for (size_t start = text.find_first_not_of(" \n"); start != std::string::npos;) {
+      size_t end = start;
+      while (end < text.size() && !ends_at(end)) ++end;
+      end = std::min(end + 1, text.size());
+      const std::string sentence = text.substr(start, end - start);
+      bool cached = false;
+      if (use_cache) {
+        std::lock_guard lock(cache_mu_);
+        cached = !cache_.insert(sentence).second;
+      }
+      v1::Sentence* answer = response->add_sentences();
+      answer->set_start(start);
+      answer->set_end(end);
+      answer->set_cached(cached);
+      if (!cached) {
+        const uint32_t words = std::count(sentence.begin(), sentence.end(), ' ') + 1;
+        response->set_prompt_tokens(response->prompt_tokens() + words);
+        response->set_output_tokens(response->output_tokens() + words);
+      }
+      start = text.find_first_not_of(" \n", end);
+    }
   }
 
   const EchoFaults faults_;
   std::atomic<uint64_t> calls_{0};
   std::atomic<uint64_t> stream_sentences_{0};
   std::atomic<uint64_t> answered_{0};
+  std::mutex cache_mu_;
+  std::set<std::string> cache_;  // guarded by cache_mu_: the sentences answered with the cache on
   int port_ = 0;
   std::unique_ptr<grpc::Server> server_;
 };

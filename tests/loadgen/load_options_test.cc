@@ -142,6 +142,56 @@ TEST(ParseLoadOptionsTest, MetricsPort) {
               ::testing::HasSubstr("--metrics-port"));
 }
 
+TEST(ParseLoadOptionsTest, TypingSessions) {
+  absl::StatusOr<LoadOptions> off = Parse({"--input", "s"});
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->typing.sessions, 0);
+  absl::StatusOr<LoadOptions> options = Parse(
+      {"--input", "s", "--typing-sessions", "20", "--typing-edits", "0", "--typing-paragraphs", "2",
+       "--typing-sentences", "7", "--seed", "9", "--concurrency", "4", "--json", "t.json"});
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->typing.sessions, 20);
+  EXPECT_EQ(options->typing.edits, 0);
+  EXPECT_EQ(options->typing.paragraphs, 2);
+  EXPECT_EQ(options->typing.sentences_per_paragraph, 7);
+  EXPECT_EQ(options->typing.seed, 9u);
+  EXPECT_EQ(options->run.concurrency, 4);  // sessions at a time
+  absl::StatusOr<LoadOptions> defaults = Parse({"--input", "s", "--typing-sessions", "1"});
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->typing.edits, 10);
+  EXPECT_EQ(defaults->typing.paragraphs, 3);
+  EXPECT_EQ(defaults->typing.sentences_per_paragraph, 5);
+  EXPECT_EQ(defaults->typing.seed, 1u);
+}
+
+TEST(ParseLoadOptionsTest, TypingErrorsNameTheFlag) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--typing-sessions", "0"}, "--typing-sessions: '0' is not an integer >= 1"},
+      {{"--typing-sessions", "1", "--typing-edits", "-1"},
+       "--typing-edits: '-1' is not an integer >= 0"},
+      {{"--typing-sessions", "1", "--typing-paragraphs", "x"},
+       "--typing-paragraphs: 'x' is not an integer >= 1"},
+      {{"--typing-sessions", "1", "--typing-sentences", "0"},
+       "--typing-sentences: '0' is not an integer >= 1"},
+      {{"--typing-edits", "3"}, "--typing-edits needs --typing-sessions"},
+      {{"--typing-sentences", "3"}, "--typing-sentences needs --typing-sessions"},
+      {{"--typing-sessions", "1", "--qps", "10"}, "--typing-sessions excludes --qps"},
+      {{"--typing-sessions", "1", "--find-max"}, "--typing-sessions excludes --find-max"},
+      {{"--typing-sessions", "1", "--stream"}, "--typing-sessions excludes --stream"},
+      {{"--typing-sessions", "1", "--duration", "5s"}, "--typing-sessions excludes --duration"},
+      {{"--typing-sessions", "1", "--text-separator", "%%"},
+       "--typing-sessions excludes --text-separator"},
+  };
+  for (const auto& [args, message] : bad) {
+    std::vector<std::string> full = {"--input", "s"};
+    full.insert(full.end(), args.begin(), args.end());
+    absl::StatusOr<LoadOptions> options = Parse(full);
+    ASSERT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument)
+        << ::testing::PrintToString(args);
+    EXPECT_EQ(options.status().message(), message);
+  }
+}
+
 // gecd-load parses with the same parser as gecd's subcommands (common/args.h): errors name the
 // flag and point at --help; -h and --help both ask for help.
 TEST(ParseLoadOptionsTest, ErrorsNameTheFlagAndHelpIsHelp) {
