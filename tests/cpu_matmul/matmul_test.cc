@@ -6,6 +6,7 @@
 // them (and int8 is refused: a test below).
 #include "cpu_matmul/matmul.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -307,10 +308,21 @@ TEST_P(MatmulTest, OneMatmulServesFewerRowsThanItsMaximum) {
     const std::vector<float> x = Random(rows * in, rows);
     std::vector<float> y(rows * out), single(out);
     (*m)->Apply(x.data(), rows, y.data(), false, &scratch);
-    // Each row alone gives the same bits: a row's result does not depend on its batch.
+    // Each row alone gives the same bits: a row's result does not depend on its batch. Not so
+    // for bf16 on AMX (seen 2026-12-02 on a Xeon with AMX-BF16: last-bit differences between
+    // 300 rows and 1): oneDNN runs the large row classes on AMX tiles and the small ones on
+    // AVX512-BF16, whose f32 sums go in another order; there the row agrees to f32 rounding.
+    const bool bitwise = !(GetParam() == Precision::kBf16 && gecd::testing::CpuHasAmxBf16());
     for (int t = 0; t < rows; t += 17) {
       (*m)->Apply(x.data() + t * in, 1, single.data(), false, &scratch);
-      for (int o = 0; o < out; ++o) EXPECT_EQ(y[t * out + o], single[o]) << rows << " " << t;
+      for (int o = 0; o < out; ++o) {
+        if (bitwise) {
+          EXPECT_EQ(y[t * out + o], single[o]) << rows << " " << t;
+        } else {
+          EXPECT_NEAR(y[t * out + o], single[o], 1e-5f * std::max(1.0f, std::fabs(single[o])))
+              << rows << " " << t;
+        }
+      }
     }
   }
 }

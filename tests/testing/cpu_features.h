@@ -28,6 +28,14 @@ inline bool CpuHasBf16() {
   return __builtin_cpu_supports("avx512f") && (avx512_bf16 || amx_bf16);
 }
 
+// AMX-BF16 (leaf 7, sub-leaf 0, EDX bit 22): oneDNN then runs bf16 matmuls of many rows on AMX
+// tiles and those of few rows on AVX512-BF16, which sum in different orders.
+inline bool CpuHasAmxBf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return (edx & (1u << 22)) != 0;
+}
+
 }  // namespace gecd::testing
 
 #endif  // GECD_TESTS_TESTING_CPU_FEATURES_H_

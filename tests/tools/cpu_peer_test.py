@@ -55,10 +55,15 @@ class ReportTest(unittest.TestCase):
             write(os.path.join(d, "prompts.jsonl"), "".join(json.dumps(p) + "\n" for p in prompts))
             write(os.path.join(d, "texts.txt"), "A b.\n  \nx\nC d.\n")
             gecd = ["A b.", "  ", "", "C d."]
-            for r, rate in ((1, 10.0), (2, 12.0)):
-                write(os.path.join(d, f"gecd-eval-r{r}.json"), json.dumps({
-                    "throughput": {"model": {"sentences_per_s": rate}},
-                    "outputs": {"jfleg": [{"model": g} for g in gecd]}}))
+            # run.sh's rows: the reference, then one whose last output differs.
+            write(os.path.join(d, "gecd-rows.txt"),
+                  "f32\tf32 OpenBLAS\t\nint8\tint8 oneDNN\tOMP_WAIT_POLICY=passive\n")
+            for tag, rates, outputs in (("f32", (10.0, 12.0), gecd),
+                                        ("int8", (30.0, 34.0), gecd[:3] + ["C e."])):
+                for r, rate in zip((1, 2), rates):
+                    write(os.path.join(d, f"gecd-eval-{tag}-r{r}.json"), json.dumps({
+                        "throughput": {"model": {"sentences_per_s": rate}},
+                        "outputs": {"jfleg": [{"model": g} for g in outputs]}}))
             for ct, second in (("int8", "C e."), ("float32", "C d.")):
                 write(os.path.join(d, f"ct2-{ct}-r1.json"), json.dumps({
                     "ctranslate2": "4.8.5", "batch": 128, "threads": 2, "req_per_s": 20.0,
@@ -69,13 +74,17 @@ class ReportTest(unittest.TestCase):
                 kind = "SGEMM" if ct == "float32" else "GEMM_S8"
                 write(os.path.join(d, f"ct2-{ct}-r1.log"),
                       f"[info]  - Selected ISA: AVX2\n[info]  - {kind} backend: MKL (packed)\n")
-            write(os.path.join(d, "gecd-findmax.json"), json.dumps({"slo_p99_s": 1.0, "max_qps": 7.5}))
+            write(os.path.join(d, "gecd-findmax-int8.json"), json.dumps({"slo_p99_s": 1.0, "max_qps": 7.5}))
+            write(os.path.join(d, "gecd-findmax-int8.label"), "--set engine.quantization=int8\n")
             text = run(ct2_peer.report, dir=d, diffs=1)
         self.assertIn("int8 (MKL, AVX2)", text)
         self.assertRegex(text, r"int8 .*\| 20\.0 \| 20\.0 \| 3 / 4 \|")
         self.assertRegex(text, r"float32 .*\| 4 / 4 \|")
         self.assertIn("| 10.0 / 12.0 | 11.0 | (reference) |", text)
-        self.assertIn("| 7.5 | 7.5 |", text)
+        self.assertIn("gecd eval, in-process engine, int8 oneDNN, offline, OMP_WAIT_POLICY=passive | "
+                      "30.0 / 34.0 | 32.0 | 3 / 4 (4 / 4 with CTranslate2 int8's) |", text)
+        self.assertIn("gecd serve --set engine.quantization=int8, gecd-load --find-max, p99 < 1 s | "
+                      "7.5 | 7.5 |", text)
         self.assertIn("int8 vs its float32: 3 / 4 identical", text)
         self.assertIn("2 run through the model", text)
         self.assertIn("int8 differs, line 4", text)
