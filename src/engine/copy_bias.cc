@@ -1,7 +1,9 @@
 #include "engine/copy_bias.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 
 namespace gecd::engine {
 
@@ -21,9 +23,43 @@ int32_t CopyCandidate(std::span<const int32_t> text, CopyCursor cursor, int32_t 
   return cursor.position == static_cast<int>(text.size()) ? end_token : -1;
 }
 
+namespace {
+
+// std::max_element's answer (the first of the largest values; NaN is never larger, so a NaN
+// first element stays the answer) in two passes the compiler vectorizes without fast-math: the
+// largest value over 16 independent lanes, then the first 16-value chunk holding it. The
+// scalar max_element was 8% of an int8 step (one per sampled row, 8,000 logits each).
+constexpr int kLanes = 16;
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) int32_t Argmax(const float* v,
+                                                                            int32_t n) {
+  if (n < kLanes || std::isnan(v[0])) {
+    return static_cast<int32_t>(std::max_element(v, v + n) - v);
+  }
+  float lane[kLanes];
+  std::fill_n(lane, kLanes, -std::numeric_limits<float>::infinity());
+  int32_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lane[l] = v[i + l] > lane[l] ? v[i + l] : lane[l];
+  }
+  float best = lane[0];
+  for (int l = 1; l < kLanes; ++l) best = lane[l] > best ? lane[l] : best;
+  for (int32_t j = i; j < n; ++j) best = v[j] > best ? v[j] : best;
+  for (i = 0; i + kLanes <= n; i += kLanes) {
+    bool found = false;
+    for (int l = 0; l < kLanes; ++l) found |= v[i + l] == best;
+    if (found) break;
+  }
+  for (; i < n; ++i) {
+    if (v[i] == best) return i;
+  }
+  return 0;  // unreachable: best is one of v's values (every non-first NaN is skipped)
+}
+
+}  // namespace
+
 int32_t BiasedArgmax(std::span<const float> logits, int32_t candidate, float bias) {
-  const auto best =
-      static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  const int32_t best = Argmax(logits.data(), static_cast<int32_t>(logits.size()));
   if (candidate < 0 || candidate >= static_cast<int32_t>(logits.size())) return best;
   const float boosted = logits[candidate] + bias;
   return boosted > logits[best] || (boosted == logits[best] && candidate < best) ? candidate : best;

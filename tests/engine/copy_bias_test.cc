@@ -1,5 +1,9 @@
 #include "engine/copy_bias.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -61,6 +65,46 @@ TEST(CopyBiasTest, BiasedArgmaxPrefersTheCandidateWithinTheBias) {
   EXPECT_EQ(BiasedArgmax(logits, 0, 3.0f), 0);    // tie with 1 and 3: lowest id
   EXPECT_EQ(BiasedArgmax(logits, 3, 0.0f), 1);    // tie: lowest id still
   EXPECT_EQ(BiasedArgmax(logits, 4, 100.0f), 1);  // outside the vocabulary: ignored
+}
+
+// The vectorized argmax answers what std::max_element answers (the first of the largest;
+// a NaN is never larger, a NaN first element stays the answer) at every length around its
+// 16-value chunks, with ties, infinities and NaNs anywhere.
+TEST(CopyBiasTest, ArgmaxIsMaxElementsAnswer) {
+  std::mt19937 random(25);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<int> lengths;
+  for (int n = 1; n <= 70; ++n) lengths.push_back(n);
+  lengths.push_back(8000);
+  for (int n : lengths) {
+    for (int trial = 0; trial < 40; ++trial) {
+      std::uniform_int_distribution<int> value(-3, 3);  // few values: many ties
+      std::vector<float> v(n);
+      for (float& x : v) x = static_cast<float>(value(random));
+      std::uniform_int_distribution<int> at(0, n - 1);
+      switch (trial % 5) {
+        case 1:
+          v[at(random)] = nan;
+          break;
+        case 2:
+          v[0] = nan;
+          break;
+        case 3:
+          std::fill(v.begin(), v.end(), -inf);
+          v[at(random)] = nan;
+          break;
+        case 4:
+          v[at(random)] = inf;
+          v[at(random)] = nan;
+          break;
+        default:
+          break;
+      }
+      const auto expected = static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+      ASSERT_EQ(BiasedArgmax(v, -1, 0.0f), expected) << "length " << n << ", trial " << trial;
+    }
+  }
 }
 
 }  // namespace

@@ -6,9 +6,11 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -17,6 +19,7 @@
 #include "engine_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/cpu_features.h"
 #include "testing/random_model.h"
 #include "testing/sanitized.h"
 #include "testing/scoped_temp_dir.h"
@@ -329,6 +332,52 @@ TEST(CpuBackendTest, VerifyEntrySamplesEveryDraftPosition) {
   unsampled.Add(tokens, 0, blocks, false, -1, /*num_drafts=*/2);
   EXPECT_EQ(m.backend->Forward(unsampled, &result).code(), absl::StatusCode::kInvalidArgument);
 }
+
+int ProcessThreads() {
+  const std::filesystem::directory_iterator tasks("/proc/self/task");
+  return static_cast<int>(std::distance(begin(tasks), end(tasks)));
+}
+
+// A step's rows split over engine.threads threads between the matmuls (norms, RoPE, attention,
+// SiLU, the argmax, int8's quantization and epilogue), each computed as alone: a step above the
+// rows a team starts at gives one thread's logits bit for bit (in f32, and in int8, whose
+// integer sums no thread count can reorder). Steps run on the engine's compute thread, not on
+// the thread that created the backend, and OpenMP's thread count is per thread: there too a
+// one-thread engine starts no thread of OpenMP's (whose default is one per core).
+class TeamTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(TeamTest, AStepSplitOverEngineThreadsComputesWhatOneThreadDoes) {
+  const bool int8 = GetParam();
+  if (int8 && !::gecd::testing::CpuHasVnni()) GTEST_SKIP() << "no VNNI here: int8 is refused";
+  const std::vector<std::vector<int32_t>> prompts = {
+      {5, 6, 7, 9, 4, 12, 8, 3, 10, 11}, {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, {7, 8, 9, 10}};
+  std::vector<std::vector<std::vector<float>>> logits;
+  for (int threads : {1, 2}) {
+    auto checkpoint = model::Checkpoint::Open(::gecd::testing::FixturePath("models/ref-llama-f32"));
+    ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+    auto backend =
+        CpuBackend::Create(**checkpoint, {.num_kv_blocks = 64, .threads = threads, .int8 = int8});
+    if (!backend.ok() && int8) GTEST_SKIP() << backend.status();  // built without oneDNN
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    const int before = ProcessThreads();
+    std::vector<std::vector<float>> got;
+    int started = 0;  // threads the step started; OpenMP's end with the thread that led them
+    std::thread compute([&] {
+      testing::BackendDriver driver(backend->get());
+      for (const auto& p : prompts) driver.Add(p);
+      got = driver.RunAll(/*chunk=*/1 << 20);  // one step of 26 tokens
+      started = ProcessThreads() - before - 1;
+    });
+    compute.join();
+    if (threads == 1) EXPECT_EQ(started, 0) << "a one-thread engine started threads";
+    ASSERT_EQ(got.size(), prompts.size());
+    logits.push_back(std::move(got));
+  }
+  EXPECT_EQ(logits[0], logits[1]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, TeamTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "Int8" : "F32"; });
 
 // Issue 12: a KV cache the machine cannot hold is an error naming the key and the bytes, found
 // before anything is allocated, and an allocation that fails anyway is one too, never
