@@ -36,13 +36,14 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The tests' Python: a venv with tests/tools/requirements.txt (pinned), rebuilt when that file
-# changes. scripts/build.sh points CMake's Python3 at it.
+# The tests' Python: a venv with tests/tools/requirements.txt (pinned) and the plotting pins it
+# includes, rebuilt when either file changes. scripts/build.sh points CMake's Python3 at it.
 venv=.venv-test
+pins="$(cat tests/tools/requirements.txt tools/route/requirements.txt)"
 if [[ -z "${GECD_SKIP_TEST_VENV:-}" ]] &&
-  ! cmp -s tests/tools/requirements.txt "$venv/requirements.txt" 2>/dev/null; then
+  [[ "$pins" != "$(cat "$venv/requirements.txt" 2>/dev/null)" ]]; then
   rm -rf "$venv"
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/tools/requirements.txt
-  cp tests/tools/requirements.txt "$venv/requirements.txt"
+  printf '%s\n' "$pins" >"$venv/requirements.txt"
 fi
