@@ -57,7 +57,8 @@ wait_until() {
   exit 1
 }
 
-# start_daemon NAME [--set K=V]...: an echo daemon on free ports; sets <NAME>_GRPC, _METRICS.
+# start_daemon NAME [--set K=V]...: an echo daemon on free ports; sets <NAME>_GRPC, _METRICS,
+# _PID (its supervisor's).
 start_daemon() {
   local name="$1"; shift
   local grpc metrics
@@ -70,5 +71,6 @@ start_daemon() {
   wait_until $! "$WORK/daemon-$name.log" "daemon $name" http_ok "$metrics" /readyz
   printf -v "${name}_GRPC" %s "$grpc"
   printf -v "${name}_METRICS" %s "$metrics"
+  printf -v "${name}_PID" %s "$!"
 }
 

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# What TLS costs the router, in one run on this machine: gecd route in plaintext, with TLS on its
-# listener, and with TLS on its listener and mTLS to daemons that require client certificates.
+# What TLS costs the router and the daemon, in one run on this machine: gecd route in plaintext,
+# with TLS on its listener, and with TLS on its listener and mTLS to daemons that require client
+# certificates; then gecd serve called directly, in plaintext and with TLS.
 # Builds nothing; first: cmake --build "$BUILD_DIR" --target gecd gecd-load
 #
 #   bench/route_tls_bench.sh [--out FILE] [--qps N] [--duration S] [--rounds N] [--slo-p99 D]
 #
-# Four echo daemons (engine.backend=echo, 1 worker each): two plaintext, two requiring a client
-# certificate (tls.require_client_cert). Three routers (p2c), all running throughout:
+# Five echo daemons (engine.backend=echo, 1 worker each): two plaintext (A, B), two requiring a
+# client certificate (tls.require_client_cert; C, D), one with TLS only (E). Three routers (p2c),
+# all running throughout:
 #   plaintext:   plaintext listener, plaintext to the plaintext daemons;
 #   tls:         TLS listener, plaintext to the plaintext daemons;
-#   tls + mtls:  TLS listener, mTLS (route.upstream_tls) to the daemons that require it.
+#   tls + mtls:  TLS listener, mTLS (route.upstream_tls) to the daemons that require it;
+# and two daemons called without a router: A (plaintext) and E (gRPC's TLS), where the load's
+# cost is the worker's (the echo backend answers at once).
 # Certificates: a CA, the routers' and daemons' server certificates (localhost, 127.0.0.1) and
 # the routers' client certificate, made with the openssl CLI in a temporary directory.
 # Per round, each router in turn: a fixed-rate run (--qps, open loop, --duration after 1 s of
@@ -75,6 +79,7 @@ start_daemon A
 start_daemon B
 start_daemon C "${MTLS_DAEMON[@]}"
 start_daemon D "${MTLS_DAEMON[@]}"
+start_daemon E --set "tls.cert_file=$WORK/daemon.crt" --set "tls.key_file=$WORK/daemon.key"
 
 # start_route NAME ENDPOINTS [--set K=V]...: a router on a free port; sets <NAME>_PORT, _PID.
 start_route() {
@@ -99,15 +104,30 @@ start_route mtls "127.0.0.1:$C_GRPC,127.0.0.1:$D_GRPC" "${TLS_LISTENER[@]}" \
   --set "route.upstream_tls.cert_file=$WORK/router-client.crt" \
   --set "route.upstream_tls.key_file=$WORK/router-client.key"
 
-LOAD_FLAGS=(--input "$SENTENCES" --channels 8 --threads 2)
-flags_of() {  # the client side of router NAME
-  [[ $1 == plain ]] || echo "--tls-ca $WORK/ca.crt --tls-server-name localhost"
+# The daemons called directly, read like the routers through ${NAME}_PORT and ${NAME}_PID.
+# shellcheck disable=SC2034 # read indirectly
+{
+  daemon_plain_PORT="$A_GRPC"; daemon_plain_PID="$A_PID"
+  daemon_tls_PORT="$E_GRPC"; daemon_tls_PID="$E_PID"
 }
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+NAMES=(plain tls mtls daemon_plain daemon_tls)
+
+LOAD_FLAGS=(--input "$SENTENCES" --channels 8 --threads 2)
+flags_of() {  # the client side of target NAME
+  [[ $1 == plain || $1 == daemon_plain ]] || echo "--tls-ca $WORK/ca.crt --tls-server-name localhost"
+}
+# CPU ticks (user + system) of process $1 and its children (a daemon's worker and engine).
+ticks() {
+  local pid total=0
+  for pid in "$1" $(pgrep -P "$1"); do
+    total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat")))
+  done
+  echo "$total"
+}
 
 declare -A FIXED FOUND
 for r in $(seq "$ROUNDS"); do
-  for name in plain tls mtls; do
+  for name in "${NAMES[@]}"; do
     port_var="${name}_PORT"; pid_var="${name}_PID"
     read -r -a client <<<"$(flags_of "$name")"
     before="$(ticks "${!pid_var}")"
@@ -119,11 +139,12 @@ for r in $(seq "$ROUNDS"); do
 import json, sys
 d = json.load(open(sys.argv[1]))
 ticks = int(sys.argv[3]) - int(sys.argv[2])
-# The router's CPU over the whole run (warm-up included) per call sent.
+# The target's CPU (a daemon's: its supervisor, worker and engine) over the whole run (warm-up
+# included) per call sent.
 cpu_us = ticks / int(sys.argv[4]) * 1e6 / max(1, d["sent"])
 lat = d["latency_ms"]
 print(f"{d['achieved_qps']:.0f} req/s, {d['errors']} errors, p50 {lat['p50']:.2f} ms, "
-      f"p99 {lat['p99']:.2f} ms, router CPU {cpu_us:.0f} us/call")
+      f"p99 {lat['p99']:.2f} ms, CPU {cpu_us:.0f} us/call")
 PY
 )"
     FIXED[$name]+="$row; "
@@ -140,15 +161,18 @@ PY
 done
 
 {
-  echo "## gecd route: plaintext vs TLS vs TLS + mTLS ($(date -u +%Y-%m-%d), $(nproc) cores, p2c, two echo daemons each)"
+  echo "## gecd route and gecd serve: plaintext vs TLS ($(date -u +%Y-%m-%d), $(nproc) cores, p2c, two echo daemons a router)"
   echo
-  echo "| router | fixed $QPS req/s, ${DURATION} s (each round) | find-max within p99 $SLO_P99 (each round) | median |"
+  echo "| target | fixed $QPS req/s, ${DURATION} s (each round) | find-max within p99 $SLO_P99 (each round) | median |"
   echo "| --- | --- | --- | ---: |"
-  for name in plain tls mtls; do
-    label="$name"
-    [[ $name == plain ]] && label="plaintext"
-    [[ $name == mtls ]] && label="TLS + mTLS to the daemons"
-    [[ $name == tls ]] && label="TLS listener"
+  for name in "${NAMES[@]}"; do
+    case "$name" in
+      plain) label="gecd route, plaintext" ;;
+      tls) label="gecd route, TLS listener" ;;
+      mtls) label="gecd route, TLS listener + mTLS to the daemons" ;;
+      daemon_plain) label="gecd serve called directly, plaintext" ;;
+      daemon_tls) label="gecd serve called directly, TLS" ;;
+    esac
     # shellcheck disable=SC2086 # one word per round
     median="$(python3 -c "import statistics, sys; print('%.0f' % statistics.median(map(float, sys.argv[1:])))" ${FOUND[$name]})"
     echo "| $label | ${FIXED[$name]%; } | ${FOUND[$name]% } | $median |"
