@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "eval/ptb_text.h"
+#include "ptb_text/ptb_text.h"
 
 namespace gecd::bench::cpu_peer {
 
@@ -12,7 +12,7 @@ absl::StatusOr<std::vector<std::string>> ReadJflegSources(const std::string& pat
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
   std::vector<std::string> texts;
-  for (std::string line; std::getline(in, line);) texts.push_back(eval::PtbDetokenize(line));
+  for (std::string line; std::getline(in, line);) texts.push_back(ptb_text::PtbDetokenize(line));
   if (texts.empty()) return absl::InvalidArgumentError(absl::StrCat(path, " is empty"));
   return texts;
 }

@@ -29,10 +29,10 @@
 #include "eval/engine_corrector.h"
 #include "eval/eval_report.h"
 #include "eval/jfleg.h"
-#include "eval/ptb_text.h"
 #include "eval/synthetic.h"
 #include "gecd/version.h"
 #include "nlohmann/json.hpp"
+#include "ptb_text/ptb_text.h"
 #ifdef GECD_HAVE_SERVER
 #include "eval_grpc/grpc_corrector.h"
 #endif
@@ -257,7 +257,7 @@ absl::StatusOr<GateResult> RunEval(const EvalOptions& o) {
   std::vector<std::string> texts;
   const size_t num_jfleg = jfleg ? jfleg->sources.size() : 0;
   if (jfleg) {
-    for (const std::string& s : jfleg->sources) texts.push_back(eval::PtbDetokenize(s));
+    for (const std::string& s : jfleg->sources) texts.push_back(ptb_text::PtbDetokenize(s));
   }
   for (const auto& ex : synthetic) texts.push_back(ex.source);
 

@@ -10,7 +10,7 @@
 #include "common/status_macros.h"
 #include "eval/edit_kinds.h"
 #include "eval/gleu.h"
-#include "eval/ptb_text.h"
+#include "ptb_text/ptb_text.h"
 
 namespace gecd::eval {
 namespace {
@@ -138,13 +138,13 @@ absl::StatusOr<Report> ScoreSystems(const EvalSets& sets, const std::vector<Syst
     std::vector<Tokens> sources;
     std::vector<Tokens> roundtrip;
     for (const std::string& s : jfleg->sources) {
-      sources.push_back(SplitTokens(s));
-      roundtrip.push_back(SplitTokens(PtbTokenize(PtbDetokenize(s))));
+      sources.push_back(ptb_text::SplitTokens(s));
+      roundtrip.push_back(ptb_text::SplitTokens(ptb_text::PtbTokenize(ptb_text::PtbDetokenize(s))));
     }
     std::vector<std::vector<Tokens>> refs;
     for (const auto& set : jfleg->references) {
       auto& r = refs.emplace_back();
-      for (const std::string& line : set) r.push_back(SplitTokens(line));
+      for (const std::string& line : set) r.push_back(ptb_text::SplitTokens(line));
     }
     ASSIGN_OR_RETURN(const GleuCorpus corpus,
                      GleuCorpus::Create(sources, std::move(refs), o.gleu_iterations));
@@ -168,7 +168,8 @@ absl::StatusOr<Report> ScoreSystems(const EvalSets& sets, const std::vector<Syst
     for (const System& s : systems) {
       std::vector<std::string> out = Slice(s.run.outputs, 0, num_jfleg);
       std::vector<Tokens> hyps;
-      for (const std::string& h : out) hyps.push_back(SplitTokens(PtbTokenize(h)));
+      for (const std::string& h : out)
+        hyps.push_back(ptb_text::SplitTokens(ptb_text::PtbTokenize(h)));
       ASSIGN_OR_RETURN(const GleuScore g, corpus.Score(hyps));
       j[s.name] = {{"gleu", g.mean * 100},
                    {"gleu_stddev", g.stddev * 100},
@@ -195,13 +196,13 @@ absl::StatusOr<Report> ScoreSystems(const EvalSets& sets, const std::vector<Syst
     // Edits by kind, in Treebank tokens (as the references are), whitespace normalised.
     std::vector<std::string> tok_sources, tok_roundtrip;
     for (const std::string& src : jfleg->sources) {
-      tok_sources.push_back(NormalizeWhitespace(src));
-      tok_roundtrip.push_back(PtbTokenize(PtbDetokenize(src)));
+      tok_sources.push_back(ptb_text::NormalizeWhitespace(src));
+      tok_roundtrip.push_back(ptb_text::PtbTokenize(ptb_text::PtbDetokenize(src)));
     }
     std::vector<std::vector<std::string>> tok_refs;
     for (const auto& set : jfleg->references) {
       auto& r = tok_refs.emplace_back();
-      for (const std::string& line : set) r.push_back(NormalizeWhitespace(line));
+      for (const std::string& line : set) r.push_back(ptb_text::NormalizeWhitespace(line));
     }
     absl::StrAppendFormat(&summary,
                           "  edits of the source (the server's word-level diff and kinds) that "
@@ -216,7 +217,7 @@ absl::StatusOr<Report> ScoreSystems(const EvalSets& sets, const std::vector<Syst
                           copy_edits.overall.proposed, copy_edits.overall.matched);
     for (size_t k = 0; k < systems.size(); ++k) {
       std::vector<std::string> hyps;
-      for (const std::string& h : outputs[k]) hyps.push_back(PtbTokenize(h));
+      for (const std::string& h : outputs[k]) hyps.push_back(ptb_text::PtbTokenize(h));
       ASSIGN_OR_RETURN(
           const EditKindScore kinds,
           ScoreEditKinds(tok_sources, hyps, tok_refs, FailedSlice(systems[k], 0, num_jfleg)));
@@ -249,9 +250,9 @@ absl::StatusOr<Report> ScoreSystems(const EvalSets& sets, const std::vector<Syst
         std::vector<std::string> sources, hyps;
         std::vector<std::vector<std::string>> targets(1);
         for (size_t i = 0; i < synthetic.size(); ++i) {
-          sources.push_back(NormalizeWhitespace(synthetic[i].source));
-          targets[0].push_back(NormalizeWhitespace(synthetic[i].target));
-          hyps.push_back(NormalizeWhitespace(out[i]));
+          sources.push_back(ptb_text::NormalizeWhitespace(synthetic[i].source));
+          targets[0].push_back(ptb_text::NormalizeWhitespace(synthetic[i].target));
+          hyps.push_back(ptb_text::NormalizeWhitespace(out[i]));
         }
         ASSIGN_OR_RETURN(
             EditKindScore kinds,

@@ -79,21 +79,6 @@ class PythonRandom {
 
 }  // namespace
 
-Tokens SplitTokens(std::string_view line) {
-  Tokens out;
-  size_t i = 0;
-  const auto space = [](char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-  };
-  while (i < line.size()) {
-    while (i < line.size() && space(line[i])) ++i;
-    const size_t start = i;
-    while (i < line.size() && !space(line[i])) ++i;
-    if (i > start) out.emplace_back(line.substr(start, i - start));
-  }
-  return out;
-}
-
 GleuStats& GleuStats::operator+=(const GleuStats& other) {
   hyp_len += other.hyp_len;
   ref_len += other.ref_len;

@@ -4,7 +4,6 @@
 #include <array>
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -37,10 +36,8 @@
 // 38.21 and 55.26.
 namespace gecd::eval {
 
+// A sentence's tokens, as ptb_text::SplitTokens splits a line.
 using Tokens = std::vector<std::string>;
-
-// Whitespace-separated tokens of `line`.
-Tokens SplitTokens(std::string_view line);
 
 inline constexpr int kGleuOrder = 4;
 

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "eval/ptb_text.h"
+#include "ptb_text/ptb_text.h"
 
 namespace gecd::eval {
 
@@ -20,7 +20,7 @@ absl::StatusOr<std::vector<SyntheticExample>> ParseSyntheticTsv(std::string_view
     ++line_no;
     std::string line(raw);
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty() || line[0] == '#' || NormalizeWhitespace(line).empty()) continue;
+    if (line.empty() || line[0] == '#' || ptb_text::NormalizeWhitespace(line).empty()) continue;
     const std::vector<std::string> fields = absl::StrSplit(line, '\t');
     const auto error = [&](std::string_view what) {
       return absl::InvalidArgumentError(
@@ -31,12 +31,12 @@ absl::StatusOr<std::vector<SyntheticExample>> ParseSyntheticTsv(std::string_view
                                 " tab-separated field", fields.size() == 1 ? "" : "s"));
     }
     SyntheticExample ex{fields[0], fields[1], fields[2], line_no};
-    if (ex.error_type.empty() || NormalizeWhitespace(ex.source).empty() ||
-        NormalizeWhitespace(ex.target).empty()) {
+    if (ex.error_type.empty() || ptb_text::NormalizeWhitespace(ex.source).empty() ||
+        ptb_text::NormalizeWhitespace(ex.target).empty()) {
       return error("empty field");
     }
     if (ex.error_type == kNoErrorType &&
-        NormalizeWhitespace(ex.source) != NormalizeWhitespace(ex.target)) {
+        ptb_text::NormalizeWhitespace(ex.source) != ptb_text::NormalizeWhitespace(ex.target)) {
       return error("error type 'none' but the target differs from the source");
     }
     examples.push_back(std::move(ex));
@@ -74,8 +74,8 @@ absl::StatusOr<SyntheticScore> ScoreSynthetic(const std::vector<SyntheticExample
   SyntheticScore score;
   for (size_t i = 0; i < examples.size(); ++i) {
     const SyntheticExample& ex = examples[i];
-    const std::string out = NormalizeWhitespace(outputs[i]);
-    const bool exact = out == NormalizeWhitespace(ex.target);
+    const std::string out = ptb_text::NormalizeWhitespace(outputs[i]);
+    const bool exact = out == ptb_text::NormalizeWhitespace(ex.target);
     ExactMatch& row = by_type[ex.error_type];
     row.error_type = ex.error_type;
     ++row.sentences;
@@ -84,7 +84,7 @@ absl::StatusOr<SyntheticScore> ScoreSynthetic(const std::vector<SyntheticExample
     score.overall.exact += exact;
     if (ex.error_type == kNoErrorType) {
       ++score.none_sentences;
-      score.false_changes += out != NormalizeWhitespace(ex.source);
+      score.false_changes += out != ptb_text::NormalizeWhitespace(ex.source);
     }
   }
   for (auto& [type, row] : by_type) score.by_type.push_back(row);
@@ -100,7 +100,7 @@ absl::StatusOr<double> AgreementRate(const std::vector<std::string>& a,
   if (a.empty()) return 1.0;
   size_t same = 0;
   for (size_t i = 0; i < a.size(); ++i)
-    same += NormalizeWhitespace(a[i]) == NormalizeWhitespace(b[i]);
+    same += ptb_text::NormalizeWhitespace(a[i]) == ptb_text::NormalizeWhitespace(b[i]);
   return static_cast<double>(same) / a.size();
 }
 

@@ -4,16 +4,17 @@
 #include <atomic>
 #include <memory>
 #include <random>
+#include <string_view>
 #include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "gecd/v1/grammar.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "ptb_text/ptb_text.h"
 
 namespace gecd::loadgen {
 namespace {
@@ -64,6 +65,20 @@ std::string Edited(std::string_view sentence, std::mt19937_64& rng) {
     }
   }
   return absl::StrJoin(words, " ");
+}
+
+// A JFLEG line as MakeTypingSessions's contract says a user types it: many sources begin in
+// lower case ("i think ..."), which a writer's sentence would not. Opening quotes and brackets
+// before the first letter are passed over; a digit or a non-ASCII byte that comes first is left
+// as it is (ascii_toupper changes neither).
+std::string Typed(std::string_view line) {
+  std::string sentence = ptb_text::PtbDetokenize(line);
+  const auto first = std::find_if(sentence.begin(), sentence.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+           static_cast<unsigned char>(c) >= 0x80;
+  });
+  if (first != sentence.end()) *first = absl::ascii_toupper(static_cast<unsigned char>(*first));
+  return sentence;
 }
 
 absl::Status CheckOptions(const TypingSessionOptions& options) {
@@ -174,29 +189,12 @@ nlohmann::json PassJson(const TypingPass& pass) {
 
 }  // namespace
 
-std::string DetokenizeRoughly(std::string_view line) {
-  const absl::string_view stripped =
-      absl::StripAsciiWhitespace(absl::string_view(line.data(), line.size()));
-  std::string out;
-  out.reserve(stripped.size());
-  for (size_t i = 0; i < stripped.size(); ++i) {
-    const bool before_punctuation =
-        i + 1 < stripped.size() &&
-        absl::string_view(".,!?;:'").find(stripped[i + 1]) != absl::string_view::npos;
-    if (stripped[i] == ' ' && before_punctuation) continue;
-    out += stripped[i];
-  }
-  out = absl::StrReplaceAll(out, {{" n't", "n't"}});
-  if (!out.empty()) out[0] = absl::ascii_toupper(static_cast<unsigned char>(out[0]));
-  return out;
-}
-
 absl::StatusOr<std::vector<TypingSession>> MakeTypingSessions(const std::vector<std::string>& lines,
                                                               const TypingSessionOptions& options) {
   if (absl::Status valid = CheckOptions(options); !valid.ok()) return valid;
   std::vector<std::string> sentences;
   for (const std::string& line : lines) {
-    std::string sentence = DetokenizeRoughly(line);
+    std::string sentence = Typed(line);
     if (!sentence.empty()) sentences.push_back(std::move(sentence));
   }
   const size_t per_text = static_cast<size_t>(options.paragraphs) *

@@ -5,7 +5,6 @@
 #include <map>
 #include <ostream>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -34,14 +33,11 @@ struct TypingSession {
   std::vector<std::vector<std::string>> versions;
 };
 
-// A line tokenized as JFLEG's sources are ("He do n't know , he said .") joined back roughly,
-// as typed: no space before . , ! ? ; : ' or n't, the first letter in upper case (ASCII).
-// Surrounding whitespace is dropped.
-std::string DetokenizeRoughly(std::string_view line);
-
-// The sessions a run sends, deterministic for `lines` and options.seed. Each line is
-// detokenized (DetokenizeRoughly) and is one sentence (empty ones dropped). Session s's text is
-// the n = paragraphs x sentences_per_paragraph consecutive sentences from (s x n) mod
+// The sessions a run sends, deterministic for `lines` and options.seed. Each line, tokenized as
+// JFLEG's sources are ("he do n't know , he said ."), is one sentence as typed (empty ones
+// dropped): joined back by ptb_text::PtbDetokenize, its first letter (after any opening quotes
+// or brackets) upper-cased when it is an ASCII one ("He don't know, he said."). Session s's
+// text is the n = paragraphs x sentences_per_paragraph consecutive sentences from (s x n) mod
 // (sentences - n + 1), so sessions start from distinct windows until the input runs out. Each
 // edit draws one of its sentences and changes one of its words: inserts a word
 // ("really", "very", "also", "just"), deletes one, or misspells one (its letters reversed, or an

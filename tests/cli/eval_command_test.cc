@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "ptb_text/ptb_text.h"
 #include "testing/byte_level_tokenizer.h"
 #include "testing/daemon_process.h"
 #include "testing/run_gecd.h"
@@ -71,11 +72,11 @@ double CopyGleu(const std::string& dir, int limit = 0) {
   auto set = eval::LoadJfleg(dir, "dev", limit);
   EXPECT_TRUE(set.ok()) << set.status();
   std::vector<eval::Tokens> src;
-  for (const auto& s : set->sources) src.push_back(eval::SplitTokens(s));
+  for (const auto& s : set->sources) src.push_back(ptb_text::SplitTokens(s));
   std::vector<std::vector<eval::Tokens>> refs;
   for (const auto& r : set->references) {
     auto& out = refs.emplace_back();
-    for (const auto& line : r) out.push_back(eval::SplitTokens(line));
+    for (const auto& line : r) out.push_back(ptb_text::SplitTokens(line));
   }
   auto corpus = eval::GleuCorpus::Create(src, refs);
   EXPECT_TRUE(corpus.ok());

@@ -10,10 +10,10 @@
 #include "engine_options/engine_options.h"
 #include "eval/engine_corrector.h"
 #include "eval/jfleg.h"
-#include "eval/ptb_text.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/checkpoint.h"
+#include "ptb_text/ptb_text.h"
 #include "testing/byte_level_tokenizer.h"
 #include "testing/test_paths.h"
 #include "tokenizer/utf8.h"
@@ -143,7 +143,7 @@ TEST(EngineCorrectorTest, SpeculativeDecodingChangesNoOutputOfTheDefaultModel) {
   auto set = LoadJfleg(*jfleg, "dev", 120);
   ASSERT_TRUE(set.ok()) << set.status();
   std::vector<std::string> texts;
-  for (const std::string& s : set->sources) texts.push_back(PtbDetokenize(s));
+  for (const std::string& s : set->sources) texts.push_back(ptb_text::PtbDetokenize(s));
   // Bad input: empty, one token, one letter 2,000 times, symbols the model never copies.
   for (const std::string& bad : {std::string(), std::string("a"), std::string(2000, 'a'),
                                  std::string("\u2603\u2604 \u00a9\u00ae\u2122 \u0416\u0436"),

@@ -30,13 +30,38 @@ std::vector<std::string> Lines(int count) {
   return lines;
 }
 
-TEST(DetokenizeRoughlyTest, JoinsJflegTokensBack) {
-  EXPECT_EQ(DetokenizeRoughly("  he do n't know , he said ; it 's fine ! \n"),
-            "He don't know, he said; it's fine!");
-  EXPECT_EQ(DetokenizeRoughly("what ? yes : no ."), "What? yes: no.");
-  // Already plain text stays as it is; a blank line becomes empty.
-  EXPECT_EQ(DetokenizeRoughly("She likes cats."), "She likes cats.");
-  EXPECT_EQ(DetokenizeRoughly(" \t "), "");
+// The sentences as first typed: JFLEG's tokens joined back the PTB way (clitics, quotes,
+// brackets, currency and percent), the first ASCII letter in upper case; blank lines dropped.
+TEST(MakeTypingSessionsTest, SentencesAreTheLinesDetokenizedAndCapitalised) {
+  const std::vector<std::string> lines = {
+      "  he do n't know , he said ; it 's fine ! \n",
+      "what ? yes : no .",
+      " \t ",
+      "\" is this the right thing to do ? \"",
+      "`` yes , '' she said ( mostly ) .",
+      "it costs $ 5 , or 10 % more ...",
+      "in twenty years ' time .",
+      "2 people came .",
+      "été was hot .",
+      "She likes cats.",
+  };
+  const TypingSessionOptions options{
+      .sessions = 1, .edits = 0, .paragraphs = 1, .sentences_per_paragraph = 9};
+  absl::StatusOr<std::vector<TypingSession>> sessions = MakeTypingSessions(lines, options);
+  ASSERT_TRUE(sessions.ok()) << sessions.status();
+  ASSERT_EQ(sessions->size(), 1u);
+  ASSERT_EQ((*sessions)[0].versions.size(), 1u);
+  EXPECT_EQ((*sessions)[0].versions[0], (std::vector<std::string>{
+                                            "He don't know, he said; it's fine!",
+                                            "What? yes: no.",
+                                            "\"Is this the right thing to do?\"",
+                                            "\"Yes,\" she said (mostly).",
+                                            "It costs $5, or 10% more...",
+                                            "In twenty years' time.",
+                                            "2 people came.",
+                                            "été was hot.",
+                                            "She likes cats.",
+                                        }));
 }
 
 TEST(MakeTypingSessionsTest, TheSameSeedGivesTheSameSessions) {
@@ -70,7 +95,10 @@ TEST(MakeTypingSessionsTest, SessionsHaveTheirShapeAndStartFromConsecutiveLines)
     ASSERT_EQ(session.versions.size(), 4u);
     for (const auto& version : session.versions) EXPECT_EQ(version.size(), 8u);
     for (size_t i = 0; i < 8; ++i) {
-      EXPECT_EQ(session.versions[0][i], DetokenizeRoughly(lines[firsts[s] + i])) << s << " " << i;
+      const size_t line = firsts[s] + i;
+      EXPECT_EQ(session.versions[0][i],
+                absl::StrCat("Line ", line, " says that the cat sat on mat ", line, "."))
+          << s << " " << i;
     }
     // The text an editor sends: 2 paragraphs of 4 sentences.
     const std::string text = TypingText(session.versions.back(), options.sentences_per_paragraph);

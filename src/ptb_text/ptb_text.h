@@ -1,13 +1,20 @@
-#ifndef GECD_EVAL_PTB_TEXT_H_
-#define GECD_EVAL_PTB_TEXT_H_
+#ifndef GECD_PTB_TEXT_PTB_TEXT_H_
+#define GECD_PTB_TEXT_PTB_TEXT_H_
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 // JFLEG's text is Penn-Treebank tokenized: "I do n't know , she said ." The model reads and
-// writes natural text, so sources are detokenized before they go to the model and its outputs
-// are tokenized the same way as the references before scoring.
-namespace gecd::eval {
+// writes natural text, so gecd eval detokenizes sources before they go to the model and
+// tokenizes its outputs the same way as the references before scoring; gecd-load's typing
+// sessions and bench/cpu_peer detokenize the same sources into what a user would type. Plain
+// string functions on ASCII punctuation (other bytes pass through), so that all of them share
+// one detokenizer without linking the engine.
+namespace gecd::ptb_text {
+
+// Whitespace-separated tokens of `line` (space, tab, newline, CR, FF, VT).
+std::vector<std::string> SplitTokens(std::string_view line);
 
 // Joins PTB tokens into natural text: no space before . , ; : ? ! % ) ] } ... '' and the
 // clitics 's 'm 're 've 'll 'd n't (any case), or after ( [ { $ ``; a lone ' closes a plural
@@ -24,6 +31,6 @@ std::string PtbTokenize(std::string_view text);
 // Runs of whitespace become one space; no leading or trailing space.
 std::string NormalizeWhitespace(std::string_view text);
 
-}  // namespace gecd::eval
+}  // namespace gecd::ptb_text
 
-#endif  // GECD_EVAL_PTB_TEXT_H_
+#endif  // GECD_PTB_TEXT_PTB_TEXT_H_

@@ -1,4 +1,4 @@
-#include "eval/ptb_text.h"
+#include "ptb_text/ptb_text.h"
 
 #include <array>
 #include <cctype>
@@ -7,9 +7,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "eval/gleu.h"
 
-namespace gecd::eval {
+namespace gecd::ptb_text {
 namespace {
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
@@ -108,6 +107,21 @@ void SplitWord(std::string_view word, std::vector<std::string>* out) {
 
 }  // namespace
 
+std::vector<std::string> SplitTokens(std::string_view line) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  const auto space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+  };
+  while (i < line.size()) {
+    while (i < line.size() && space(line[i])) ++i;
+    const size_t start = i;
+    while (i < line.size() && !space(line[i])) ++i;
+    if (i > start) out.emplace_back(line.substr(start, i - start));
+  }
+  return out;
+}
+
 std::string NormalizeWhitespace(std::string_view text) {
   return absl::StrJoin(SplitTokens(text), " ");
 }
@@ -164,4 +178,4 @@ std::string PtbDetokenize(std::string_view tokenized) {
   return out;
 }
 
-}  // namespace gecd::eval
+}  // namespace gecd::ptb_text
