@@ -31,10 +31,6 @@ Type OperandType(Precision p) { return p == Precision::kInt8 ? Type::s8 : Type::
 Type SumType(Precision p) { return p == Precision::kInt8 ? Type::s32 : Type::f32; }
 size_t OperandBytes(Precision p) { return p == Precision::kInt8 ? 1 : 2; }
 
-// Below this many rows Apply's own loops stay on the calling thread: waking the team (a futex
-// under OMP_WAIT_POLICY=passive) would cost more than the rows.
-constexpr int kParallelRows = 16;
-
 // Symmetric int8 of one row: scale = max|v| / 127, codes round(v / scale) half away from zero.
 // A zero row gets scale 1 (codes 0); a row with a non-finite value a NaN scale, so the outputs
 // it touches are not finite either. Written so the compiler vectorizes it without fast-math:
@@ -232,12 +228,8 @@ void Matmul::Apply(const float* x, int rows, float* y, bool accumulate,
   const int padded = kernels_->class_rows[index];
   const size_t width = OperandBytes(precision_);
   std::byte* src = scratch->src.data();
-  // The rows' quantization and epilogues, like the kernel, split over the OpenMP team
-  // (engine.threads; on one thread they were ~10% of an int8 step while the other core
-  // waited), from kParallelRows rows on; each row is computed as alone.
   if (precision_ == Precision::kInt8) {
     auto* codes = reinterpret_cast<int8_t*>(src);
-#pragma omp parallel for schedule(static) if (rows >= kParallelRows)
     for (int t = 0; t < rows; ++t) {
       const size_t at = static_cast<size_t>(t) * in_;
       scratch->x_scale[t] = QuantizeRow(x + at, in_, codes + at);
@@ -258,7 +250,6 @@ void Matmul::Apply(const float* x, int rows, float* y, bool accumulate,
                                                        {DNNL_ARG_DST, dst_memory}});
   kernels_->stream.wait();
   const float* b = bias_.empty() ? nullptr : bias_.data();
-#pragma omp parallel for schedule(static) if (rows >= kParallelRows)
   for (int t = 0; t < rows; ++t) {
     const size_t at = static_cast<size_t>(t) * out_;
     if (precision_ == Precision::kInt8) {

@@ -20,56 +20,26 @@
 #ifdef GECD_HAVE_ONEDNN
 #include "cpu_matmul/cpu_isa.h"
 #endif
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-// The loops between the matmuls (norms, RoPE, attention, SiLU, the argmax) split their rows
-// over the OpenMP team oneDNN's kernels use (engine.threads): on one thread they were most of
-// an int8 or bf16 step while the other cores waited (perf, gecd eval). Each row is computed by
-// one thread exactly as alone, so results do not depend on the team. A build without OpenMP
-// (no oneDNN) runs them on the calling thread.
-#ifdef _OPENMP
-#define GECD_OMP(directive) _Pragma(directive)
-#else
-#define GECD_OMP(directive)
-#endif
 
 namespace gecd::engine {
 namespace {
 
-// Below this many rows a loop stays on the calling thread: waking the team (a futex under
-// OMP_WAIT_POLICY=passive) would cost more than the rows.
-constexpr int kParallelRows = 16;
-
-int TeamThread() {
-#ifdef _OPENMP
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
-}
-
-// HF's RMSNorm of one row: x * rsqrt(mean(x²) + eps), then times the weight. The squares are
-// summed in eight independent partial sums (see Dot) so the loop vectorizes.
-void RmsNormRow(const float* in, const float* weight, int dim, float eps, float* out) {
-  float acc[8] = {};
-  int i = 0;
-  for (; i + 8 <= dim; i += 8) {
-    for (int l = 0; l < 8; ++l) acc[l] += in[i + l] * in[i + l];
-  }
-  float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-  for (; i < dim; ++i) sum += in[i] * in[i];
-  const float inv = 1.0f / std::sqrt(sum / static_cast<float>(dim) + eps);
-  for (i = 0; i < dim; ++i) out[i] = weight[i] * (in[i] * inv);
-}
-
-void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, int team,
-             float* out) {
-  GECD_OMP("omp parallel for schedule(static) num_threads(team) if (rows >= kParallelRows)")
+// HF's RMSNorm: x * rsqrt(mean(x²) + eps), then times the weight. The squares are summed in
+// eight independent partial sums (as Dot below) so the loop vectorizes: one serial chain of
+// adds was 5% of an int8 step.
+void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, float* out) {
   for (int r = 0; r < rows; ++r) {
-    RmsNormRow(x + static_cast<size_t>(r) * dim, weight, dim, eps,
-               out + static_cast<size_t>(r) * dim);
+    const float* in = x + static_cast<size_t>(r) * dim;
+    float* o = out + static_cast<size_t>(r) * dim;
+    float acc[8] = {};
+    int i = 0;
+    for (; i + 8 <= dim; i += 8) {
+      for (int l = 0; l < 8; ++l) acc[l] += in[i + l] * in[i + l];
+    }
+    float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (; i < dim; ++i) sum += in[i] * in[i];
+    const float inv = 1.0f / std::sqrt(sum / static_cast<float>(dim) + eps);
+    for (i = 0; i < dim; ++i) o[i] = weight[i] * (in[i] * inv);
   }
 }
 
@@ -190,9 +160,7 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::Chec
   }
   b->max_step_tokens_ = options.max_step_tokens;
   b->max_batch_size_ = std::min(options.max_batch_size, options.max_step_tokens);
-#ifdef _OPENMP
-  b->team_ = options.threads > 0 ? options.threads : omp_get_max_threads();
-#endif
+  b->threads_ = options.threads;
   int64_t max_context = b->layout_.capacity_tokens();
   if (c.max_position_embeddings > 0) {
     max_context = std::min<int64_t>(max_context, c.max_position_embeddings);
@@ -261,9 +229,6 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::Chec
   if (absl::Status s = b->AllocateStepBuffers(options); !s.ok()) return s;
   ProcessStartup().Mark("KV cache and step buffers");
   if (options.threads > 0) openblas_set_num_threads(options.threads);
-#ifdef GECD_HAVE_ONEDNN
-  cpu_matmul::SetMatmulThreads(b->team_);
-#endif
   return b;
 }
 
@@ -354,10 +319,7 @@ absl::Status CpuBackend::AllocateStepBuffers(const CpuBackendOptions& options) t
   act_.resize(t * inter);
   rope_cos_.resize(t * c.head_dim / 2);
   rope_sin_.resize(t * c.head_dim / 2);
-  scores_stride_ =
-      static_cast<size_t>(c.num_attention_heads / c.num_key_value_heads) * max_context_;
-  scores_.resize(scores_stride_ * team_);
-  token_sequence_.resize(t);
+  scores_.resize(static_cast<size_t>(c.num_attention_heads / c.num_key_value_heads) * max_context_);
   last_.resize(static_cast<size_t>(max_batch_size_) * hidden);
   logits_.resize(static_cast<size_t>(max_batch_size_) * c.vocab_size);
   tokens_.reserve(options.max_step_tokens);
@@ -424,68 +386,79 @@ void CpuBackend::ComputeRope(const StepBatch& batch) {
   }
 }
 
-void CpuBackend::ApplyRopeAndStore(const StepBatch& batch, int t, int layer) {
+void CpuBackend::ApplyRopeAndStore(const StepBatch& batch, int layer) {
   const int hd = config_.head_dim;
   const int half = hd / 2;
   const int stride = q_width_ + 2 * kv_width_;
   const int rotated_heads = config_.num_attention_heads + config_.num_key_value_heads;
-  const BatchSequence& s = batch.sequences[token_sequence_[t]];
-  float* row = qkv_.data() + static_cast<size_t>(t) * stride;
-  const float* cos = rope_cos_.data() + static_cast<size_t>(t) * half;
-  const float* sin = rope_sin_.data() + static_cast<size_t>(t) * half;
-  // q heads and k heads are adjacent in the fused row.
-  for (int h = 0; h < rotated_heads; ++h) {
-    float* v = row + h * hd;
-    for (int f = 0; f < half; ++f) {
-      const float x1 = v[f];
-      const float x2 = v[f + half];
-      v[f] = x1 * cos[f] - x2 * sin[f];
-      v[f + half] = x2 * cos[f] + x1 * sin[f];
+  for (const BatchSequence& s : batch.sequences) {
+    const int32_t* blocks = batch.block_ids.data() + s.block_offset;
+    for (int i = 0; i < s.num_tokens; ++i) {
+      const int t = s.token_offset + i;
+      float* row = qkv_.data() + static_cast<size_t>(t) * stride;
+      const float* cos = rope_cos_.data() + static_cast<size_t>(t) * half;
+      const float* sin = rope_sin_.data() + static_cast<size_t>(t) * half;
+      // q heads and k heads are adjacent in the fused row.
+      for (int h = 0; h < rotated_heads; ++h) {
+        float* v = row + h * hd;
+        for (int f = 0; f < half; ++f) {
+          const float x1 = v[f];
+          const float x2 = v[f + half];
+          v[f] = x1 * cos[f] - x2 * sin[f];
+          v[f + half] = x2 * cos[f] + x1 * sin[f];
+        }
+      }
+      const int position = s.start_position + i;
+      const int block = blocks[position / layout_.block_size];
+      const int slot = position % layout_.block_size;
+      std::copy_n(row + q_width_, kv_width_, KeySlot(layer, block, slot));
+      std::copy_n(row + q_width_ + kv_width_, kv_width_, ValueSlot(layer, block, slot));
     }
   }
-  const int position = s.start_position + (t - s.token_offset);
-  const int block = batch.block_ids[s.block_offset + position / layout_.block_size];
-  const int slot = position % layout_.block_size;
-  std::copy_n(row + q_width_, kv_width_, KeySlot(layer, block, slot));
-  std::copy_n(row + q_width_ + kv_width_, kv_width_, ValueSlot(layer, block, slot));
 }
 
-void CpuBackend::Attention(const StepBatch& batch, int t, int layer, float* scores) {
+void CpuBackend::Attention(const StepBatch& batch, int layer) {
   const int hd = config_.head_dim;
   const int group = config_.num_attention_heads / config_.num_key_value_heads;
   const int stride = q_width_ + 2 * kv_width_;
   const int bs = layout_.block_size;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const BatchSequence& s = batch.sequences[token_sequence_[t]];
-  const int32_t* blocks = batch.block_ids.data() + s.block_offset;
-  const int context = s.start_position + (t - s.token_offset) + 1;  // causal: 0..its position
-  // The query heads sharing a KV head are adjacent, so each key and value row is loaded once
-  // for the whole group. scores holds [group][context].
-  for (int g = 0; g < config_.num_key_value_heads; ++g) {
-    const float* q = qkv_.data() + static_cast<size_t>(t) * stride + g * group * hd;
-    for (int j = 0, b = 0; j < context; ++b) {
-      const float* k = KeySlot(layer, blocks[b], 0) + g * hd;
-      for (const int end = std::min(context, j + bs); j < end; ++j, k += kv_width_) {
-        for (int h = 0; h < group; ++h) scores[h * context + j] = Dot(q + h * hd, k, hd) * scale;
-      }
-    }
-    for (int h = 0; h < group; ++h) {
-      float* sc = scores + h * context;
-      const float max_score = *std::max_element(sc, sc + context);
-      float sum = 0.0f;
-      for (int j = 0; j < context; ++j) {
-        sc[j] = std::exp(sc[j] - max_score);
-        sum += sc[j];
-      }
-      const float inv_sum = 1.0f / sum;
-      for (int j = 0; j < context; ++j) sc[j] *= inv_sum;
-    }
-    float* out = attn_.data() + static_cast<size_t>(t) * q_width_ + g * group * hd;
-    std::fill_n(out, group * hd, 0.0f);
-    for (int j = 0, b = 0; j < context; ++b) {
-      const float* v = ValueSlot(layer, blocks[b], 0) + g * hd;
-      for (const int end = std::min(context, j + bs); j < end; ++j, v += kv_width_) {
-        for (int h = 0; h < group; ++h) Axpy(scores[h * context + j], v, out + h * hd, hd);
+  for (const BatchSequence& s : batch.sequences) {
+    const int32_t* blocks = batch.block_ids.data() + s.block_offset;
+    for (int i = 0; i < s.num_tokens; ++i) {
+      const int t = s.token_offset + i;
+      const int context = s.start_position + i + 1;  // causal: positions 0..start+i
+      // The query heads sharing a KV head are adjacent, so each key and value row is loaded
+      // once for the whole group. scores_ holds [group][context].
+      for (int g = 0; g < config_.num_key_value_heads; ++g) {
+        const float* q = qkv_.data() + static_cast<size_t>(t) * stride + g * group * hd;
+        for (int j = 0, b = 0; j < context; ++b) {
+          const float* k = KeySlot(layer, blocks[b], 0) + g * hd;
+          for (const int end = std::min(context, j + bs); j < end; ++j, k += kv_width_) {
+            for (int h = 0; h < group; ++h) {
+              scores_[h * context + j] = Dot(q + h * hd, k, hd) * scale;
+            }
+          }
+        }
+        for (int h = 0; h < group; ++h) {
+          float* sc = scores_.data() + h * context;
+          const float max_score = *std::max_element(sc, sc + context);
+          float sum = 0.0f;
+          for (int j = 0; j < context; ++j) {
+            sc[j] = std::exp(sc[j] - max_score);
+            sum += sc[j];
+          }
+          const float inv_sum = 1.0f / sum;
+          for (int j = 0; j < context; ++j) sc[j] *= inv_sum;
+        }
+        float* out = attn_.data() + static_cast<size_t>(t) * q_width_ + g * group * hd;
+        std::fill_n(out, group * hd, 0.0f);
+        for (int j = 0, b = 0; j < context; ++b) {
+          const float* v = ValueSlot(layer, blocks[b], 0) + g * hd;
+          for (const int end = std::min(context, j + bs); j < end; ++j, v += kv_width_) {
+            for (int h = 0; h < group; ++h) Axpy(scores_[h * context + j], v, out + h * hd, hd);
+          }
+        }
       }
     }
   }
@@ -508,16 +481,11 @@ absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
 
   GECD_PROFILE_MARK(kEmbed);
 #ifdef GECD_HAVE_ONEDNN
-  // OpenMP's thread count is a per-thread setting: Create's thread set it, but steps may run
+  // OpenMP's thread count is a per-thread setting: SelectIsa's thread set it, but steps may run
   // on another (the engine's compute thread), whose default is every core the process may be
   // scheduled on: far more than a pod's CPU quota.
-  cpu_matmul::SetMatmulThreads(team_);
+  cpu_matmul::SetMatmulThreads(threads_);
 #endif
-  for (size_t i = 0; i < batch.sequences.size(); ++i) {
-    const BatchSequence& s = batch.sequences[i];
-    std::fill_n(token_sequence_.begin() + s.token_offset, s.num_tokens, static_cast<int>(i));
-  }
-  [[maybe_unused]] const bool parallel = tokens >= kParallelRows;  // read by the OMP pragmas
   for (int t = 0; t < tokens; ++t) {
     std::copy_n(embed_.data() + static_cast<size_t>(tokens_[t]) * hidden, hidden,
                 x_.data() + static_cast<size_t>(t) * hidden);
@@ -527,28 +495,21 @@ absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
   for (int l = 0; l < static_cast<int>(layers_.size()); ++l) {
     const Layer& layer = layers_[l];
     GECD_PROFILE_MARK(kInputNorm);
-    RmsNorm(x_.data(), layer.input_norm.data(), tokens, hidden, eps, team_, h_.data());
+    RmsNorm(x_.data(), layer.input_norm.data(), tokens, hidden, eps, h_.data());
     GECD_PROFILE_MARK(kQkv);
     layer.qkv.Apply(h_.data(), tokens, qkv_.data(), /*accumulate=*/false, &scratch_);
     GECD_PROFILE_MARK(kRopeStore);
-    GECD_OMP("omp parallel for schedule(static) num_threads(team_) if (parallel)")
-    for (int t = 0; t < tokens; ++t) ApplyRopeAndStore(batch, t, l);
+    ApplyRopeAndStore(batch, l);
     GECD_PROFILE_MARK(kAttention);
-    // After every key and value of the step is stored: a token attends to those before it in
-    // its own entry. Rows differ in context length, so they are handed out in small chunks.
-    GECD_OMP("omp parallel for schedule(dynamic, 4) num_threads(team_) if (parallel)")
-    for (int t = 0; t < tokens; ++t) {
-      Attention(batch, t, l, scores_.data() + TeamThread() * scores_stride_);
-    }
+    Attention(batch, l);
     GECD_PROFILE_MARK(kO);
     layer.o.Apply(attn_.data(), tokens, x_.data(), /*accumulate=*/true, &scratch_);
 
     GECD_PROFILE_MARK(kPostNorm);
-    RmsNorm(x_.data(), layer.post_attention_norm.data(), tokens, hidden, eps, team_, h_.data());
+    RmsNorm(x_.data(), layer.post_attention_norm.data(), tokens, hidden, eps, h_.data());
     GECD_PROFILE_MARK(kGateUp);
     layer.gate_up.Apply(h_.data(), tokens, gate_up_.data(), /*accumulate=*/false, &scratch_);
     GECD_PROFILE_MARK(kSilu);
-    GECD_OMP("omp parallel for schedule(static) num_threads(team_) if (parallel)")
     for (int t = 0; t < tokens; ++t) {
       const float* gate = gate_up_.data() + static_cast<size_t>(t) * 2 * inter;
       const float* up = gate + inter;
@@ -589,20 +550,17 @@ absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
   for (int r0 = 0; r0 < rows; r0 += max_batch_size_) {
     const int n = std::min(max_batch_size_, rows - r0);
     GECD_PROFILE_MARK(kFinalNorm);
-    GECD_OMP("omp parallel for schedule(static) num_threads(team_) if (n >= kParallelRows)")
     for (int r = 0; r < n; ++r) {
-      RmsNormRow(x_.data() + static_cast<size_t>(sample_rows_[r0 + r]) * hidden, final_norm_.data(),
-                 hidden, eps, last_.data() + static_cast<size_t>(r) * hidden);
+      RmsNorm(x_.data() + static_cast<size_t>(sample_rows_[r0 + r]) * hidden, final_norm_.data(), 1,
+              hidden, eps, last_.data() + static_cast<size_t>(r) * hidden);
     }
     GECD_PROFILE_MARK(kLmHead);
     lm_head_.Apply(last_.data(), n, logits_.data(), /*accumulate=*/false, &scratch_);
     GECD_PROFILE_MARK(kSample);
-    result->next_tokens.resize(r0 + n);
-    int32_t* next = result->next_tokens.data() + r0;
-    GECD_OMP("omp parallel for schedule(static) num_threads(team_) if (n >= kParallelRows)")
     for (int r = 0; r < n; ++r) {
       const std::span<const float> row(logits_.data() + static_cast<size_t>(r) * vocab, vocab);
-      next[r] = BiasedArgmax(row, sample_candidates_[r0 + r], sample_bias_[r0 + r]);
+      result->next_tokens.push_back(
+          BiasedArgmax(row, sample_candidates_[r0 + r], sample_bias_[r0 + r]));
     }
     GECD_PROFILE_MARK(kResult);
     if (batch.return_logits) {

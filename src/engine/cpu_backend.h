@@ -95,12 +95,8 @@ class CpuBackend final : public Backend {
   // Checks the batch and fills tokens_ with its tokens, previous_sample entries filled in.
   absl::Status Validate(const StepBatch& batch);
   void ComputeRope(const StepBatch& batch);
-  // Step token t, of layer `layer`: rotates its q and k heads and stores its k and v in the
-  // cache; attends over its sequence's cache up to its position, with `scores` (a team
-  // thread's own [group, max_context]) as workspace. Each touches only token t's rows and
-  // cache slots, so tokens run on any thread.
-  void ApplyRopeAndStore(const StepBatch& batch, int t, int layer);
-  void Attention(const StepBatch& batch, int t, int layer, float* scores);
+  void ApplyRopeAndStore(const StepBatch& batch, int layer);
+  void Attention(const StepBatch& batch, int layer);
   float* KeySlot(int layer, int block, int slot) {
     return k_cache_.as<float>() +
            ((static_cast<size_t>(layer) * layout_.num_blocks + block) * layout_.block_size + slot) *
@@ -116,10 +112,10 @@ class CpuBackend final : public Backend {
   KvCacheLayout layout_;
   int max_step_tokens_ = 0;
   int max_batch_size_ = 0;
-  int max_context_ = 0;  // longest sequence the cache and the position limit allow
-  // The OpenMP threads the matmuls and the loops between them split a step over
-  // (engine.threads; 1 in a build without OpenMP).
-  int team_ = 1;
+  int max_context_ = 0;          // longest sequence the cache and the position limit allow
+  // engine.threads: oneDNN's OpenMP threads, set again on whichever thread computes a step
+  // (OpenMP's thread count is per thread); 0 leaves OpenMP's default.
+  int threads_ = 0;
   int q_width_ = 0;              // heads * head_dim
   int kv_width_ = 0;             // kv_heads * head_dim
   std::vector<float> inv_freq_;  // [head_dim / 2], llama3-adjusted when configured
@@ -146,12 +142,10 @@ class CpuBackend final : public Backend {
   std::vector<float> act_;       // [tokens, intermediate]
   std::vector<float> rope_cos_;  // [tokens, head_dim / 2]
   std::vector<float> rope_sin_;
-  size_t scores_stride_ = 0;         // query heads per KV head * max_context
-  std::vector<float> scores_;        // [team thread][query heads per KV head, max_context]
-  std::vector<int> token_sequence_;  // per step token: its entry in the batch's sequences
-  std::vector<float> last_;          // [batch, hidden] final hidden state of sampling rows
-  std::vector<float> logits_;        // [batch, vocab]
-  std::vector<int32_t> tokens_;      // the batch's tokens, previous_sample entries filled in
+  std::vector<float> scores_;    // [query heads per KV head, max_context]
+  std::vector<float> last_;      // [batch, hidden] final hidden state of sampling rows
+  std::vector<float> logits_;    // [batch, vocab]
+  std::vector<int32_t> tokens_;  // the batch's tokens, previous_sample entries filled in
   // Per sampling position: its row in x_, its copy candidate (-1: none) and bias.
   std::vector<int> sample_rows_;
   std::vector<int32_t> sample_candidates_;

@@ -338,12 +338,10 @@ int ProcessThreads() {
   return static_cast<int>(std::distance(begin(tasks), end(tasks)));
 }
 
-// A step's rows split over engine.threads threads between the matmuls (norms, RoPE, attention,
-// SiLU, the argmax, int8's quantization and epilogue), each computed as alone: a step above the
-// rows a team starts at gives one thread's logits bit for bit (in f32, and in int8, whose
-// integer sums no thread count can reorder). Steps run on the engine's compute thread, not on
-// the thread that created the backend, and OpenMP's thread count is per thread: there too a
-// one-thread engine starts no thread of OpenMP's (whose default is one per core).
+// Steps run on the engine's compute thread, not on the thread that created the backend, and
+// OpenMP's thread count is per thread: there too a one-thread engine starts no thread of
+// OpenMP's (whose default is one per core). One or two threads compute the same logits bit for
+// bit (in f32, and in int8, whose integer sums no thread count can reorder).
 class TeamTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(TeamTest, AStepSplitOverEngineThreadsComputesWhatOneThreadDoes) {
