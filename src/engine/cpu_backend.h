@@ -112,7 +112,7 @@ class CpuBackend final : public Backend {
   KvCacheLayout layout_;
   int max_step_tokens_ = 0;
   int max_batch_size_ = 0;
-  int max_context_ = 0;          // longest sequence the cache and the position limit allow
+  int max_context_ = 0;  // longest sequence the cache and the position limit allow
   // engine.threads: oneDNN's OpenMP threads, set again on whichever thread computes a step
   // (OpenMP's thread count is per thread); 0 leaves OpenMP's default.
   int threads_ = 0;
