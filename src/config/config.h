@@ -74,6 +74,9 @@ struct ServerSection {
   int max_streams_per_connection = 1024;  // concurrent calls (HTTP/2 streams) per connection
   int grace_period_ms = 10000;            // SIGTERM: time to finish admitted requests
   int drain_quiet_ms = 500;               // ... and to answer UNAVAILABLE until calls stop coming
+  // A connection whose TLS and HTTP/2 handshakes are not done within this is closed (gRPC's
+  // default: 120 s), so a flood of connections that never finish holds each for this long.
+  int tls_handshake_timeout_ms = 10000;
   // Prometheus /metrics, /healthz, /readyz: loopback unless told otherwise (they are not
   // authenticated; a Prometheus or kubelet elsewhere needs an address it can reach).
   std::string metrics_listen = "127.0.0.1:9100";

@@ -51,8 +51,10 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const config::
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              config.server.max_streams_per_connection);
   // A connection that has not finished its TLS and HTTP/2 handshakes by then is closed (gRPC's
-  // default is 120 s), so a flood of slow handshakes holds each socket for 10 s at most.
-  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 10000);
+  // default is 120 s), so a flood of slow handshakes holds each socket that long at most. gRPC
+  // 1.51 offers no cap on handshakes in flight (the router has one, route.max_tls_handshakes).
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             config.server.tls_handshake_timeout_ms);
   builder.AddListeningPort(options.listen, credentials, &server->port_);
   builder.RegisterService(server->service_.get());
   server->server_ = builder.BuildAndStart();

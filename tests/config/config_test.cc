@@ -267,6 +267,18 @@ TEST(Config, RouterTlsKeysResolveAgainstTheFileAndNeedTheirPartners) {
   }
 }
 
+// gecd serve's handshake timeout (gRPC's server handshake timeout; its default, 120 s, would let
+// a flood of connections that never finish hold their sockets that long).
+TEST(Config, ServerTlsHandshakeTimeout) {
+  EXPECT_EQ(Config().server.tls_handshake_timeout_ms, 10000);
+  auto c = ParseConfig("server:\n  tls_handshake_timeout_ms: 300\n", "conf.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->server.tls_handshake_timeout_ms, 300);
+  auto e = ParseConfig("server:\n  tls_handshake_timeout_ms: 0\n", "conf.yaml");
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(), HasSubstr("server.tls_handshake_timeout_ms"));
+}
+
 TEST(Config, CopyBias) {
   EXPECT_EQ(Config().model.copy_bias, 0.0);
   auto c = ParseConfig("model:\n  copy_bias: 2.5\n", "conf.yaml");

@@ -425,6 +425,75 @@ TEST(SupervisorTest, ServesOverTlsWithBearerTokens) {
       << metrics;
 }
 
+// A raw TCP connection to 127.0.0.1:port; -1 if it cannot connect.
+int ConnectRaw(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0) {
+    return fd;
+  }
+  if (fd >= 0) close(fd);
+  return -1;
+}
+
+// True once the peer has closed `fd` (EOF or a reset) within `timeout`.
+bool ClosedByPeer(int fd, milliseconds timeout) {
+  pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+  if (poll(&p, 1, static_cast<int>(timeout.count())) != 1) return false;
+  char byte;
+  return recv(fd, &byte, 1, 0) <= 0;
+}
+
+// A flood of connections that never finish their TLS handshake (nothing sent, or a ClientHello
+// cut short) holds each for server.tls_handshake_timeout_ms only, and a client that does finish
+// is served meanwhile.
+TEST(SupervisorTest, ConnectionsThatNeverFinishTheirHandshakeAreClosedAtTheTimeout) {
+  gecd::testing::ScopedTempDir dir;
+  const testing::TestCa ca("test CA");
+  const testing::PemPair pair = ca.Issue("gecd");
+  const std::string cert = dir.path() + "/tls.crt";
+  const std::string key = dir.path() + "/tls.key";
+  testing::WriteTestFile(cert, pair.certificate);
+  testing::WriteTestFile(key, pair.key);
+  Daemon daemon({"server.workers=1", "tls.cert_file=" + cert, "tls.key_file=" + key,
+                 "server.tls_handshake_timeout_ms=500"});
+  ASSERT_TRUE(WaitFor([&] { return daemon.Get("/readyz") == 200; })) << daemon.log();
+  std::vector<int> stalled;
+  absl::Cleanup close_all = [&] {
+    for (int fd : stalled) close(fd);
+  };
+  // A TLS record header announcing a 512-byte handshake message, and nothing after it.
+  const unsigned char partial_hello[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01};
+  for (int i = 0; i < 200; ++i) {
+    const int fd = ConnectRaw(daemon.grpc_port());
+    ASSERT_GE(fd, 0) << "connection " << i;
+    if (i % 2 == 1) {
+      ASSERT_EQ(send(fd, partial_hello, sizeof(partial_hello), 0),
+                static_cast<ssize_t>(sizeof(partial_hello)));
+    }
+    stalled.push_back(fd);
+  }
+  grpc::SslCredentialsOptions trust;
+  trust.pem_root_certs = ca.certificate();
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride("localhost");
+  auto stub = gecd::v1::GrammarCorrection::NewStub(
+      grpc::CreateCustomChannel(daemon.grpc_target(), grpc::SslCredentials(trust), args));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  gecd::v1::CorrectRequest request;
+  request.set_text("she go home");
+  gecd::v1::CorrectResponse response;
+  EXPECT_TRUE(stub->Correct(&context, request, &response).ok()) << daemon.log();
+  // gRPC checks its handshake deadlines on a timer; 0.5 s after, with room for a loaded box.
+  for (size_t i = 0; i < stalled.size(); ++i) {
+    EXPECT_TRUE(ClosedByPeer(stalled[i], milliseconds(5'000))) << "connection " << i;
+  }
+}
+
 TEST(SupervisorTest, JsonLogLinesNameTheirRole) {
   Daemon daemon({"logging.format=json"});
   daemon.WaitForChildren();
