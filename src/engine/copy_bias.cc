@@ -5,6 +5,19 @@
 #include <cstdlib>
 #include <limits>
 
+// The argmax compiled for AVX-512, AVX2 and the baseline, picked at load (an ifunc). Not under
+// ThreadSanitizer: ifunc resolvers run before its runtime is up and the binary crashes at load.
+#if defined(__SANITIZE_THREAD__)
+#define GECD_VECTOR_CLONES
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define GECD_VECTOR_CLONES
+#endif
+#endif
+#ifndef GECD_VECTOR_CLONES
+#define GECD_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
 namespace gecd::engine {
 
 CopyCursor AdvanceCopy(std::span<const int32_t> text, CopyCursor cursor, int32_t token) {
@@ -31,8 +44,7 @@ namespace {
 // scalar max_element was 8% of an int8 step (one per sampled row, 8,000 logits each).
 constexpr int kLanes = 16;
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) int32_t Argmax(const float* v,
-                                                                            int32_t n) {
+GECD_VECTOR_CLONES int32_t Argmax(const float* v, int32_t n) {
   if (n < kLanes || std::isnan(v[0])) {
     return static_cast<int32_t>(std::max_element(v, v + n) - v);
   }
