@@ -6,7 +6,8 @@
 #   - the CMake and pkg-config directories: /usr/lib/x86_64-linux-gnu/{cmake,pkgconfig},
 #     /usr/share/{cmake,pkgconfig} (and so yaml-cpp, gRPC, protobuf too);
 #   - their header folders and headers under /usr/include (Abseil ... OpenBLAS, and the daemon's:
-#     gRPC, protobuf, re2, c-ares, OpenSSL, zlib, yaml-cpp, Hunspell, libmicrohttpd, libcurl),
+#     gRPC, protobuf, re2, c-ares, OpenSSL, zlib, yaml-cpp, Hunspell, libmicrohttpd, GnuTLS,
+#     libcurl),
 #     and their .a/.so files (overlaid with /dev/null, so that a stray use fails loudly);
 #   - the code generators /usr/bin/protoc and /usr/bin/grpc_cpp_plugin (/dev/null too: not
 #     executable), so protoc can only be the bundle's, and pkg-config (the GPU machine may have
@@ -32,7 +33,7 @@ set -euo pipefail
 L=/usr/lib/x86_64-linux-gnu
 for d in $L/cmake $L/pkgconfig /usr/share/cmake /usr/share/pkgconfig $L/openblas-pthread \
          /usr/include/{absl,gtest,gmock,benchmark,spdlog,fmt,nlohmann,yaml-cpp,google,grpc,grpcpp} \
-         /usr/include/{grpc++,re2,openssl,hunspell} /usr/include/x86_64-linux-gnu/openssl \
+         /usr/include/{grpc++,re2,openssl,hunspell,gnutls} /usr/include/x86_64-linux-gnu/openssl \
          /usr/include/x86_64-linux-gnu/curl \
          /usr/include/x86_64-linux-gnu/openblas-pthread /usr/share/hunspell; do
   [[ -d "$d" ]] && mount -t tmpfs -o ro,size=1m gecd-hidden "$d"

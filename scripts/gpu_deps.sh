@@ -17,7 +17,7 @@
 #                                 (spelling.dictionary=$PWD/.gpu-deps/share/hunspell/en_US there)
 # The prefix:
 #   include/                      headers (OpenBLAS's under include/openblas/, libcurl's under
-#                                 include/curl/)
+#                                 include/curl/, GnuTLS's under include/gnutls/)
 #   lib/x86_64-linux-gnu/         static .a where Debian ships them: Abseil, GTest, GMock, PCRE2,
 #                                 utf8proc, ICU (icuuc, icudata), gRPC (grpc++,
 #                                 grpc++_reflection, grpc, gpr, upb, address_sorting), re2,
@@ -61,7 +61,7 @@ for d in absl gtest gmock benchmark spdlog fmt nlohmann grpc grpcpp grpc++ googl
 done
 cp -a /usr/include/pcre2.h /usr/include/utf8proc.h /usr/include/sentencepiece_processor.h \
   /usr/include/microhttpd.h "$P/include/"
-cp -a /usr/include/x86_64-linux-gnu/curl /usr/include/nghttp2 "$P/include/"
+cp -a /usr/include/x86_64-linux-gnu/curl /usr/include/nghttp2 /usr/include/gnutls "$P/include/"
 mkdir -p "$P/include/openblas"
 cp -aL /usr/include/x86_64-linux-gnu/openblas-pthread/. "$P/include/openblas/"
 
@@ -238,6 +238,8 @@ _gecd_deps_import(PkgConfig::HUNSPELL STATIC libhunspell-1.7.a)
 set_property(TARGET PkgConfig::HUNSPELL APPEND PROPERTY
   INTERFACE_INCLUDE_DIRECTORIES "${_gecd_deps_include}/hunspell")
 _gecd_deps_import(PkgConfig::MICROHTTPD SHARED libmicrohttpd.so.12)
+# The metrics listener's client certificates: the libgnutls already in libmicrohttpd's closure.
+_gecd_deps_import(PkgConfig::GNUTLS SHARED libgnutls.so.30)
 _gecd_deps_import(PkgConfig::CURL SHARED libcurl.so.4)
 # gecd route's relay: the libnghttp2 already in libcurl's closure.
 _gecd_deps_import(PkgConfig::NGHTTP2 SHARED libnghttp2.so.14)

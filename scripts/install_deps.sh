@@ -14,6 +14,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libmicrohttpd-dev libcurl4-openssl-dev libnghttp2-dev python3-grpcio python3-protobuf
   libssl-dev  # gecd_tls and gecd_auth: certificate checks, SHA-256 of bearer tokens
+  libgnutls28-dev  # gecd_daemon: the metrics listener's client certificates (libmicrohttpd's TLS)
   libcpp-httplib-dev  # the route tests' fake Kubernetes API server
   haproxy  # bench/route_bench.sh: the router's measured peer
   python3-venv  # .venv-test below

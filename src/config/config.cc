@@ -167,8 +167,26 @@ Field HostPortList(std::string path, Ref<std::vector<std::string>> ref) {
           /*list=*/true};
 }
 
+// The keys of a TLS section (tls, metrics_tls): one shape, one set of types and ranges.
+void AppendTlsFields(const std::string& section, TlsSection Config::*member,
+                     std::vector<Field>& fields) {
+  fields.push_back(String(section + ".cert_file", member, &TlsSection::cert_file, true));
+  fields.push_back(String(section + ".key_file", member, &TlsSection::key_file, true));
+  fields.push_back(String(section + ".client_ca_file", member, &TlsSection::client_ca_file, true));
+  fields.push_back(
+      Bool(section + ".require_client_cert", member, &TlsSection::require_client_cert));
+  fields.push_back(Int(section + ".refresh_s", member, &TlsSection::refresh_s, 1, 24 * 3600));
+}
+
+// `fields` with the keys of both TLS sections after them.
+std::vector<Field> WithTlsSections(std::vector<Field> fields) {
+  AppendTlsFields("tls", &Config::tls, fields);
+  AppendTlsFields("metrics_tls", &Config::metrics_tls, fields);
+  return fields;
+}
+
 const std::vector<Field>& Fields() {
-  static const std::vector<Field> fields = {
+  static const std::vector<Field> fields = WithTlsSections({
       String("model.dir", &Config::model, &ModelSection::dir, false),
       String("model.prompt_template", &Config::model, &ModelSection::prompt_template, false),
       Int("model.max_input_tokens", &Config::model, &ModelSection::max_input_tokens, 1, 1 << 20),
@@ -296,17 +314,12 @@ const std::vector<Field>& Fields() {
       Int(
           "route.kubernetes.token_refresh_s",
           [](Config& c) -> int& { return c.route.kubernetes.token_refresh_s; }, 1, 24 * 3600),
-      String("tls.cert_file", &Config::tls, &TlsSection::cert_file, true),
-      String("tls.key_file", &Config::tls, &TlsSection::key_file, true),
-      String("tls.client_ca_file", &Config::tls, &TlsSection::client_ca_file, true),
-      Bool("tls.require_client_cert", &Config::tls, &TlsSection::require_client_cert),
-      Int("tls.refresh_s", &Config::tls, &TlsSection::refresh_s, 1, 24 * 3600),
       String("auth.tokens_file", &Config::auth, &AuthSection::tokens_file, true),
       Int("auth.refresh_s", &Config::auth, &AuthSection::refresh_s, 1, 24 * 3600),
       Enum("logging.level", &Config::logging, &LoggingSection::level,
            {"trace", "debug", "info", "warn", "error"}),
       Enum("logging.format", &Config::logging, &LoggingSection::format, {"text", "json"}),
-  };
+  });
   return fields;
 }
 
@@ -427,6 +440,10 @@ constexpr PathField kPathFields[] = {
     {"tls.cert_file", [](Config& c) -> std::string& { return c.tls.cert_file; }},
     {"tls.key_file", [](Config& c) -> std::string& { return c.tls.key_file; }},
     {"tls.client_ca_file", [](Config& c) -> std::string& { return c.tls.client_ca_file; }},
+    {"metrics_tls.cert_file", [](Config& c) -> std::string& { return c.metrics_tls.cert_file; }},
+    {"metrics_tls.key_file", [](Config& c) -> std::string& { return c.metrics_tls.key_file; }},
+    {"metrics_tls.client_ca_file",
+     [](Config& c) -> std::string& { return c.metrics_tls.client_ca_file; }},
     {"auth.tokens_file", [](Config& c) -> std::string& { return c.auth.tokens_file; }},
 };
 
@@ -480,6 +497,33 @@ absl::StatusOr<Config> LoadConfigWithOverrides(const std::string& path,
   return config;
 }
 
+namespace {
+
+// The rules between the keys of a TLS section (tls, metrics_tls); `section` names it in the
+// messages, `listener` says what it secures.
+absl::Status ValidateTls(const TlsSection& tls, absl::string_view section,
+                         absl::string_view listener) {
+  const auto key = [section](absl::string_view name) { return absl::StrCat(section, ".", name); };
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(key("cert_file"), " and ", key("key_file"),
+                                                   ": set both (TLS on ", listener,
+                                                   ") or neither"));
+  }
+  if (!tls.client_ca_file.empty() && tls.cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key("client_ca_file"), ": client certificates need TLS (set ",
+                     key("cert_file"), " and ", key("key_file"), ")"));
+  }
+  if (tls.require_client_cert && tls.client_ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key("require_client_cert"), ": needs ", key("client_ca_file"),
+                     " (the CAs client certificates are verified against)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateConfig(const Config& c) {
   if (c.model.prompt_template.find("{text}") == std::string::npos) {
     return absl::InvalidArgumentError("model.prompt_template: must contain {text}");
@@ -528,19 +572,8 @@ absl::Status ValidateConfig(const Config& c) {
                                                    ") must be at least route.ejection_base_ms (",
                                                    r.ejection_base_ms, ")"));
   }
-  if (c.tls.cert_file.empty() != c.tls.key_file.empty()) {
-    return absl::InvalidArgumentError(
-        "tls.cert_file and tls.key_file: set both (TLS on the gRPC listener) or neither");
-  }
-  if (!c.tls.client_ca_file.empty() && c.tls.cert_file.empty()) {
-    return absl::InvalidArgumentError(
-        "tls.client_ca_file: client certificates need TLS (set tls.cert_file and tls.key_file)");
-  }
-  if (c.tls.require_client_cert && c.tls.client_ca_file.empty()) {
-    return absl::InvalidArgumentError(
-        "tls.require_client_cert: needs tls.client_ca_file (the CAs client certificates are "
-        "verified against)");
-  }
+  RETURN_IF_ERROR(ValidateTls(c.tls, "tls", "the gRPC listener"));
+  RETURN_IF_ERROR(ValidateTls(c.metrics_tls, "metrics_tls", "the metrics listener"));
   const UpstreamTlsSection& up = r.upstream_tls;
   if (up.cert_file.empty() != up.key_file.empty()) {
     return absl::InvalidArgumentError(

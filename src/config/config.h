@@ -163,11 +163,13 @@ struct RouteSection {
   UpstreamTlsSection upstream_tls;  // route.upstream_tls: TLS (mTLS) to the endpoints
 };
 
-// TLS on the gRPC listener: gecd serve's server.listen (gRPC's TLS), gecd route's route.listen
-// (OpenSSL under the relay). Off while
-// cert_file is "". The files are checked at start (a bad one stops the start, naming it) and
-// re-read every refresh_s: a valid new pair serves the next connections, a bad one is logged
-// and the pair in use kept. Relative paths resolve against the config file.
+// TLS on a listener: the tls section is the gRPC listener's (gecd serve's server.listen with
+// gRPC's TLS, gecd route's route.listen with OpenSSL under the relay), the metrics_tls section
+// the metrics listener's (server.metrics_listen or route.metrics_listen, libmicrohttpd's
+// GnuTLS). Off while cert_file is "". The files are checked at start (a bad one stops the
+// start, naming it) and re-read every refresh_s: a valid new pair serves the next
+// connections, a bad one is logged and the pair in use kept. Relative paths resolve against
+// the config file.
 struct TlsSection {
   std::string cert_file;             // PEM certificate chain, the server's own first
   std::string key_file;              // PEM private key of cert_file's first certificate
@@ -196,6 +198,7 @@ struct Config {
   SpellingSection spelling;
   RouteSection route;
   TlsSection tls;
+  TlsSection metrics_tls;
   AuthSection auth;
   LoggingSection logging;
 };
@@ -205,8 +208,8 @@ absl::StatusOr<Config> ParseConfig(std::string_view yaml, std::string_view path)
 absl::StatusOr<Config> LoadConfigFile(const std::string& path);
 
 // The keys that name files: model.dir, spelling.dictionary, spelling.lexicon,
-// route.kubernetes.kubeconfig, tls.cert_file, tls.key_file, tls.client_ca_file,
-// auth.tokens_file.
+// route.kubernetes.kubeconfig, tls.cert_file, tls.key_file, tls.client_ca_file, the same three
+// of metrics_tls, auth.tokens_file.
 const std::vector<std::string>& PathKeys();
 
 // Sets one key from the command line ("engine.threads", "4") with the file's type and range

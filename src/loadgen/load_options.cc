@@ -51,9 +51,10 @@ QPS, latency percentiles (of successful requests) and errors by status code; or,
   --seed N               arrival schedule seed; with --typing-sessions, the edits' (1)
   --json FILE            write the report (or the find-max trials) as JSON
   --csv FILE             write per-second rows: t,sent,ok,errors,p50_ms,p99_ms
-  --metrics-port N       the daemon's metrics port on this machine (server.metrics_listen):
-                         the report adds what speculative decoding kept over the run (warm-up
-                         included): the share of draft tokens accepted, tokens per sequence-step
+  --metrics-port N       the daemon's metrics port on this machine (server.metrics_listen, in
+                         plain HTTP: not with metrics_tls): the report adds what speculative
+                         decoding kept over the run (warm-up included): the share of draft
+                         tokens accepted, tokens per sequence-step
   --find-max             search the highest open-loop QPS meeting the SLO: start at --qps,
                          double until a trial fails, then bisect; each trial is --warmup
                          plus --duration

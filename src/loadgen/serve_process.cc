@@ -38,6 +38,12 @@ absl::StatusOr<std::unique_ptr<ServeProcess>> ServeProcess::Start(const ServeOpt
   sets.insert(sets.end(), options.sets.begin(), options.sets.end());
   sets.push_back(absl::StrCat("server.listen=127.0.0.1:", grpc_port));
   sets.push_back(absl::StrCat("server.metrics_listen=127.0.0.1:", metrics_port));
+  // That port is the trial's own, on loopback, and read here in plain HTTP: no metrics_tls,
+  // whatever the config says.
+  for (const char* key : {"metrics_tls.cert_file=", "metrics_tls.key_file=",
+                          "metrics_tls.client_ca_file=", "metrics_tls.require_client_cert=false"}) {
+    sets.push_back(key);
+  }
   for (const std::string& s : sets) {
     child.argv.push_back("--set");
     child.argv.push_back(s);

@@ -95,19 +95,13 @@ absl::StatusOr<std::unique_ptr<Router>> Router::Start(const config::Config& conf
                                     .services = {v1::GrammarCorrection::service_full_name()}},
       kHealthPoll);
 
-  absl::StatusOr<std::unique_ptr<daemon::StatusHttpServer>> status =
-      daemon::StatusHttpServer::Start(config.route.metrics_listen,
-                                      {.metrics =
-                                           [r] {
-                                             return r->metrics_.Format(r->endpoints_, r->discovery_,
-                                                                       r->relay_->in_flight());
-                                           },
-                                       .ready = [r] { return r->Ready(); }});
-  if (!status.ok()) {
-    return absl::Status(status.status().code(),
-                        absl::StrCat("route.metrics_listen: ", status.status().message()));
-  }
-  r->status_ = std::move(*status);
+  daemon::StatusHttpServer::Handlers handlers{
+      .metrics =
+          [r] { return r->metrics_.Format(r->endpoints_, r->discovery_, r->relay_->in_flight()); },
+      .ready = [r] { return r->Ready(); }};
+  ASSIGN_OR_RETURN(r->status_,
+                   tls::MetricsServer::Start("route.metrics_listen", config.route.metrics_listen,
+                                             std::move(handlers), config.metrics_tls));
   return router;
 }
 
@@ -153,12 +147,13 @@ int RunRouter(const config::Config& config) {
     spdlog::critical("{}", router.status().ToString());
     return 2;
   }
-  spdlog::info("routing on {} (port {}{}), policy {}, endpoints from {}{}; metrics on port {}",
+  spdlog::info("routing on {} (port {}{}), policy {}, endpoints from {}{}; metrics on port {} ({})",
                config.route.listen, (*router)->port(),
                config.tls.cert_file.empty() ? ", plaintext" : ", TLS", config.route.policy,
                config.route.source,
                config.route.upstream_tls.ca_file.empty() ? " (plaintext)" : " (over TLS)",
-               (*router)->metrics_port());
+               (*router)->metrics_port(),
+               config.metrics_tls.cert_file.empty() ? "plain HTTP" : "HTTPS");
   (void)daemon::NotifySystemd("READY=1");
   int signal_number = 0;
   sigwait(&signals, &signal_number);

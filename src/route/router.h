@@ -9,7 +9,6 @@
 #include "auth/token_table.h"
 #include "config/config.h"
 #include "daemon/health_poller.h"
-#include "daemon/status_http.h"
 #include "gecd/v1/grammar.grpc.pb.h"
 #include "grpcpp/server.h"
 #include "route/endpoint_set.h"
@@ -17,6 +16,7 @@
 #include "route/relay.h"
 #include "route/route_metrics.h"
 #include "tls/listener_tls.h"
+#include "tls/metrics_server.h"
 #include "tls/upstream_tls.h"
 
 // `gecd route`, assembled: the endpoint source feeding the EndpointSet, the relay on
@@ -56,7 +56,7 @@ class Router {
   v1::GrammarCorrection::CallbackService listed_;
   std::unique_ptr<grpc::Server> server_;  // health and reflection, on loopback
   std::unique_ptr<Relay> relay_;
-  std::unique_ptr<daemon::StatusHttpServer> status_;
+  std::unique_ptr<tls::MetricsServer> status_;  // route.metrics_listen (metrics_tls)
   std::unique_ptr<daemon::HealthPoller> health_;
   std::atomic<bool> draining_{false};
 };

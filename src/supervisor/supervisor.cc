@@ -33,13 +33,13 @@
 #include "daemon/open_file_limit.h"
 #include "daemon/process_title.h"
 #include "daemon/sd_notify.h"
-#include "daemon/status_http.h"
 #include "metrics/metrics.h"
 #include "model/checkpoint.h"
 #include "spdlog/spdlog.h"
 #include "supervisor/roles.h"
 #include "supervisor/watchdog.h"
 #include "tls/key_material.h"
+#include "tls/metrics_server.h"
 #include "tokenizer/tokenizer.h"
 
 namespace gecd::supervisor {
@@ -222,7 +222,7 @@ class Supervisor {
   std::optional<metrics::MetricsRegion> metrics_;
   std::atomic<uint64_t> engine_restarts_{0};
   std::atomic<uint64_t> worker_restarts_{0};
-  std::unique_ptr<daemon::StatusHttpServer> http_;
+  std::unique_ptr<tls::MetricsServer> http_;
   std::vector<Child> children_;  // the engine, then worker 0..N-1
   SystemdLink systemd_;
 
@@ -284,9 +284,11 @@ absl::Status Supervisor::StartStatusServer() {
                                                        {"worker", worker_restarts_.load()}});
   };
   handlers.ready = [this] { return Ready(); };
-  ASSIGN_OR_RETURN(http_, daemon::StatusHttpServer::Start(config_.server.metrics_listen, handlers));
-  spdlog::info("metrics, /healthz and /readyz on {} (port {})", config_.server.metrics_listen,
-               http_->port());
+  ASSIGN_OR_RETURN(http_,
+                   tls::MetricsServer::Start("server.metrics_listen", config_.server.metrics_listen,
+                                             handlers, config_.metrics_tls));
+  spdlog::info("metrics, /healthz and /readyz on {} (port {}, {})", config_.server.metrics_listen,
+               http_->port(), http_->https() ? "HTTPS" : "plain HTTP");
   return absl::OkStatus();
 }
 
@@ -604,10 +606,13 @@ int RunSupervisor(const config::Config& config, const std::string& config_path,
     return 2;
   }
   // The workers' certificate and tokens, checked here so that a bad file stops the start with
-  // exit 2 naming it, instead of workers that fail and are restarted.
-  if (!config.tls.cert_file.empty()) {
-    if (absl::Status tls = tls::LoadKeyMaterial(config.tls).status(); !tls.ok()) {
-      spdlog::critical("{}", tls.ToString());
+  // exit 2 naming it, instead of workers that fail and are restarted; and the metrics
+  // listener's certificate, so that it too stops the start with exit 2 rather than 1.
+  for (const auto& [name, section] :
+       {std::pair{"tls", &config.tls}, std::pair{"metrics_tls", &config.metrics_tls}}) {
+    if (section->cert_file.empty()) continue;
+    if (absl::Status checked = tls::LoadKeyMaterial(*section, name).status(); !checked.ok()) {
+      spdlog::critical("{}", checked.ToString());
       return 2;
     }
   }

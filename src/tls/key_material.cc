@@ -50,8 +50,13 @@ std::vector<std::string> KeyMaterialFiles::Paths() const {
   return paths;
 }
 
-KeyMaterialFiles ServerFiles(const config::TlsSection& tls) {
-  return {.cert_file = tls.cert_file, .key_file = tls.key_file, .ca_file = tls.client_ca_file};
+KeyMaterialFiles ServerFiles(const config::TlsSection& tls, absl::string_view section) {
+  return {.cert_key = absl::StrCat(section, ".cert_file"),
+          .cert_file = tls.cert_file,
+          .key_key = absl::StrCat(section, ".key_file"),
+          .key_file = tls.key_file,
+          .ca_key = absl::StrCat(section, ".client_ca_file"),
+          .ca_file = tls.client_ca_file};
 }
 
 KeyMaterialFiles UpstreamFiles(const config::UpstreamTlsSection& upstream) {

@@ -5,13 +5,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "config/config.h"
 #include "daemon/file_poller.h"
 
-// The files of a TLS setting (the tls section, route.upstream_tls), checked with OpenSSL before
-// anything serves them: each error names the key, the file and the reason (unreadable, not PEM,
-// expired or not yet valid, a key that is not the certificate's), so a bad file stops the start
-// with a sentence instead of failing every handshake later.
+// The files of a TLS setting (the tls and metrics_tls sections, route.upstream_tls), checked
+// with OpenSSL before anything serves them: each error names the key, the file and the reason
+// (unreadable, not PEM, expired or not yet valid, a key that is not the certificate's), so a bad
+// file stops the start with a sentence instead of failing every handshake later.
 namespace gecd::tls {
 
 // Which files, and the config keys that name them (for messages). A certificate and its key
@@ -30,7 +31,8 @@ struct KeyMaterialFiles {
   std::vector<std::string> Paths() const;
 };
 
-KeyMaterialFiles ServerFiles(const config::TlsSection& tls);
+// A TLS section's files (tls, metrics_tls: `section` names its keys in messages).
+KeyMaterialFiles ServerFiles(const config::TlsSection& tls, absl::string_view section = "tls");
 KeyMaterialFiles UpstreamFiles(const config::UpstreamTlsSection& upstream);
 
 struct KeyMaterial {
@@ -46,8 +48,9 @@ absl::StatusOr<KeyMaterial> CheckKeyMaterial(const KeyMaterialFiles& files,
 
 // Reads and checks the files.
 absl::StatusOr<KeyMaterial> LoadKeyMaterial(const KeyMaterialFiles& files);
-inline absl::StatusOr<KeyMaterial> LoadKeyMaterial(const config::TlsSection& tls) {
-  return LoadKeyMaterial(ServerFiles(tls));
+inline absl::StatusOr<KeyMaterial> LoadKeyMaterial(const config::TlsSection& tls,
+                                                   absl::string_view section = "tls") {
+  return LoadKeyMaterial(ServerFiles(tls, section));
 }
 
 }  // namespace gecd::tls

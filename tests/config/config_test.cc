@@ -229,6 +229,52 @@ TEST(Config, TlsAndAuthKeysResolveAgainstTheFileAndNeedTheirPartners) {
   }
 }
 
+// metrics_tls has the tls section's shape and rules, its messages naming its own keys.
+TEST(Config, MetricsTlsKeysResolveAgainstTheFileAndNeedTheirPartners) {
+  const Config defaults;
+  EXPECT_TRUE(defaults.metrics_tls.cert_file.empty());
+  EXPECT_FALSE(defaults.metrics_tls.require_client_cert);
+  EXPECT_EQ(defaults.metrics_tls.refresh_s, 5);
+  const std::string dir = gecd::testing::MakeTempDir();
+  std::ofstream(dir + "/c.yaml") << "metrics_tls:\n  cert_file: m/tls.crt\n  key_file: /k/m.key\n"
+                                    "  client_ca_file: prom-ca.crt\n  require_client_cert: true\n"
+                                    "  refresh_s: 7\n";
+  auto c = LoadConfigFile(dir + "/c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->metrics_tls.cert_file, dir + "/m/tls.crt");
+  EXPECT_EQ(c->metrics_tls.key_file, "/k/m.key");
+  EXPECT_EQ(c->metrics_tls.client_ca_file, dir + "/prom-ca.crt");
+  EXPECT_TRUE(c->metrics_tls.require_client_cert);
+  EXPECT_EQ(c->metrics_tls.refresh_s, 7);
+  EXPECT_TRUE(c->tls.cert_file.empty());  // the gRPC listener's TLS is another section
+
+  const std::pair<const char*, const char*> bad[] = {
+      {"metrics_tls:\n  cert_file: a.crt\n",
+       "metrics_tls.cert_file and metrics_tls.key_file: set both (TLS on the metrics listener)"},
+      {"metrics_tls:\n  key_file: a.key\n", "metrics_tls.cert_file and metrics_tls.key_file"},
+      {"metrics_tls:\n  client_ca_file: ca.crt\n",
+       "metrics_tls.client_ca_file: client certificates need TLS (set metrics_tls.cert_file"},
+      {"metrics_tls:\n  cert_file: a\n  key_file: b\n  require_client_cert: true\n",
+       "metrics_tls.require_client_cert: needs metrics_tls.client_ca_file"},
+      {"metrics_tls:\n  refresh_s: 0\n", "metrics_tls.refresh_s"},
+      {"metrics_tls:\n  require_client_cert: maybe\n", "metrics_tls.require_client_cert"},
+      {"metrics_tls:\n  certfile: a\n", "unknown key 'metrics_tls.certfile'"},
+  };
+  for (const auto& [yaml, message] : bad) {
+    auto e = ParseConfig(yaml, "conf.yaml");
+    ASSERT_FALSE(e.ok()) << yaml;
+    EXPECT_THAT(e.status().message(), HasSubstr(message)) << yaml;
+  }
+  // Overrides take the same keys, and the rules apply once they all are.
+  auto set =
+      LoadConfigWithOverrides("", {"metrics_tls.cert_file=/m.crt", "metrics_tls.key_file=/m.key"});
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->metrics_tls.cert_file, "/m.crt");
+  auto half = LoadConfigWithOverrides("", {"metrics_tls.cert_file=/m.crt"});
+  ASSERT_FALSE(half.ok());
+  EXPECT_THAT(half.status().message(), HasSubstr("metrics_tls.key_file"));
+}
+
 TEST(Config, RouterTlsKeysResolveAgainstTheFileAndNeedTheirPartners) {
   const Config defaults;
   EXPECT_TRUE(defaults.route.upstream_tls.ca_file.empty());

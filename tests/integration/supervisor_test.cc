@@ -370,6 +370,20 @@ TEST(SupervisorTest, BadCertificateOrTokensFileIsExit2NamingIt) {
     EXPECT_TRUE(absl::StrContains(daemon.log(), "tls.cert_file " + cert + ": no PEM certificate"))
         << daemon.log();
   }
+  {
+    const std::string metrics_cert = dir.path() + "/metrics.crt";
+    const std::string metrics_key = dir.path() + "/metrics.key";
+    const testing::PemPair expired = testing::TestCa("test CA").Issue("gecd", -7200, -3600);
+    testing::WriteTestFile(metrics_cert, expired.certificate);
+    testing::WriteTestFile(metrics_key, expired.key);
+    Daemon daemon({"metrics_tls.cert_file=" + metrics_cert, "metrics_tls.key_file=" + metrics_key});
+    const std::optional<int> status = daemon.WaitExit(kStartTimeout);
+    ASSERT_TRUE(status.has_value()) << daemon.log();
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 2) << *status;
+    EXPECT_TRUE(
+        absl::StrContains(daemon.log(), "metrics_tls.cert_file " + metrics_cert + ": expired"))
+        << daemon.log();
+  }
   const std::string tokens = dir.path() + "/tokens";
   testing::WriteTestFile(tokens, "# clients\nfrontend\n");
   Daemon daemon({"auth.tokens_file=" + tokens});
@@ -492,6 +506,33 @@ TEST(SupervisorTest, ConnectionsThatNeverFinishTheirHandshakeAreClosedAtTheTimeo
   for (size_t i = 0; i < stalled.size(); ++i) {
     EXPECT_TRUE(ClosedByPeer(stalled[i], milliseconds(5'000))) << "connection " << i;
   }
+}
+
+// The metrics port over HTTPS (metrics_tls), as a kubelet with `scheme: HTTPS` and Prometheus
+// with `scheme: https` reach it: /readyz answers once the daemon is ready, plain HTTP does not.
+TEST(SupervisorTest, ServesReadyzOverHttpsWithMetricsTls) {
+  gecd::testing::ScopedTempDir dir;
+  const testing::TestCa ca("metrics CA");
+  const testing::PemPair pair = ca.Issue("gecd");
+  const std::string cert = dir.path() + "/metrics.crt";
+  const std::string key = dir.path() + "/metrics.key";
+  testing::WriteTestFile(cert, pair.certificate);
+  testing::WriteTestFile(key, pair.key);
+  Daemon daemon(
+      {"server.workers=1", "metrics_tls.cert_file=" + cert, "metrics_tls.key_file=" + key});
+  std::string body;
+  ASSERT_TRUE(WaitFor([&] {
+    return testing::HttpsGet(daemon.metrics_port(), "/readyz", ca.certificate(), nullptr, &body) ==
+           200;
+  })) << daemon.log();
+  EXPECT_EQ(body, "ready\n");
+  EXPECT_EQ(testing::HttpsGet(daemon.metrics_port(), "/metrics", ca.certificate(), nullptr, &body),
+            200);
+  EXPECT_TRUE(absl::StrContains(body, "gecd_requests_total")) << body;
+  EXPECT_EQ(daemon.Get("/readyz"), 0);  // plain HTTP
+  EXPECT_TRUE(absl::StrContains(daemon.log(),
+                                "(port " + std::to_string(daemon.metrics_port()) + ", HTTPS)"))
+      << daemon.log();
 }
 
 TEST(SupervisorTest, JsonLogLinesNameTheirRole) {

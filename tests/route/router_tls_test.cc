@@ -458,5 +458,39 @@ TEST_F(RouterTlsTest, BadFilesAreStartUpErrorsNamingTheFile) {
                                                  ": no PEM certificate")));
 }
 
+// route.metrics_listen with the metrics_tls section: HTTPS, client certificates required here,
+// and a bad file stops the router with exit 2 naming it.
+TEST_F(RouterTlsTest, MetricsListenerServesHttpsWithMetricsTls) {
+  FakeDaemon a("a");
+  const PemPair metrics = ca_.Issue("router metrics");
+  config_.metrics_tls.cert_file = Path("metrics.crt");
+  config_.metrics_tls.key_file = Path("metrics.key");
+  config_.metrics_tls.client_ca_file = Path("clients.crt");
+  config_.metrics_tls.require_client_cert = true;
+  WriteTestFile(config_.metrics_tls.cert_file, metrics.certificate);
+  WriteTestFile(config_.metrics_tls.key_file, metrics.key);
+  WriteTestFile(config_.metrics_tls.client_ca_file, clients_.certificate());
+  Start(a.address());
+  const PemPair prometheus = clients_.Issue("prometheus");
+  std::string body;
+  EXPECT_EQ(gecd::testing::HttpsGet(router_->metrics_port(), "/metrics", ca_.certificate(),
+                                    &prometheus, &body),
+            200);
+  EXPECT_THAT(body, HasSubstr("gecd_route_"));
+  EXPECT_EQ(gecd::testing::HttpsGet(router_->metrics_port(), "/healthz", ca_.certificate()), 403);
+  EXPECT_EQ(gecd::testing::HttpGet(router_->metrics_port(), "/healthz"), 0);
+
+  WriteTestFile(config_.metrics_tls.key_file, ca_.Issue("another").key);
+  const gecd::testing::RunResult run = gecd::testing::RunGecd(
+      absl::StrCat("route --set route.listen=127.0.0.1:0 --set route.metrics_listen=127.0.0.1:0",
+                   " --set metrics_tls.cert_file=", config_.metrics_tls.cert_file,
+                   " --set metrics_tls.key_file=", config_.metrics_tls.key_file,
+                   " --set route.endpoints.static=", a.address()));
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_THAT(run.output,
+              HasSubstr(absl::StrCat("metrics_tls.key_file ", config_.metrics_tls.key_file,
+                                     ": not the private key of the certificate")));
+}
+
 }  // namespace
 }  // namespace gecd::route

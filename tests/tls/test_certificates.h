@@ -5,14 +5,15 @@
 #include <string>
 
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
 #include <openssl/x509.h>
 
 #include "grpcpp/security/credentials.h"
 
 // Certificates made with OpenSSL when a test runs, so that no private key is ever committed:
 // a self-signed CA (EC P-256) and server or client certificates it signs, for "localhost" and
-// 127.0.0.1; and the clients' side of the TLS tests. Not thread-safe; tests use one from one
-// thread.
+// 127.0.0.1; and the clients' side of the TLS tests (gRPC, bare handshakes, HTTPS). Not
+// thread-safe; tests use one from one thread.
 namespace gecd::testing {
 
 struct PemPair {
@@ -44,6 +45,37 @@ void WriteTestFile(const std::string& path, const std::string& bytes);
 // gRPC client credentials that trust `ca` and, if given, present `client` (mTLS).
 std::shared_ptr<grpc::ChannelCredentials> Trusting(const TestCa& ca,
                                                    const PemPair* client = nullptr);
+
+// An HTTPS client of the metrics listener: one connection to 127.0.0.1:`port` (OpenSSL, TLS 1.2
+// or later), the server's certificate verified against `ca` (and for 127.0.0.1), `client`
+// presented when the server asks, if given; HTTP/1.1 GETs one after another on it
+// (keep-alive). Every socket operation gives up after 5 s, so no test waits longer on a server
+// that does not answer.
+class HttpsConnection {
+ public:
+  HttpsConnection(int port, const std::string& ca, const PemPair* client = nullptr);
+  ~HttpsConnection();
+  HttpsConnection(const HttpsConnection&) = delete;
+  HttpsConnection& operator=(const HttpsConnection&) = delete;
+
+  bool connected() const { return connected_; }
+  // The certificate the server presented (PEM), "" without a handshake.
+  const std::string& server_certificate() const { return server_certificate_; }
+  // GET `path`: the status (0: no answer, or the connection was closed), the body in `body`.
+  int Get(const std::string& path, std::string* body = nullptr);
+
+ private:
+  SSL_CTX* context_ = nullptr;
+  SSL* ssl_ = nullptr;
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string server_certificate_;
+  std::string buffered_;  // read past the last response
+};
+
+// One GET over a new HttpsConnection: the status (0: no answer), the body in `body`.
+int HttpsGet(int port, const std::string& path, const std::string& ca,
+             const PemPair* client = nullptr, std::string* body = nullptr);
 
 // A bare OpenSSL handshake with 127.0.0.1:`port`, offering ALPN h2, the protocol versions
 // capped at `max_version` (TLS1_1_VERSION, ...) and, if set, only `ciphers` (TLS 1.2 names):
