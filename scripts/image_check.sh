@@ -13,6 +13,7 @@
 #   - answer the README's request through its published gRPC port, with the README's correction;
 #   - run the daemon as uid 10001, not root; report ready on /readyz and to its HEALTHCHECK;
 #   - exit 2 naming the path when the model directory is missing or unreadable;
+#   - with a mounted certificate: gRPC over TLS only and HTTPS /readyz; a missing one exits 2;
 #   - weigh at most 150 MB (uncompressed) without the model layer.
 # The CUDA image (no GPU needed): it builds, `gecd version` runs in it, ldd finds every library.
 set -euo pipefail
@@ -159,6 +160,7 @@ free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("
 grpc_port="$(free_port)"
 metrics_port="$(free_port)"
 name="gecd-image-check-$$"
+config_in_image=/opt/gecd/configs/gecd.yaml
 cleanup() { "${PODMAN[@]}" rm -f "$name" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 "${PODMAN[@]}" run -d "${LIMITS[@]}" --health-interval disable --name "$name" -p "127.0.0.1:$grpc_port:50051" \
@@ -194,6 +196,68 @@ summary "  run: ready on /readyz after ${ready_s} s; HEALTHCHECK $health; daemon
 summary "  README request: $(grep corrected_text <<<"$reply")"
 cleanup
 
+# --- TLS in the image: gRPC over TLS only (tls.*) and HTTPS on the metrics port (metrics_tls.*),
+# from a certificate mounted read-only as a Kubernetes secret is. The README's request answers over
+# TLS and not in plaintext; /readyz answers over HTTPS with the CA and not over plain HTTP.
+tls_dir="$WORK/tls"
+rm -rf "$tls_dir"
+mkdir -p "$tls_dir"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=image check CA" \
+  -keyout "$tls_dir/ca.key" -out "$tls_dir/ca.crt" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=localhost" \
+  -keyout "$tls_dir/tls.key" -out "$tls_dir/tls.csr" 2>/dev/null
+openssl x509 -req -in "$tls_dir/tls.csr" -CA "$tls_dir/ca.crt" -CAkey "$tls_dir/ca.key" \
+  -CAcreateserial -days 2 -out "$tls_dir/tls.crt" \
+  -extfile <(printf 'subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth\n') 2>/dev/null
+chmod 644 "$tls_dir/tls.key"  # read by uid 10001 in the container (a throwaway test key)
+grpc_port="$(free_port)"
+metrics_port="$(free_port)"
+"${PODMAN[@]}" run -d "${LIMITS[@]}" --no-healthcheck --name "$name" \
+  -p "127.0.0.1:$grpc_port:50051" -p "127.0.0.1:$metrics_port:9100" --shm-size 64m \
+  -v "$tls_dir:/tls:ro" "$CPU_IMAGE" serve --config "$config_in_image" \
+  --set server.metrics_listen=0.0.0.0:9100 --set tls.cert_file=/tls/tls.crt \
+  --set tls.key_file=/tls/tls.key --set metrics_tls.cert_file=/tls/tls.crt \
+  --set metrics_tls.key_file=/tls/tls.key >/dev/null
+start=$SECONDS
+until curl -fsS --cacert "$tls_dir/ca.crt" --resolve "localhost:$metrics_port:127.0.0.1" \
+        "https://localhost:$metrics_port/readyz" >/dev/null 2>&1; do
+  if ((SECONDS - start > 120)) || [[ "$("${PODMAN[@]}" inspect -f '{{.State.Running}}' "$name")" != true ]]; then
+    "${PODMAN[@]}" logs "$name" 2>&1 | tail -20 >&2
+    fail "the TLS container did not become ready on https://.../readyz"
+  fi
+  sleep 1
+done
+! curl -fsS --max-time 5 "http://127.0.0.1:$metrics_port/readyz" >/dev/null 2>&1 ||
+  fail "plain HTTP /readyz answered on the HTTPS metrics port"
+tls_reply="$(/usr/bin/python3 - "127.0.0.1:$grpc_port" "$README_TEXT" "$tls_dir/ca.crt" <<'PY'
+import os, sys, tempfile
+sys.path.insert(0, os.path.join(os.getcwd(), "tests", "e2e"))
+from client_test import generate_stubs
+with tempfile.TemporaryDirectory() as out:
+    generate_stubs(out)
+    import grpc
+    from gecd.v1 import grammar_pb2, grammar_pb2_grpc
+    request = grammar_pb2.CorrectRequest(text=sys.argv[2])
+    plain = grammar_pb2_grpc.GrammarCorrectionStub(grpc.insecure_channel(sys.argv[1]))
+    try:
+        plain.Correct(request, timeout=10)
+        sys.exit("a plaintext call was answered by the TLS-only daemon")
+    except grpc.RpcError as e:
+        print("plaintext call:", e.code().name)
+    with open(sys.argv[3], "rb") as f:
+        credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
+    channel = grpc.secure_channel(sys.argv[1], credentials,
+                                  options=[("grpc.ssl_target_name_override", "localhost")])
+    stub = grammar_pb2_grpc.GrammarCorrectionStub(channel)
+    print(stub.Correct(request, timeout=60), end="")
+PY
+)" || { "${PODMAN[@]}" logs "$name" 2>&1 | tail -20 >&2; fail "the TLS check failed: $tls_reply"; }
+grep -qF "corrected_text: \"$README_CORRECTION\"" <<<"$tls_reply" ||
+  fail "unexpected reply over TLS: $tls_reply"
+summary "  TLS: ready on https /readyz after $((SECONDS - start)) s (plain HTTP refused);" \
+  "$(grep '^plaintext call' <<<"$tls_reply") ; over TLS: $(grep corrected_text <<<"$tls_reply")"
+cleanup
+
 # --- A missing or unreadable model: exit 2, naming the path.
 expect_exit_2() {  # expect_exit_2 WHAT TEXT podman-run-args...
   local what="$1" text="$2" out rc; shift 2
@@ -205,17 +269,19 @@ expect_exit_2() {  # expect_exit_2 WHAT TEXT podman-run-args...
   grep -qF "$text" <<<"$out" || { echo "$out" | tail -5 >&2; fail "$what: no '$text'"; }
   summary "  $what: exit 2: $(grep -F "$text" <<<"$out" | tail -1 | sed 's/^.*\] //')"
 }
-config=/opt/gecd/configs/gecd.yaml
 expect_exit_2 "missing model" "/nonexistent: no such model directory" \
-  "$CPU_IMAGE" serve --config "$config" --set model.dir=/nonexistent
+  "$CPU_IMAGE" serve --config "$config_in_image" --set model.dir=/nonexistent
 unreadable="$WORK/unreadable-model"
 rm -rf "$unreadable"
 cp -r models/gecd-gec-small "$unreadable"
 chmod 000 "$unreadable"
 expect_exit_2 "unreadable model" "/models/m: cannot read this model directory: Permission denied" \
-  -v "$unreadable:/models/m:ro" "$CPU_IMAGE" serve --config "$config" --set model.dir=/models/m
+  -v "$unreadable:/models/m:ro" "$CPU_IMAGE" serve --config "$config_in_image" --set model.dir=/models/m
 chmod 755 "$unreadable"
 rm -rf "$unreadable"
+expect_exit_2 "missing certificate" "tls.cert_file: cannot open /tls/nope.crt" \
+  -v "$tls_dir:/tls:ro" "$CPU_IMAGE" serve --config "$config_in_image" \
+  --set tls.cert_file=/tls/nope.crt --set tls.key_file=/tls/tls.key
 
 # --- The CUDA image.
 if [[ "${GECD_IMAGE_CUDA:-1}" != 0 && -x /usr/local/cuda/bin/nvcc ]]; then
