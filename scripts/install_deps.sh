@@ -39,12 +39,14 @@ fi
 
 # The tests' Python: a venv with tests/tools/requirements.txt (pinned) and the plotting pins it
 # includes, rebuilt when either file changes. scripts/build.sh points CMake's Python3 at it.
+# Skipped with GECD_SKIP_TEST_VENV=1 (the image build, which copies only this script first).
 venv=.venv-test
-pins="$(cat tests/tools/requirements.txt tools/route/requirements.txt)"
-if [[ -z "${GECD_SKIP_TEST_VENV:-}" ]] &&
-  [[ "$pins" != "$(cat "$venv/requirements.txt" 2>/dev/null)" ]]; then
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/tools/requirements.txt
-  printf '%s\n' "$pins" >"$venv/requirements.txt"
+if [[ -z "${GECD_SKIP_TEST_VENV:-}" ]]; then
+  pins="$(cat tests/tools/requirements.txt tools/route/requirements.txt)"
+  if [[ "$pins" != "$(cat "$venv/requirements.txt" 2>/dev/null)" ]]; then
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/tools/requirements.txt
+    printf '%s\n' "$pins" >"$venv/requirements.txt"
+  fi
 fi
