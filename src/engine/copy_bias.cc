@@ -5,18 +5,7 @@
 #include <cstdlib>
 #include <limits>
 
-// The argmax compiled for AVX-512, AVX2 and the baseline, picked at load (an ifunc). Not under
-// ThreadSanitizer: ifunc resolvers run before its runtime is up and the binary crashes at load.
-#if defined(__SANITIZE_THREAD__)
-#define GECD_VECTOR_CLONES
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define GECD_VECTOR_CLONES
-#endif
-#endif
-#ifndef GECD_VECTOR_CLONES
-#define GECD_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
+#include "engine/vector_clones.h"
 
 namespace gecd::engine {
 

@@ -17,6 +17,7 @@
 #include "common/startup_phases.h"
 #include "common/status_macros.h"
 #include "engine/step_profile.h"
+#include "engine/vector_clones.h"
 #ifdef GECD_HAVE_ONEDNN
 #include "cpu_matmul/cpu_isa.h"
 #endif
@@ -381,7 +382,7 @@ void CpuBackend::ComputeRope(const StepBatch& batch) {
   }
 }
 
-void CpuBackend::ApplyRopeAndStore(const StepBatch& batch, int layer) {
+GECD_VECTOR_CLONES void CpuBackend::ApplyRopeAndStore(const StepBatch& batch, int layer) {
   const int hd = config_.head_dim;
   const int half = hd / 2;
   const int stride = q_width_ + 2 * kv_width_;
@@ -412,7 +413,7 @@ void CpuBackend::ApplyRopeAndStore(const StepBatch& batch, int layer) {
   }
 }
 
-void CpuBackend::Attention(const StepBatch& batch, int layer) {
+GECD_VECTOR_CLONES void CpuBackend::Attention(const StepBatch& batch, int layer) {
   const int hd = config_.head_dim;
   const int group = config_.num_attention_heads / config_.num_key_value_heads;
   const int stride = q_width_ + 2 * kv_width_;
