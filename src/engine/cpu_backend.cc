@@ -18,6 +18,7 @@
 #include "common/status_macros.h"
 #include "engine/step_profile.h"
 #include "engine/vector_clones.h"
+#include "engine/vector_math.h"
 #ifdef GECD_HAVE_ONEDNN
 #include "cpu_matmul/cpu_isa.h"
 #endif
@@ -37,6 +38,12 @@ void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, 
     const float inv = 1.0f / std::sqrt(sum / static_cast<float>(dim) + eps);
     for (i = 0; i < dim; ++i) o[i] = weight[i] * (in[i] * inv);
   }
+}
+
+// out = silu(gate) * up, silu(g) = g / (1 + e^-g).
+GECD_VECTOR_CLONES void SiluTimes(const float* __restrict gate, const float* __restrict up, int n,
+                                  float* __restrict out) {
+  for (int i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + ExpApprox(-gate[i])) * up[i];
 }
 
 }  // namespace
@@ -90,26 +97,124 @@ absl::StatusOr<CpuLinear> LoadLinear(const model::Checkpoint& checkpoint,
   return linear;
 }
 
-// Eight independent partial sums, so the compiler can keep them in vector lanes (a single
-// accumulator is a serial chain it may not reorder).
-inline float Dot(const float* a, const float* b, int n) {
-  float acc[8] = {};
-  int d = 0;
-  for (; d + 8 <= n; d += 8) {
-    for (int l = 0; l < 8; ++l) acc[l] += a[d + l] * b[d + l];
+// Attention's two inner products, inlined into Attention's vector clones. The Fixed forms keep
+// their sums in vector registers (a block's slots, a head's dims); the others serve any block
+// size and head dimension. Both sum in the same order, so they compute the same bits.
+
+// One query head's scores against one block of keys: sc[x] = scale * sum over d, in order, of
+// q[d] * keys[d][x], for the block's first n slots; keys transposed ([dim][slot]).
+struct ScoreJob {
+  const float* q;
+  const float* keys;
+  float* sc;
+  int n;
+};
+
+// kJobs jobs over blocks of kSlots slots at once: each job's sums stay in a vector register and
+// the jobs' chains of adds overlap (one chain alone waits an add's latency per dim). Computes
+// all kSlots of a block and keeps n.
+template <int kSlots, int kJobs>
+[[gnu::always_inline]] inline void BlockScoresFixed(const ScoreJob* jobs, int hd, float scale) {
+  float acc[kJobs][kSlots];
+#pragma GCC unroll 4
+  for (int k = 0; k < kJobs; ++k) {
+    for (int x = 0; x < kSlots; ++x) acc[k][x] = jobs[k].q[0] * jobs[k].keys[x];
   }
-  float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-  for (; d < n; ++d) sum += a[d] * b[d];
-  return sum;
+  for (int d = 1; d < hd; ++d) {
+#pragma GCC unroll 4
+    for (int k = 0; k < kJobs; ++k) {
+      const float qd = jobs[k].q[d];
+      const float* kd = jobs[k].keys + static_cast<size_t>(d) * kSlots;
+      for (int x = 0; x < kSlots; ++x) acc[k][x] += qd * kd[x];
+    }
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < kJobs; ++k) {
+    for (int x = 0; x < jobs[k].n; ++x) jobs[k].sc[x] = acc[k][x] * scale;
+  }
 }
 
-// y += w * x, unrolled the same way; restrict because y never aliases the cache.
-inline void Axpy(float w, const float* __restrict x, float* __restrict y, int n) {
-  int d = 0;
-  for (; d + 8 <= n; d += 8) {
-    for (int l = 0; l < 8; ++l) y[d + l] += w * x[d + l];
+[[gnu::always_inline]] inline void BlockScores(const ScoreJob& job, int hd, int bs, float scale) {
+  float* __restrict sc = job.sc;
+  for (int x = 0; x < job.n; ++x) sc[x] = job.q[0] * job.keys[x];
+  for (int d = 1; d < hd; ++d) {
+    const float qd = job.q[d];
+    const float* __restrict kd = job.keys + static_cast<size_t>(d) * bs;
+    for (int x = 0; x < job.n; ++x) sc[x] += qd * kd[x];
   }
-  for (; d < n; ++d) y[d] += w * x[d];
+  for (int x = 0; x < job.n; ++x) sc[x] *= scale;
+}
+
+[[gnu::always_inline]] inline void RunScoreJobs(const ScoreJob* jobs, int count, int hd, int bs,
+                                                float scale) {
+  int k = 0;
+  if (bs == 16) {
+    for (; k + 4 <= count; k += 4) BlockScoresFixed<16, 4>(jobs + k, hd, scale);
+    for (; k < count; ++k) BlockScoresFixed<16, 1>(jobs + k, hd, scale);
+  }
+  for (; k < count; ++k) BlockScores(jobs[k], hd, bs, scale);
+}
+
+// The largest of v[0..n), n >= 1: std::max_element's value for numbers, in 16 lanes (one chain of
+// compares waits a compare's latency per element).
+[[gnu::always_inline]] inline float MaxOf(const float* v, int n) {
+  float lanes[16];
+  for (int x = 0; x < 16; ++x) lanes[x] = v[0];
+  int j = 0;
+  for (; j + 16 <= n; j += 16) {
+    for (int x = 0; x < 16; ++x) lanes[x] = v[j + x] > lanes[x] ? v[j + x] : lanes[x];
+  }
+  float m = v[0];
+  for (int x = 0; x < 16; ++x) m = lanes[x] > m ? lanes[x] : m;
+  for (; j < n; ++j) m = v[j] > m ? v[j] : m;
+  return m;
+}
+
+// Where a sequence's value rows are: row j of the sequence's head is
+// base + blocks[j / bs] * block_stride + (j % bs) * row_stride.
+struct ValueRows {
+  const float* base;
+  const int32_t* blocks;
+  size_t block_stride;
+  int bs;
+  int row_stride;
+};
+
+// out[d] = sum over j < context, in order, of p[j] * v_j[d].
+template <int kDim>
+[[gnu::always_inline]] inline void WeightedValuesFixed(const float* p, int context,
+                                                       const ValueRows& rows, float* out) {
+  float acc[kDim] = {};
+  for (int j = 0, b = 0; j < context; ++b) {
+    const float* v = rows.base + rows.blocks[b] * rows.block_stride;
+    for (const int end = std::min(context, j + rows.bs); j < end; ++j, v += rows.row_stride) {
+      const float w = p[j];
+      for (int d = 0; d < kDim; ++d) acc[d] += w * v[d];
+    }
+  }
+  std::copy_n(acc, kDim, out);
+}
+
+[[gnu::always_inline]] inline void WeightedValues(const float* p, int context, int hd,
+                                                  const ValueRows& rows, float* __restrict out) {
+  switch (hd) {
+    case 32:
+      return WeightedValuesFixed<32>(p, context, rows, out);
+    case 64:
+      return WeightedValuesFixed<64>(p, context, rows, out);
+    case 128:
+      return WeightedValuesFixed<128>(p, context, rows, out);
+    default:
+      break;
+  }
+  std::fill_n(out, hd, 0.0f);
+  for (int j = 0, b = 0; j < context; ++b) {
+    const float* __restrict v = rows.base + rows.blocks[b] * rows.block_stride;
+    for (const int end = std::min(context, j + rows.bs); j < end; ++j, v += rows.row_stride) {
+      const float w = p[j];
+      for (int d = 0; d < hd; ++d) out[d] += w * v[d];
+    }
+  }
 }
 
 }  // namespace
@@ -407,7 +512,11 @@ GECD_VECTOR_CLONES void CpuBackend::ApplyRopeAndStore(const StepBatch& batch, in
       const int position = s.start_position + i;
       const int block = blocks[position / layout_.block_size];
       const int slot = position % layout_.block_size;
-      std::copy_n(row + q_width_, kv_width_, KeySlot(layer, block, slot));
+      // Keys transposed within their block ([kv head][dim][slot]): Attention's scores for a
+      // block are then products of slot vectors, with no horizontal sums.
+      float* keys = KeyBlock(layer, block) + slot;
+      const float* k = row + q_width_;
+      for (int d = 0; d < kv_width_; ++d) keys[static_cast<size_t>(d) * layout_.block_size] = k[d];
       std::copy_n(row + q_width_ + kv_width_, kv_width_, ValueSlot(layer, block, slot));
     }
   }
@@ -424,36 +533,41 @@ GECD_VECTOR_CLONES void CpuBackend::Attention(const StepBatch& batch, int layer)
     for (int i = 0; i < s.num_tokens; ++i) {
       const int t = s.token_offset + i;
       const int context = s.start_position + i + 1;  // causal: positions 0..start+i
-      // The query heads sharing a KV head are adjacent, so each key and value row is loaded
-      // once for the whole group. scores_ holds [group][context].
+      // The query heads sharing a KV head are adjacent, so each key and value block is read
+      // while it is in L1 for the whole group. scores_ holds [group][context].
       for (int g = 0; g < config_.num_key_value_heads; ++g) {
         const float* q = qkv_.data() + static_cast<size_t>(t) * stride + g * group * hd;
-        for (int j = 0, b = 0; j < context; ++b) {
-          const float* k = KeySlot(layer, blocks[b], 0) + g * hd;
-          for (const int end = std::min(context, j + bs); j < end; ++j, k += kv_width_) {
-            for (int h = 0; h < group; ++h) {
-              scores_[h * context + j] = Dot(q + h * hd, k, hd) * scale;
+        ScoreJob jobs[4];
+        int pending = 0;
+        for (int j = 0, b = 0; j < context; j += bs, ++b) {
+          const float* keys = KeyBlock(layer, blocks[b]) + static_cast<size_t>(g) * hd * bs;
+          for (int h = 0; h < group; ++h) {
+            jobs[pending++] = {.q = q + h * hd,
+                               .keys = keys,
+                               .sc = scores_.data() + h * context + j,
+                               .n = std::min(bs, context - j)};
+            if (pending == 4) {
+              RunScoreJobs(jobs, pending, hd, bs, scale);
+              pending = 0;
             }
           }
         }
+        RunScoreJobs(jobs, pending, hd, bs, scale);
+        const ValueRows rows{.base = ValueSlot(layer, 0, 0) + g * hd,
+                             .blocks = blocks,
+                             .block_stride = static_cast<size_t>(bs) * kv_width_,
+                             .bs = bs,
+                             .row_stride = kv_width_};
+        float* out = attn_.data() + static_cast<size_t>(t) * q_width_ + g * group * hd;
         for (int h = 0; h < group; ++h) {
-          float* sc = scores_.data() + h * context;
-          const float max_score = *std::max_element(sc, sc + context);
+          float* __restrict sc = scores_.data() + h * context;
+          const float max_score = MaxOf(sc, context);
+          for (int j = 0; j < context; ++j) sc[j] = ExpApprox(sc[j] - max_score);
           float sum = 0.0f;
-          for (int j = 0; j < context; ++j) {
-            sc[j] = std::exp(sc[j] - max_score);
-            sum += sc[j];
-          }
+          for (int j = 0; j < context; ++j) sum += sc[j];
           const float inv_sum = 1.0f / sum;
           for (int j = 0; j < context; ++j) sc[j] *= inv_sum;
-        }
-        float* out = attn_.data() + static_cast<size_t>(t) * q_width_ + g * group * hd;
-        std::fill_n(out, group * hd, 0.0f);
-        for (int j = 0, b = 0; j < context; ++b) {
-          const float* v = ValueSlot(layer, blocks[b], 0) + g * hd;
-          for (const int end = std::min(context, j + bs); j < end; ++j, v += kv_width_) {
-            for (int h = 0; h < group; ++h) Axpy(scores_[h * context + j], v, out + h * hd, hd);
-          }
+          WeightedValues(sc, context, hd, rows, out + h * hd);
         }
       }
     }
@@ -508,9 +622,7 @@ absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
     GECD_PROFILE_MARK(kSilu);
     for (int t = 0; t < tokens; ++t) {
       const float* gate = gate_up_.data() + static_cast<size_t>(t) * 2 * inter;
-      const float* up = gate + inter;
-      float* a = act_.data() + static_cast<size_t>(t) * inter;
-      for (int i = 0; i < inter; ++i) a[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+      SiluTimes(gate, gate + inter, inter, act_.data() + static_cast<size_t>(t) * inter);
     }
     GECD_PROFILE_MARK(kDown);
     layer.down.Apply(act_.data(), tokens, x_.data(), /*accumulate=*/true, &scratch_);

@@ -97,11 +97,12 @@ class CpuBackend final : public Backend {
   void ComputeRope(const StepBatch& batch);
   void ApplyRopeAndStore(const StepBatch& batch, int layer);
   void Attention(const StepBatch& batch, int layer);
-  float* KeySlot(int layer, int block, int slot) {
-    return k_cache_.as<float>() +
-           ((static_cast<size_t>(layer) * layout_.num_blocks + block) * layout_.block_size + slot) *
-               kv_width_;
+  // A block's keys, transposed: [kv head][dim][slot] (ApplyRopeAndStore writes them so).
+  float* KeyBlock(int layer, int block) {
+    return k_cache_.as<float>() + (static_cast<size_t>(layer) * layout_.num_blocks + block) *
+                                      layout_.block_size * kv_width_;
   }
+  // A position's values: [kv head][dim], one row per slot.
   float* ValueSlot(int layer, int block, int slot) {
     return v_cache_.as<float>() +
            ((static_cast<size_t>(layer) * layout_.num_blocks + block) * layout_.block_size + slot) *

@@ -377,6 +377,41 @@ TEST_P(TeamTest, AStepSplitOverEngineThreadsComputesWhatOneThreadDoes) {
 INSTANTIATE_TEST_SUITE_P(Precisions, TeamTest, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "Int8" : "F32"; });
 
+// Attention reads keys block by block, with a vector kernel for 16-slot blocks and a plain
+// loop for the others, and values through a kernel per head dimension (32, 64, 128) or a plain
+// loop: all sum in the same order, so every block size computes the same logits to the bit.
+// Prompts of 1 to 41 tokens end inside and at the edge of blocks; head dims 16 (plain values)
+// and 32 (the fixed kernel).
+TEST(CpuBackendTest, EveryBlockSizeComputesTheSameBits) {
+  for (int head_dim : {16, 32}) {
+    gecd::testing::ScopedTempDir dir;
+    ASSERT_TRUE(
+        gecd::testing::WriteRandomModel(
+            dir.path(),
+            {.hidden_size = 64, .num_heads = 4, .num_kv_heads = 2, .head_dim = head_dim, .seed = 7})
+            .ok());
+    std::vector<std::vector<int32_t>> prompts;
+    for (int n : {1, 15, 16, 17, 33, 41}) {
+      std::vector<int32_t> p;
+      for (int i = 0; i < n; ++i) p.push_back(3 + (i * 37 + n) % 120);
+      prompts.push_back(std::move(p));
+    }
+    std::vector<std::vector<std::vector<float>>> logits;
+    for (int block : {16, 4, 7}) {
+      auto checkpoint = model::Checkpoint::Open(dir.path());
+      ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+      auto backend =
+          CpuBackend::Create(**checkpoint, {.kv_block_size = block, .num_kv_blocks = 64});
+      ASSERT_TRUE(backend.ok()) << backend.status();
+      testing::BackendDriver driver(backend->get());
+      for (const auto& p : prompts) driver.Add(p);
+      logits.push_back(driver.RunAll(/*chunk=*/5));  // later chunks read the cache
+    }
+    EXPECT_EQ(logits[0], logits[1]) << "head_dim " << head_dim << ": blocks of 16 and 4";
+    EXPECT_EQ(logits[0], logits[2]) << "head_dim " << head_dim << ": blocks of 16 and 7";
+  }
+}
+
 // Issue 12: a KV cache the machine cannot hold is an error naming the key and the bytes, found
 // before anything is allocated, and an allocation that fails anyway is one too, never
 // std::bad_alloc.
