@@ -647,7 +647,10 @@ TEST_F(GrammarServiceTest, StreamStopsReadingAtItsWindow) {
   while (ids.size() < 5) {
     ASSERT_TRUE(stream->Read(&response));
     ids.push_back(response.request_id());
-    EXPECT_LE(server_->service().in_flight(), 2);
+    // An answer's ticket is released just after its reply is written (grammar_service.cc), and
+    // the written reply frees the window's slot: the next text may be admitted a moment before
+    // that release, so the window plus the one reply still finishing (one delivery thread).
+    EXPECT_LE(server_->service().in_flight(), 3);
   }
   EXPECT_THAT(ids, UnorderedElementsAre("0", "1", "2", "3", "4"));
   stream->WritesDone();
