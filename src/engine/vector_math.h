@@ -32,7 +32,9 @@ inline float ExpApprox(float x) {
   p = p * (r * r) + r + 1.0f;
   int32_t n_bits;
   std::memcpy(&n_bits, &t, sizeof(n_bits));
-  const int32_t scale_bits = (n_bits - 0x4B400000 + 127) << 23;
+  // Unsigned: for a NaN the bits are garbage (the NaN propagates through p) and must not
+  // overflow a signed shift.
+  const uint32_t scale_bits = static_cast<uint32_t>(n_bits - 0x4B400000 + 127) << 23;
   float scale;
   std::memcpy(&scale, &scale_bits, sizeof(scale));
   float y = p * scale;
