@@ -223,20 +223,29 @@ absl::Status Matmul::BuildKernels(const std::string& name, const void* plain) tr
 void Matmul::Apply(const float* x, int rows, float* y, bool accumulate,
                    MatmulScratch* scratch) const {
   if (rows <= 0) return;
-  GECD_ASSERT(rows <= max_rows_, "Matmul::Apply: more rows than Create's max_rows");
+  for (int t = 0; t < rows; ++t) SetInputRow(t, x + static_cast<size_t>(t) * in_, scratch);
+  Multiply(rows, scratch);
+  for (int t = 0; t < rows; ++t) {
+    OutputRow(t, *scratch, y + static_cast<size_t>(t) * out_, accumulate);
+  }
+}
+
+void Matmul::SetInputRow(int t, const float* x_row, MatmulScratch* scratch) const {
+  const size_t at = static_cast<size_t>(t) * in_;
+  if (precision_ == Precision::kInt8) {
+    scratch->x_scale[t] =
+        QuantizeRow(x_row, in_, reinterpret_cast<int8_t*>(scratch->src.data()) + at);
+  } else {
+    ToBf16(x_row, in_, reinterpret_cast<uint16_t*>(scratch->src.data()) + at);
+  }
+}
+
+void Matmul::Multiply(int rows, MatmulScratch* scratch) const {
+  GECD_ASSERT(rows > 0 && rows <= max_rows_, "Matmul::Multiply: rows outside 1..max_rows");
   const int index = ClassIndex(rows);
   const int padded = kernels_->class_rows[index];
   const size_t width = OperandBytes(precision_);
   std::byte* src = scratch->src.data();
-  if (precision_ == Precision::kInt8) {
-    auto* codes = reinterpret_cast<int8_t*>(src);
-    for (int t = 0; t < rows; ++t) {
-      const size_t at = static_cast<size_t>(t) * in_;
-      scratch->x_scale[t] = QuantizeRow(x + at, in_, codes + at);
-    }
-  } else {
-    ToBf16(x, static_cast<size_t>(rows) * in_, reinterpret_cast<uint16_t*>(src));
-  }
   // The padding rows' products are computed and ignored; zero operands keep them cheap to
   // reason about (and deterministic for tools like valgrind).
   std::fill(src + static_cast<size_t>(rows) * in_ * width,
@@ -249,16 +258,17 @@ void Matmul::Apply(const float* x, int rows, float* y, bool accumulate,
                                                        {DNNL_ARG_WEIGHTS, kernels_->weights},
                                                        {DNNL_ARG_DST, dst_memory}});
   kernels_->stream.wait();
+}
+
+void Matmul::OutputRow(int t, const MatmulScratch& scratch, float* y_row, bool accumulate) const {
+  const size_t at = static_cast<size_t>(t) * out_;
   const float* b = bias_.empty() ? nullptr : bias_.data();
-  for (int t = 0; t < rows; ++t) {
-    const size_t at = static_cast<size_t>(t) * out_;
-    if (precision_ == Precision::kInt8) {
-      Int8Epilogue(reinterpret_cast<const int32_t*>(scratch->dst.data()) + at, scratch->x_scale[t],
-                   weight_scale_.data(), b, out_, accumulate, y + at);
-    } else {
-      Bf16Epilogue(reinterpret_cast<const float*>(scratch->dst.data()) + at, b, out_, accumulate,
-                   y + at);
-    }
+  if (precision_ == Precision::kInt8) {
+    Int8Epilogue(reinterpret_cast<const int32_t*>(scratch.dst.data()) + at, scratch.x_scale[t],
+                 weight_scale_.data(), b, out_, accumulate, y_row);
+  } else {
+    Bf16Epilogue(reinterpret_cast<const float*>(scratch.dst.data()) + at, b, out_, accumulate,
+                 y_row);
   }
 }
 

@@ -93,6 +93,20 @@ class Matmul {
   // is not finite gives a row of y that is not finite, as the f32 product would.
   void Apply(const float* x, int rows, float* y, bool accumulate, MatmulScratch* scratch) const;
 
+  // Apply in its three parts, for a caller that fuses its own work on a row between them (the
+  // MLP: gate/up's output row, SiLU, and down's input row in one pass over data still in L1,
+  // where Apply would write the row out and read it back twice). Apply is exactly:
+  //   1. SetInputRow(t, x + t·in, scratch) for each t < rows: row t's operand (int8 codes and
+  //      scale, or bf16), written to scratch;
+  //   2. Multiply(rows, scratch): the kernel; the sums stay in scratch;
+  //   3. OutputRow(t, scratch, y + t·out, accumulate) for each t < rows: row t of y.
+  // OutputRow reads only row t's sums and scale, SetInputRow writes only row t's operand and
+  // scale, so one scratch can carry a layer's output row t straight into the next layer's
+  // input row t once the first layer's Multiply has run.
+  void SetInputRow(int t, const float* x_row, MatmulScratch* scratch) const;
+  void Multiply(int rows, MatmulScratch* scratch) const;
+  void OutputRow(int t, const MatmulScratch& scratch, float* y_row, bool accumulate) const;
+
  private:
   struct Kernels;  // oneDNN's objects
   Matmul() = default;

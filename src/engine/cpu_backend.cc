@@ -574,6 +574,50 @@ GECD_VECTOR_CLONES void CpuBackend::Attention(const StepBatch& batch, int layer)
   }
 }
 
+void CpuBackend::Mlp(const Layer& layer, int tokens) {
+  const int inter = config_.intermediate_size;
+#ifdef GECD_HAVE_ONEDNN
+  const cpu_matmul::Matmul* gate_up = layer.gate_up.onednn();
+  const cpu_matmul::Matmul* down = layer.down.onednn();
+  if (gate_up != nullptr && down != nullptr) {
+    // The arithmetic of the loops below, row by row: a row's gate/up values, its SiLU and its
+    // quantization for down stay in L1 instead of going out to [tokens, 2 intermediate] and
+    // [tokens, intermediate] buffers and back.
+    const int hidden = config_.hidden_size;
+    cpu_matmul::MatmulScratch* scratch = &scratch_.onednn;
+    GECD_PROFILE_MARK(kGateUp);
+    for (int t = 0; t < tokens; ++t) {
+      gate_up->SetInputRow(t, h_.data() + static_cast<size_t>(t) * hidden, scratch);
+    }
+    gate_up->Multiply(tokens, scratch);
+    GECD_PROFILE_MARK(kSilu);
+    float* gate = gate_up_.data();
+    float* act = act_.data();
+    for (int t = 0; t < tokens; ++t) {
+      gate_up->OutputRow(t, *scratch, gate, /*accumulate=*/false);
+      SiluTimes(gate, gate + inter, inter, act);
+      down->SetInputRow(t, act, scratch);
+    }
+    GECD_PROFILE_MARK(kDown);
+    down->Multiply(tokens, scratch);
+    for (int t = 0; t < tokens; ++t) {
+      down->OutputRow(t, *scratch, x_.data() + static_cast<size_t>(t) * hidden,
+                      /*accumulate=*/true);
+    }
+    return;
+  }
+#endif
+  GECD_PROFILE_MARK(kGateUp);
+  layer.gate_up.Apply(h_.data(), tokens, gate_up_.data(), /*accumulate=*/false, &scratch_);
+  GECD_PROFILE_MARK(kSilu);
+  for (int t = 0; t < tokens; ++t) {
+    const float* gate = gate_up_.data() + static_cast<size_t>(t) * 2 * inter;
+    SiluTimes(gate, gate + inter, inter, act_.data() + static_cast<size_t>(t) * inter);
+  }
+  GECD_PROFILE_MARK(kDown);
+  layer.down.Apply(act_.data(), tokens, x_.data(), /*accumulate=*/true, &scratch_);
+}
+
 absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
   GECD_PROFILE_BEGIN(kValidate);
   RETURN_IF_ERROR(Validate(batch));
@@ -586,7 +630,6 @@ absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
     return absl::OkStatus();
   }
   const int hidden = config_.hidden_size;
-  const int inter = config_.intermediate_size;
   const float eps = config_.rms_norm_eps;
 
   GECD_PROFILE_MARK(kEmbed);
@@ -617,15 +660,7 @@ absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
 
     GECD_PROFILE_MARK(kPostNorm);
     RmsNorm(x_.data(), layer.post_attention_norm.data(), tokens, hidden, eps, h_.data());
-    GECD_PROFILE_MARK(kGateUp);
-    layer.gate_up.Apply(h_.data(), tokens, gate_up_.data(), /*accumulate=*/false, &scratch_);
-    GECD_PROFILE_MARK(kSilu);
-    for (int t = 0; t < tokens; ++t) {
-      const float* gate = gate_up_.data() + static_cast<size_t>(t) * 2 * inter;
-      SiluTimes(gate, gate + inter, inter, act_.data() + static_cast<size_t>(t) * inter);
-    }
-    GECD_PROFILE_MARK(kDown);
-    layer.down.Apply(act_.data(), tokens, x_.data(), /*accumulate=*/true, &scratch_);
+    Mlp(layer, tokens);
   }
 
   // Only the rows that sample need the final norm and the (large) lm_head GEMM. A verify entry
@@ -663,6 +698,26 @@ absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
               hidden, eps, last_.data() + static_cast<size_t>(r) * hidden);
     }
     GECD_PROFILE_MARK(kLmHead);
+#ifdef GECD_HAVE_ONEDNN
+    if (const cpu_matmul::Matmul* lm_head = lm_head_.onednn();
+        lm_head != nullptr && !batch.return_logits) {
+      // Row by row, as Mlp: a row's logits go from the sums to the argmax while in L1 (32 KB
+      // for 8,000 tokens), not out to [rows, vocab] and back (4 MB at 128 rows).
+      cpu_matmul::MatmulScratch* scratch = &scratch_.onednn;
+      for (int r = 0; r < n; ++r) {
+        lm_head->SetInputRow(r, last_.data() + static_cast<size_t>(r) * hidden, scratch);
+      }
+      lm_head->Multiply(n, scratch);
+      GECD_PROFILE_MARK(kSample);
+      for (int r = 0; r < n; ++r) {
+        lm_head->OutputRow(r, *scratch, logits_.data(), /*accumulate=*/false);
+        result->next_tokens.push_back(BiasedArgmax(std::span<const float>(logits_.data(), vocab),
+                                                   sample_candidates_[r0 + r],
+                                                   sample_bias_[r0 + r]));
+      }
+      continue;
+    }
+#endif
     lm_head_.Apply(last_.data(), n, logits_.data(), /*accumulate=*/false, &scratch_);
     GECD_PROFILE_MARK(kSample);
     for (int r = 0; r < n; ++r) {

@@ -97,6 +97,8 @@ class CpuBackend final : public Backend {
   void ComputeRope(const StepBatch& batch);
   void ApplyRopeAndStore(const StepBatch& batch, int layer);
   void Attention(const StepBatch& batch, int layer);
+  // x_ += down(silu(gate) * up) of h_'s rows, gate and up from one gate_up matmul.
+  void Mlp(const Layer& layer, int tokens);
   // A block's keys, transposed: [kv head][dim][slot] (ApplyRopeAndStore writes them so).
   float* KeyBlock(int layer, int block) {
     return k_cache_.as<float>() + (static_cast<size_t>(layer) * layout_.num_blocks + block) *
@@ -135,17 +137,19 @@ class CpuBackend final : public Backend {
   ZeroedPages v_cache_;
 
   // Step workspaces.
-  std::vector<float> x_;         // [tokens, hidden] residual stream
-  std::vector<float> h_;         // [tokens, hidden] normed input of a sub-layer
-  std::vector<float> qkv_;       // [tokens, q_width + 2 kv_width]
-  std::vector<float> attn_;      // [tokens, q_width]
-  std::vector<float> gate_up_;   // [tokens, 2 intermediate]
-  std::vector<float> act_;       // [tokens, intermediate]
+  std::vector<float> x_;     // [tokens, hidden] residual stream
+  std::vector<float> h_;     // [tokens, hidden] normed input of a sub-layer
+  std::vector<float> qkv_;   // [tokens, q_width + 2 kv_width]
+  std::vector<float> attn_;  // [tokens, q_width]
+  // [tokens, 2 intermediate] and [tokens, intermediate]; when oneDNN runs the MLP only their
+  // first row is used (Mlp goes row by row).
+  std::vector<float> gate_up_;
+  std::vector<float> act_;
   std::vector<float> rope_cos_;  // [tokens, head_dim / 2]
   std::vector<float> rope_sin_;
   std::vector<float> scores_;    // [query heads per KV head, max_context]
   std::vector<float> last_;      // [batch, hidden] final hidden state of sampling rows
-  std::vector<float> logits_;    // [batch, vocab]
+  std::vector<float> logits_;    // [batch, vocab]; one row at a time when oneDNN runs lm_head
   std::vector<int32_t> tokens_;  // the batch's tokens, previous_sample entries filled in
   // Per sampling position: its row in x_, its copy candidate (-1: none) and bias.
   std::vector<int> sample_rows_;

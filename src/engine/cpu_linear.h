@@ -53,6 +53,9 @@ class CpuLinear {
   bool is_fp8() const { return !weight_scale_.empty(); }
   // Whether oneDNN runs this layer (ToOneDnn).
   bool on_onednn() const { return onednn_ != nullptr; }
+  // The oneDNN matmul running this layer, for callers that fuse work into its row loops
+  // (Matmul::SetInputRow/Multiply/OutputRow); null when OpenBLAS or the FP8 emulation runs it.
+  const cpu_matmul::Matmul* onednn() const { return onednn_.get(); }
   // "brg:avx512_core_vnni": the oneDNN kernel of a layer oneDNN runs; "" otherwise.
   std::string onednn_kernel() const;
 

@@ -173,9 +173,11 @@ TEST(Int8MatmulTest, TheErrorIsTheQuantizationsNotNoise) {
 }
 
 // Without VNNI, oneDNN's int8 kernels sum u8 x s8 pairs in saturating 16 bits: wrong outputs,
-// so Create refuses. oneDNN fixes its ISA once per process: in a child held to AVX2.
+// so Create refuses. oneDNN fixes its ISA once per process: in a child held to AVX2, started
+// afresh (a forked child would inherit the ISA an earlier test of this binary fixed).
 TEST(Int8MatmulTest, WithoutVnniItIsRefused) {
   if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "no AVX2 here";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
         if (!SelectCpuIsa("avx2").ok()) std::exit(2);
@@ -325,6 +327,46 @@ TEST_P(MatmulTest, OneMatmulServesFewerRowsThanItsMaximum) {
       }
     }
   }
+}
+
+// The MLP's fused row loop (engine/cpu_backend.cc): one layer's output row t, a function of
+// it, and the next layer's input row t, in one scratch. Row t's sums and scale must survive
+// until OutputRow(t) although SetInputRow has overwritten rows before t: the same bits as two
+// Applies with a buffer between them.
+TEST_P(MatmulTest, OutputRowIntoTheNextLayersInputRowInOneScratchIsTwoApplies) {
+  const int rows = 37, in = 48, mid = 64, out = 24;
+  const std::vector<float> w1 = Random(mid * in, 7), w2 = Random(out * mid, 8);
+  const std::vector<float> b1 = Random(mid, 9);
+  auto first = Matmul::Create(GetParam(), "first", w1, b1, mid, in, rows);
+  auto second = Matmul::Create(GetParam(), "second", w2, {}, out, mid, rows);
+  ASSERT_TRUE(first.ok() && second.ok());
+  MatmulScratch scratch;
+  scratch.Reserve(rows, std::max(in, mid), std::max(mid, out));
+  // Rows of very different magnitudes, so that every row's scale differs from its neighbours'.
+  std::vector<float> x = Random(rows * in, 10);
+  for (int t = 0; t < rows; ++t) {
+    for (int k = 0; k < in; ++k) x[t * in + k] *= static_cast<float>(1 + t * t);
+  }
+  auto square = [](std::vector<float>& v) {
+    for (float& e : v) e = e * std::fabs(e);
+  };
+  std::vector<float> hidden(rows * mid), expected = Random(rows * out, 11);
+  std::vector<float> fused = expected;
+  (*first)->Apply(x.data(), rows, hidden.data(), false, &scratch);
+  square(hidden);
+  (*second)->Apply(hidden.data(), rows, expected.data(), /*accumulate=*/true, &scratch);
+
+  for (int t = 0; t < rows; ++t) (*first)->SetInputRow(t, x.data() + t * in, &scratch);
+  (*first)->Multiply(rows, &scratch);
+  std::vector<float> row(mid);
+  for (int t = 0; t < rows; ++t) {
+    (*first)->OutputRow(t, scratch, row.data(), false);
+    square(row);
+    (*second)->SetInputRow(t, row.data(), &scratch);
+  }
+  (*second)->Multiply(rows, &scratch);
+  for (int t = 0; t < rows; ++t) (*second)->OutputRow(t, scratch, fused.data() + t * out, true);
+  EXPECT_EQ(fused, expected);
 }
 
 TEST_P(MatmulTest, AZeroWeightRowGivesItsBias) {

@@ -53,6 +53,17 @@ TEST(CpuBf16Test, FixtureLogitsMatchTheF32Oracle) {
   }
 }
 
+// The engine asks for no logits, and the backend then takes lm_head's rows straight to the
+// argmax (cpu_backend.cc): the same tokens as the argmax of the logits it returns when asked.
+TEST(CpuBf16Test, TokensChosenWithoutLogitsAreTheLogitsArgmax) {
+  SKIP_WITHOUT_BF16();
+  for (const char* fixture : {"ref-llama-f32", "ref-qwen2-f32"}) {
+    const int compared = testing::TokensWithoutLogitsAreTheLogitsArgmax(fixture, Bf16());
+    if (compared == 0 && !HasFailure()) GTEST_SKIP() << "built without oneDNN";
+    EXPECT_EQ(compared, 16 * 16) << fixture;
+  }
+}
+
 TEST(CpuBf16Test, AnFp8CheckpointKeepsItsFp8LayersEmulated) {
   // Its FP8 layers stay the exact emulation the f32 backend runs (the cuda kernels' oracle);
   // only what is not FP8 (lm_head) runs in bf16, so the logits stay close to the emulation's

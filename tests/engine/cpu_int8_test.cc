@@ -67,6 +67,17 @@ TEST(CpuInt8Test, FixtureLogitsMatchTheF32Oracle) {
   }
 }
 
+// The engine asks for no logits, and the backend then takes lm_head's rows straight to the
+// argmax (cpu_backend.cc): the same tokens as the argmax of the logits it returns when asked.
+TEST(CpuInt8Test, TokensChosenWithoutLogitsAreTheLogitsArgmax) {
+  SKIP_WITHOUT_VNNI();
+  for (const char* fixture : {"ref-llama-f32", "ref-qwen2-f32"}) {
+    const int compared = testing::TokensWithoutLogitsAreTheLogitsArgmax(fixture, Int8());
+    if (compared == 0 && !HasFailure()) GTEST_SKIP() << "built without oneDNN";
+    EXPECT_EQ(compared, 16 * 16) << fixture;
+  }
+}
+
 TEST(CpuInt8Test, AnFp8CheckpointIsDequantizedAndRequantized) {
   SKIP_WITHOUT_VNNI();
   // Its e4m3 weights times their scales, quantized again per channel, against the FP8

@@ -115,18 +115,8 @@ class BackendDriver {
   // Feeds the next `count` tokens of each listed sequence as one step; each samples at the end
   // of its chunk. Returns the logits per listed sequence, and keeps them as its `last`.
   std::vector<std::vector<float>> Step(const std::vector<std::pair<int, int>>& chunks) {
-    StepBatch batch;
-    batch.return_logits = true;
-    for (auto [index, count] : chunks) {
-      Seq& s = seqs_[index];
-      EXPECT_TRUE(s.blocks.Reserve(s.fed + count));
-      batch.Add(std::span<const int32_t>(s.tokens).subspan(s.fed, count), s.fed, s.blocks.blocks(),
-                /*sample=*/true);
-      s.fed += count;
-    }
     StepResult result;
-    const absl::Status status = backend_->Forward(batch, &result);
-    EXPECT_TRUE(status.ok()) << status;
+    const absl::Status status = Forward(chunks, /*return_logits=*/true, &result);
     const int vocab = backend_->config().vocab_size;
     std::vector<std::vector<float>> out;
     for (size_t k = 0; k < chunks.size() && status.ok(); ++k) {
@@ -135,6 +125,14 @@ class BackendDriver {
       seqs_[chunks[k].first].last = out.back();
     }
     return out;
+  }
+
+  // As Step, without asking for logits (as the engine runs): the tokens the backend chose.
+  std::vector<int32_t> StepTokens(const std::vector<std::pair<int, int>>& chunks) {
+    StepResult result;
+    const absl::Status status = Forward(chunks, /*return_logits=*/false, &result);
+    EXPECT_TRUE(result.logits.empty());
+    return status.ok() ? result.next_tokens : std::vector<int32_t>();
   }
 
   // Feeds everything in steps of at most `chunk` tokens per sequence; returns each sequence's
@@ -158,6 +156,22 @@ class BackendDriver {
   const KvBlockPool& pool() const { return pool_; }
 
  private:
+  absl::Status Forward(const std::vector<std::pair<int, int>>& chunks, bool return_logits,
+                       StepResult* result) {
+    StepBatch batch;
+    batch.return_logits = return_logits;
+    for (auto [index, count] : chunks) {
+      Seq& s = seqs_[index];
+      EXPECT_TRUE(s.blocks.Reserve(s.fed + count));
+      batch.Add(std::span<const int32_t>(s.tokens).subspan(s.fed, count), s.fed, s.blocks.blocks(),
+                /*sample=*/true);
+      s.fed += count;
+    }
+    const absl::Status status = backend_->Forward(batch, result);
+    EXPECT_TRUE(status.ok()) << status;
+    return status;
+  }
+
   struct Seq {
     std::vector<int32_t> tokens;
     int fed;

@@ -122,6 +122,44 @@ inline Agreement DefaultModelAgainstF32(const CpuBackendOptions& options) {
   return a;
 }
 
+// Whether `options`' backend chooses, when asked for no logits (the engine's way: the matmul's
+// rows go straight to the argmax), the argmax of the logits it returns when asked: two
+// backends fed the same 16 random sequences of 24 tokens on the fixture `fixture`, in chunks
+// of 5 (prefill) and then of 1. Returns the positions compared; 0 when skipped.
+inline int TokensWithoutLogitsAreTheLogitsArgmax(const std::string& fixture,
+                                                 const CpuBackendOptions& options) {
+  auto checkpoint = Open(gecd::testing::FixturePath("models/" + fixture));
+  if (checkpoint == nullptr) return 0;
+  bool skip = false;
+  auto with_logits = CreateOrSkip(*checkpoint, options, &skip);
+  auto without = CreateOrSkip(*checkpoint, options, &skip);
+  if (with_logits == nullptr || without == nullptr) return 0;
+  std::mt19937 rng(2);
+  std::uniform_int_distribution<int32_t> id(3, checkpoint->config().vocab_size - 1);
+  BackendDriver x(with_logits.get()), y(without.get());
+  for (int s = 0; s < 16; ++s) {
+    std::vector<int32_t> p(24);
+    for (int32_t& t : p) t = id(rng);
+    x.Add(p);
+    y.Add(p);
+  }
+  int compared = 0;
+  for (int fed = 0; fed < 24;) {
+    const int chunk = fed < 10 ? 5 : 1;
+    std::vector<std::pair<int, int>> chunks;
+    for (int s = 0; s < 16; ++s) chunks.push_back({s, chunk});
+    const auto logits = x.Step(chunks);
+    const std::vector<int32_t> tokens = y.StepTokens(chunks);
+    EXPECT_EQ(tokens.size(), logits.size());
+    for (size_t s = 0; s < logits.size() && s < tokens.size(); ++s) {
+      EXPECT_EQ(tokens[s], Argmax(logits[s])) << "sequence " << s << " after " << fed;
+      ++compared;
+    }
+    fed += chunk;
+  }
+  return compared;
+}
+
 }  // namespace gecd::engine::testing
 
 #endif  // GECD_TESTS_ENGINE_ONEDNN_TEST_UTIL_H_
