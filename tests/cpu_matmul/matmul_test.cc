@@ -154,6 +154,28 @@ TEST(Int8MatmulTest, IntegerInputsWithFullRangeRowsAreExact) {
                      });
 }
 
+// Activations quantize half away from zero and clamp at ±127, in the 16-wide loop and in its
+// tail alike: with weights 127·I (scale 1, codes 127) each output is its input's code times 127.
+TEST(Int8MatmulTest, ActivationsRoundHalfAwayFromZero) {
+  SKIP_WITHOUT_VNNI();
+  // Row scale 1 (max |x| = 127), so each code is x rounded; the last three lie in the tail.
+  const std::vector<float> x = {127.0f, 2.5f,    -2.5f,   0.5f,   -0.5f, 1.5f,  -1.5f,
+                                126.5f, -126.5f, 3.49f,   -3.51f, 0.0f,  -0.0f, 64.5f,
+                                -64.5f, 100.0f,  0.4999f, -99.5f, 5.5f};
+  const std::vector<int> codes = {127, 3, -3, 1,  -1,  2,   -2, 127,  -127, 3,
+                                  -4,  0, 0,  65, -65, 100, 0,  -100, 6};
+  const int n = static_cast<int>(x.size());
+  std::vector<float> w(n * n, 0.0f);
+  for (int o = 0; o < n; ++o) w[o * n + o] = 127.0f;
+  auto m = Matmul::Create(Precision::kInt8, "halves", w, {}, n, n, 1);
+  ASSERT_TRUE(m.ok()) << m.status();
+  MatmulScratch scratch;
+  scratch.Reserve(1, n, n);
+  std::vector<float> y(n);
+  (*m)->Apply(x.data(), 1, y.data(), false, &scratch);
+  for (int o = 0; o < n; ++o) EXPECT_EQ(y[o], codes[o] * 127.0f) << "x = " << x[o];
+}
+
 TEST(Int8MatmulTest, OddSizesMatchF32WithinTheRoundingBound) {
   SKIP_WITHOUT_VNNI();
   CheckOddSizes(CheckAgainstF32);
