@@ -136,26 +136,30 @@ double AdmissionController::Release(const Ticket& ticket, int output_tokens) {
     output_.Add(output_tokens);
     if (ticket.predicted_us > 0) {
       error = sojourn_us / ticket.predicted_us;
-      const double late = sojourn_us > ticket.budget_us ? 1.0 : 0.0;
-      if (late > 0) {
-        last_late_us_ = now_us;
-      } else if (margin_ > 1) {
-        const int64_t quiet_us = std::chrono::microseconds(kMarginQuiet).count();
-        const int64_t from_us = std::max(margin_relaxed_us_, last_late_us_ + quiet_us);
-        if (now_us > from_us) {
-          const double half_life_us = std::chrono::microseconds(kMarginHalfLife).count();
-          margin_ =
-              std::pow(margin_, std::exp2(-static_cast<double>(now_us - from_us) / half_life_us));
-          margin_relaxed_us_ = now_us;
-        }
-      }
-      margin_ =
-          std::clamp(margin_ * std::exp(kMarginGain * (late - kLateShare)), kMinMargin, kMaxMargin);
+      SteerMargin(sojourn_us > ticket.budget_us, now_us);
     }
+  } else if (output_tokens == kMissedDeadline && ticket.predicted_us > 0) {
+    SteerMargin(/*late=*/true, now_us);
   }
   --in_flight_;
   if (options_.publish_in_flight) options_.publish_in_flight(in_flight_);
   return error;
+}
+
+void AdmissionController::SteerMargin(bool late, int64_t now_us) {
+  if (late) {
+    last_late_us_ = now_us;
+  } else if (margin_ > 1) {
+    const int64_t quiet_us = std::chrono::microseconds(kMarginQuiet).count();
+    const int64_t from_us = std::max(margin_relaxed_us_, last_late_us_ + quiet_us);
+    if (now_us > from_us) {
+      const double half_life_us = std::chrono::microseconds(kMarginHalfLife).count();
+      margin_ = std::pow(margin_, std::exp2(-static_cast<double>(now_us - from_us) / half_life_us));
+      margin_relaxed_us_ = now_us;
+    }
+  }
+  margin_ = std::clamp(margin_ * std::exp(kMarginGain * ((late ? 1.0 : 0.0) - kLateShare)),
+                       kMinMargin, kMaxMargin);
 }
 
 int AdmissionController::in_flight() const {

@@ -924,7 +924,10 @@ void GrammarService::Start(uint64_t id, std::string_view text, uint32_t max_outp
             status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded");
           }
           reply(status, {}, {});
-          Release(ticket, -1);
+          // A sentence its deadline cancelled was late: admission must count it so.
+          Release(ticket, status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
+                              ? AdmissionController::kMissedDeadline
+                              : -1);
           return;
         }
         // Released after the reply: the sentence counts in flight until its text's bookkeeping

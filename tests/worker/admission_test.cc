@@ -195,6 +195,29 @@ TEST_F(AdmissionTest, TheMarginHoldsTheShareOfLateAnswers) {
   EXPECT_EQ(admission.margin(), AdmissionController::kMinMargin);
 }
 
+// A sentence cancelled at its deadline was late, though never answered: with deadlines at the
+// objective every late sentence ends so, and a margin moved only by answers would see nothing
+// but answers in time and keep admitting what then misses. It teaches no step time (its own is
+// only known to exceed its budget); a sentence its client cancelled moves nothing.
+TEST_F(AdmissionTest, ASentenceCancelledAtItsDeadlineCountsAsLate) {
+  AdmissionController admission = Make(1024, 1000);
+  Serve(admission, 40, 19, milliseconds(100));  // teaches the rates: predictions from now on
+  const double step = admission.step_seconds_per_sentence();
+  ASSERT_EQ(admission.margin(), 1.0);
+  const auto end = [&](int output_tokens) {
+    const AdmissionController::Decision d = admission.Admit(milliseconds(1000), 40);
+    ASSERT_TRUE(d.admitted());
+    Advance(milliseconds(1000));
+    admission.Release(d.tickets[0], output_tokens);
+  };
+  for (int i = 0; i < 10; ++i) end(-1);  // cancelled by the client
+  EXPECT_EQ(admission.margin(), 1.0);
+  for (int i = 0; i < 20; ++i) end(AdmissionController::kMissedDeadline);
+  EXPECT_GT(admission.margin(), 2.0);
+  EXPECT_NEAR(admission.step_seconds_per_sentence(), step, step * 1e-9);
+  EXPECT_EQ(admission.in_flight(), 0);
+}
+
 // After an overload took the margin to its top, answers in time bring it down within seconds
 // once none has been late for kMarginQuiet, however few they are (at 5 answers a second the
 // tracker alone took minutes, and refused long sentences all along); a late answer restarts
