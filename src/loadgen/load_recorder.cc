@@ -58,8 +58,11 @@ std::string LengthBucketName(size_t bucket) {
 }
 
 LoadRecorder::LoadRecorder(Clock::time_point window_start, Clock::time_point window_end,
-                           std::chrono::microseconds objective)
-    : window_start_(window_start), window_end_(window_end), objective_us_(objective.count()) {
+                           std::chrono::microseconds objective, Counting counting)
+    : window_start_(window_start),
+      window_end_(window_end),
+      objective_us_(objective.count()),
+      counting_(counting) {
   result_.duration_s = std::chrono::duration<double>(window_end - window_start).count();
 }
 
@@ -79,7 +82,7 @@ void LoadRecorder::RecordSent(Clock::time_point intended) {
 
 void LoadRecorder::RecordDone(Clock::time_point intended, Clock::time_point done, int code,
                               size_t text_bytes) {
-  if (!InWindow(intended)) return;
+  if (!InWindow(counting_ == Counting::kBySendTime ? intended : done)) return;
   MutexLock lock(&mu_);
   last_done_ = std::max(last_done_, done);
   SecondStats& second = SecondOf(done);
@@ -104,8 +107,11 @@ void LoadRecorder::RecordDone(Clock::time_point intended, Clock::time_point done
 
 RunResult LoadRecorder::Finish() {
   MutexLock lock(&mu_);
-  result_.elapsed_s = std::max(result_.duration_s,
-                               std::chrono::duration<double>(last_done_ - window_start_).count());
+  result_.elapsed_s =
+      counting_ == Counting::kByCompletionTime
+          ? result_.duration_s
+          : std::max(result_.duration_s,
+                     std::chrono::duration<double>(last_done_ - window_start_).count());
   return std::move(result_);
 }
 

@@ -399,7 +399,10 @@ RunResult Driver::Run() {
       start_ + std::chrono::duration_cast<Clock::duration>(Seconds(config_.warmup_s));
   window_end_ =
       window_start + std::chrono::duration_cast<Clock::duration>(Seconds(config_.duration_s));
-  recorder_ = std::make_unique<LoadRecorder>(window_start, window_end_, config_.objective);
+  recorder_ = std::make_unique<LoadRecorder>(window_start, window_end_, config_.objective,
+                                             config_.concurrency > 0
+                                                 ? LoadRecorder::Counting::kByCompletionTime
+                                                 : LoadRecorder::Counting::kBySendTime);
   if (config_.on_window) config_.on_window(window_start, window_end_);
   for (auto& cq : cqs_) {
     pollers_.emplace_back([cq = cq.get()] {

@@ -63,6 +63,30 @@ TEST(LoadRecorderTest, AchievedRateCountsTheDrainAfterTheWindow) {
   EXPECT_DOUBLE_EQ(result.achieved_qps(), 1.5);
 }
 
+TEST(LoadRecorderTest, AClosedLoopCountsWhatCompletesInsideTheWindow) {
+  const Clock::time_point start = Clock::time_point() + std::chrono::hours(1);
+  LoadRecorder recorder(start + milliseconds(1000), start + milliseconds(2000), milliseconds(500),
+                        LoadRecorder::Counting::kByCompletionTime);
+  // Sent in the warmup, answered inside the window: counted.
+  recorder.RecordDone(start + milliseconds(900), start + milliseconds(1200), 0, 40);
+  // Inside the window: an answer and a refusal held for 400 ms.
+  recorder.RecordSent(start + milliseconds(1200));
+  recorder.RecordDone(start + milliseconds(1200), start + milliseconds(1300), 0, 40);
+  recorder.RecordSent(start + milliseconds(1500));
+  recorder.RecordDone(start + milliseconds(1500), start + milliseconds(1900), 8, 40);
+  // Sent inside the window, refused three seconds later: not counted, and the rate is not
+  // stretched to wait for it.
+  recorder.RecordSent(start + milliseconds(1950));
+  recorder.RecordDone(start + milliseconds(1950), start + milliseconds(4950), 8, 40);
+  const RunResult result = recorder.Finish();
+  EXPECT_EQ(result.sent, 2u + 1u);
+  EXPECT_EQ(result.ok, 2u);
+  EXPECT_EQ(result.refused, 1u);
+  EXPECT_DOUBLE_EQ(result.elapsed_s, 1.0);
+  EXPECT_DOUBLE_EQ(result.goodput_qps(), 2.0);
+  EXPECT_EQ(result.refused_latency.max(), 400000);
+}
+
 TEST(LoadRecorderTest, LengthBucketsAreNamedByTheirBytes) {
   EXPECT_EQ(LengthBucketOf(0), 0u);
   EXPECT_EQ(LengthBucketOf(63), 0u);
