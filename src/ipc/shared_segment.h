@@ -40,6 +40,19 @@ struct StepTime {
 };
 static_assert(sizeof(StepTime) == sizeof(uint64_t), "published as one atomic word");
 
+// The margin the workers' admission applies to its predictions and steers by its answers
+// (worker/admission.h), one per pod: every worker's sentences share the one engine, so a late
+// answer says the same of all of them. Kept per worker, a worker whose share of answers dried up
+// could not steer its own: after a start-up flood took every margin to its top, the worker that
+// admitted first kept the engine full, learned from its answers and relaxed, while the other
+// admitted 4 sentences a second for the rest of the run and refused the rest (session 19, short
+// sentences at 3x). Any worker updates it (compare-and-swap on each word).
+struct SharedMargin {
+  std::atomic<uint64_t> margin_bits{0};  // a double's bits; 0: never steered (a margin of 1)
+  std::atomic<int64_t> last_late_us{0};  // when an answer was last late (CLOCK_MONOTONIC µs)
+  std::atomic<int64_t> relaxed_us{0};    // the margin's relaxation is applied up to then
+};
+
 // Shared state every process reads. Written only as noted.
 struct SegmentHeader {
   uint64_t magic;
@@ -77,6 +90,8 @@ struct SegmentHeader {
   // more with it (accepted drafts). Written by the engine, read by the workers' admission; 0
   // until published. See SharedSegment::tokens_per_step().
   std::atomic<uint32_t> engine_tokens_per_step;
+  // Admission's margin: written and read by the workers (SharedMargin).
+  alignas(64) SharedMargin admission_margin;
   // Why the engine could not start (loading the model or sizing its cache failed): written by
   // that engine just before it exits, read by the supervisor once it has reaped it, cleared by
   // the supervisor before it starts an engine. See SharedSegment::SetEngineFailure.
@@ -132,6 +147,8 @@ class SharedSegment {
   StepTime step_time() const;
   void PublishTokensPerStep(float tokens) const;
   float tokens_per_step() const;  // 0: not published
+  // The workers' admission margin.
+  SharedMargin* admission_margin() const { return &header()->admission_margin; }
   // The sentences admitted by every worker but `index` (ChannelHeader::admitted).
   int AdmittedByOtherWorkers(int index) const;
 

@@ -1,6 +1,7 @@
 #include "worker/admission.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <utility>
 
@@ -24,7 +25,9 @@ double Us(std::chrono::microseconds d) { return static_cast<double>(d.count()); 
 }  // namespace
 
 AdmissionController::AdmissionController(Options options, Clock clock)
-    : options_(options), clock_(std::move(clock)) {}
+    : options_(options),
+      clock_(std::move(clock)),
+      margin_cell_(options_.shared_margin != nullptr ? options_.shared_margin : &own_margin_) {}
 
 AdmissionController::Decision AdmissionController::Admit(std::chrono::microseconds budget,
                                                          std::span<const size_t> sentence_bytes,
@@ -63,7 +66,7 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
                         (batch ? kBatchShare : 1.0);
   const bool deadline_first = !batch && budget != kNoDeadline && Us(budget) < slo_us;
   const double limit_us = deadline_first ? Us(budget) : slo_us;
-  const double margin = margin_;
+  const double margin = this->margin();
   if (step_us_.weight <= 0 && in_flight_ > 0 &&
       in_flight_ + along > (batch ? kStartWindow / 2 : kStartWindow)) {
     decision.refusal = Refusal::kNoEstimate;
@@ -146,20 +149,44 @@ double AdmissionController::Release(const Ticket& ticket, int output_tokens) {
   return error;
 }
 
+double AdmissionController::margin() const {
+  const uint64_t bits = margin_cell_->margin_bits.load(std::memory_order_relaxed);
+  return bits == 0 ? 1.0 : std::bit_cast<double>(bits);
+}
+
 void AdmissionController::SteerMargin(bool late, int64_t now_us) {
+  ipc::SharedMargin& cell = *margin_cell_;
+  // How far the margin relaxes first: the time since the relaxation was last applied, or since
+  // the last late answer's quiet ended, whichever is later, claimed by one worker only.
+  double relax_us = 0;
   if (late) {
-    last_late_us_ = now_us;
-  } else if (margin_ > 1) {
+    int64_t last = cell.last_late_us.load(std::memory_order_relaxed);
+    while (last < now_us &&
+           !cell.last_late_us.compare_exchange_weak(last, now_us, std::memory_order_relaxed)) {
+    }
+  } else if (margin() > 1) {
     const int64_t quiet_us = std::chrono::microseconds(kMarginQuiet).count();
-    const int64_t from_us = std::max(margin_relaxed_us_, last_late_us_ + quiet_us);
-    if (now_us > from_us) {
-      const double half_life_us = std::chrono::microseconds(kMarginHalfLife).count();
-      margin_ = std::pow(margin_, std::exp2(-static_cast<double>(now_us - from_us) / half_life_us));
-      margin_relaxed_us_ = now_us;
+    const int64_t quiet_end_us = cell.last_late_us.load(std::memory_order_relaxed) + quiet_us;
+    int64_t relaxed = cell.relaxed_us.load(std::memory_order_relaxed);
+    while (now_us > std::max(relaxed, quiet_end_us)) {
+      if (cell.relaxed_us.compare_exchange_weak(relaxed, now_us, std::memory_order_relaxed)) {
+        relax_us = static_cast<double>(now_us - std::max(relaxed, quiet_end_us));
+        break;
+      }
     }
   }
-  margin_ = std::clamp(margin_ * std::exp(kMarginGain * ((late ? 1.0 : 0.0) - kLateShare)),
-                       kMinMargin, kMaxMargin);
+  const double half_life_us = std::chrono::microseconds(kMarginHalfLife).count();
+  const double step = std::exp(kMarginGain * ((late ? 1.0 : 0.0) - kLateShare));
+  uint64_t bits = cell.margin_bits.load(std::memory_order_relaxed);
+  while (true) {
+    double margin = bits == 0 ? 1.0 : std::bit_cast<double>(bits);
+    if (relax_us > 0 && margin > 1) margin = std::pow(margin, std::exp2(-relax_us / half_life_us));
+    const double steered = std::clamp(margin * step, kMinMargin, kMaxMargin);
+    if (cell.margin_bits.compare_exchange_weak(bits, std::bit_cast<uint64_t>(steered),
+                                               std::memory_order_relaxed)) {
+      return;
+    }
+  }
 }
 
 int AdmissionController::in_flight() const {
@@ -171,7 +198,7 @@ std::chrono::microseconds AdmissionController::PredictedTime(size_t text_bytes) 
   MutexLock lock(&mu_);
   const StepModel model = Model();
   return std::chrono::microseconds(static_cast<int64_t>(
-      PredictUs(model, in_flight_ + model.others, PredictOutput(text_bytes, 0)) * margin_));
+      PredictUs(model, in_flight_ + model.others, PredictOutput(text_bytes, 0)) * margin()));
 }
 
 double AdmissionController::step_seconds_per_sentence() const {
@@ -182,11 +209,6 @@ double AdmissionController::step_seconds_per_sentence() const {
 double AdmissionController::output_tokens_per_byte() const {
   MutexLock lock(&mu_);
   return output_per_byte_.Ratio();
-}
-
-double AdmissionController::margin() const {
-  MutexLock lock(&mu_);
-  return margin_;
 }
 
 void AdmissionController::Advance(int64_t now_us) {

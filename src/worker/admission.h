@@ -12,6 +12,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "common/mutex.h"
+#include "ipc/shared_segment.h"
 #include "worker/engine_link.h"
 
 // Latency-objective admission for one worker: a sentence is refused at once (RESOURCE_EXHAUSTED)
@@ -86,7 +87,10 @@ namespace gecd::worker {
 // beyond): a flood at start-up, all admitted, would run in one batch whose steps last for seconds,
 // and miss the objective for everyone. With no completions (an engine that stopped answering)
 // nothing learned moves, so admission stops once the in-flight count alone predicts the budget is
-// spent. Each worker measures its own sentences against its own share of the engine. Thread-safe.
+// spent. Each worker measures its own sentences against its own share of the engine, but the
+// margin is the pod's (Options::shared_margin, ipc::SharedMargin): the workers' sentences share
+// one engine, and a worker whose answers dried up could not steer a margin of its own down
+// again. Thread-safe.
 class AdmissionController {
  public:
   // Monotonic time in microseconds; tests pass a fake.
@@ -108,6 +112,9 @@ class AdmissionController {
     // Told this worker's in-flight count on every change, under the controller's lock; may be
     // null.
     std::function<void(int)> publish_in_flight;
+    // The margin shared with the other workers of the pod (ipc::SharedMargin, in the shared
+    // segment); null: the controller's own.
+    ipc::SharedMargin* shared_margin = nullptr;
   };
 
   // kNoEstimate: kStartWindow in flight before a first answer; the caller may let it wait for
@@ -178,7 +185,7 @@ class AdmissionController {
   // output tokens per text byte, and the margin applied to predictions (kMinMargin..kMaxMargin).
   double step_seconds_per_sentence() const ABSL_LOCKS_EXCLUDED(mu_);
   double output_tokens_per_byte() const ABSL_LOCKS_EXCLUDED(mu_);
-  double margin() const ABSL_LOCKS_EXCLUDED(mu_);
+  double margin() const;
 
  private:
   // A sum whose weights decay exponentially with busy time.
@@ -222,7 +229,7 @@ class AdmissionController {
   double PredictOutput(size_t text_bytes, int max_output_tokens) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the margin by one admitted sentence that was (or was not) late for its budget.
-  void SteerMargin(bool late, int64_t now_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SteerMargin(bool late, int64_t now_us);
   // `us` microseconds spread by ±50%, as a retry-after within its bounds.
   std::chrono::milliseconds Jittered(double us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -236,11 +243,12 @@ class AdmissionController {
   int64_t busy_since_release_us_ ABSL_GUARDED_BY(mu_) = 0;
   // time in the server (µs) over (output + 1) * mean in flight: theta
   DecayingSum step_us_ ABSL_GUARDED_BY(mu_);
-  DecayingSum output_per_byte_ ABSL_GUARDED_BY(mu_);    // output tokens over text bytes
-  DecayingSum output_ ABSL_GUARDED_BY(mu_);             // output tokens per sentence
-  double margin_ ABSL_GUARDED_BY(mu_) = 1.0;            // steered by late answers; see above
-  int64_t last_late_us_ ABSL_GUARDED_BY(mu_) = 0;       // when an answer was last late
-  int64_t margin_relaxed_us_ ABSL_GUARDED_BY(mu_) = 0;  // relaxation applied up to then
+  DecayingSum output_per_byte_ ABSL_GUARDED_BY(mu_);  // output tokens over text bytes
+  DecayingSum output_ ABSL_GUARDED_BY(mu_);           // output tokens per sentence
+  // Steered by late answers (see above); atomics, not guarded: other workers' controllers
+  // update a shared one.
+  ipc::SharedMargin own_margin_;
+  ipc::SharedMargin* const margin_cell_;
   uint64_t jitter_state_ ABSL_GUARDED_BY(mu_) = 0x9e3779b97f4a7c15ull;
 };
 

@@ -7,6 +7,10 @@
 
 #include "absl/status/status.h"
 
+namespace gecd::ipc {
+struct SharedMargin;
+}  // namespace gecd::ipc
+
 // What a front-end worker needs from the engine: submit a tokenized prompt, be told once when
 // it has finished (or failed), cancel it. The production link is the shared-memory ring pair
 // to the engine process (worker::RingEngineLink); tests plug in an in-process fake.
@@ -69,6 +73,9 @@ class EngineLink {
   virtual EngineLoad Load() const { return {}; }
   // Tells the other workers how many sentences this one has admitted. Any thread.
   virtual void PublishAdmitted(int /*admitted*/) {}
+  // The admission margin this worker shares with the others (ipc::SharedMargin); null when the
+  // link has no others to share with.
+  virtual ipc::SharedMargin* SharedAdmissionMargin() { return nullptr; }
 };
 
 }  // namespace gecd::worker

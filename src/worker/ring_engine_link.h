@@ -59,6 +59,7 @@ class RingEngineLink final : public EngineLink {
   bool Ready() const override;
   EngineLoad Load() const override;
   void PublishAdmitted(int admitted) override;
+  ipc::SharedMargin* SharedAdmissionMargin() override { return segment_.admission_margin(); }
 
  private:
   struct InFlight {

@@ -247,6 +247,40 @@ TEST_F(AdmissionTest, AfterAnOverloadTheMarginComesDownInSecondsNotMinutes) {
   EXPECT_GT(admission.margin(), 0.9 * again);
 }
 
+// The margin is the pod's: a worker whose answers dried up after an overload follows the one
+// that keeps answering, instead of refusing at the top of its own margin for good (session 19:
+// after a start-up flood, one of two workers admitted 4 sentences a second and refused 400).
+TEST_F(AdmissionTest, WorkersShareOneMargin) {
+  ipc::SharedMargin shared;
+  const auto make = [&] {
+    return AdmissionController({.max_in_flight = 1024,
+                                .slo = milliseconds(1000),
+                                .engine_load = nullptr,
+                                .publish_in_flight = nullptr,
+                                .shared_margin = &shared},
+                               [this] { return now_us_; });
+  };
+  AdmissionController busy = make();
+  AdmissionController starved = make();
+  Serve(busy, 40, 19, milliseconds(100));
+  for (int i = 0; i < 20; ++i) Serve(busy, 40, 19, milliseconds(1200));
+  // Late answers in one worker close admission in both.
+  EXPECT_GT(starved.margin(), 2.0);
+  EXPECT_EQ(starved.margin(), busy.margin());
+  // Only the busy worker answers, in time; past the quiet time the margin both apply is down.
+  for (int i = 0; i < 5 * 40; ++i) {
+    Serve(busy, 40, 19, milliseconds(100));
+    Advance(milliseconds(100));
+  }
+  EXPECT_LT(starved.margin(), 1.1);
+  EXPECT_EQ(starved.margin(), busy.margin());
+  // And what one answers late while the other answers in time moves the same margin.
+  Serve(starved, 40, 19, milliseconds(100));
+  const double before = busy.margin();
+  Serve(starved, 40, 19, milliseconds(1200));
+  EXPECT_GT(busy.margin(), before);
+}
+
 // An engine that stops answering: nothing learned moves, so the in-flight count alone stops
 // admission where it predicts the objective spent, far short of max_in_flight.
 TEST_F(AdmissionTest, AStalledEngineStopsBeingSentMore) {
