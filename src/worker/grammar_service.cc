@@ -41,6 +41,16 @@ constexpr int kRefusalBurst = 100;
 // in runs); at 250, under 10 ms, and a storm still costs only a few percent of a core.
 constexpr double kRefusalsPerAdmitted = 4;
 constexpr double kRefusalFloorPerSecond = 250;
+// Over which the admitted rate is measured. Under overload admission opens in clumps, as a
+// batch's sentences finish together, up to a second apart on short sentences: over one second
+// the allowance swung between its floor and 4x the mean (session 19).
+constexpr std::chrono::milliseconds kRefusalRateWindow{4000};
+// Beyond the allowance a refusal waits at most this, unless this many wait: then the worker is
+// in a refusal storm of clients that re-send at once, and they wait for the allowance (see
+// worker/refusal_pacer.h). At 3x overload in an open loop a worker refuses ~300 calls a second,
+// so about one waits 3 ms at a time; sixteen is over ten times that.
+constexpr std::chrono::milliseconds kRefusalMaxWait{3};
+constexpr size_t kRefusalStormHeld = 16;
 // The call metadata that sets the priority class of a call's sentences.
 constexpr char kPriorityKey[] = "x-gecd-priority";
 // A batch sentence without a sooner deadline is due this many objectives after it arrived.
@@ -342,8 +352,13 @@ GrammarService::GrammarService(const config::Config& config, const model::Tokeni
                   .shared_margin = engine.SharedAdmissionMargin()},
                  options.admission_clock ? options.admission_clock : MonotonicMicros),
       cache_(static_cast<size_t>(config.server.sentence_cache_mb) << 20),
-      refusal_pacer_(config.server.max_refusals_per_second, kRefusalBurst, kRefusalsPerAdmitted,
-                     kRefusalFloorPerSecond),
+      refusal_pacer_({.max_per_second = static_cast<double>(config.server.max_refusals_per_second),
+                      .burst = kRefusalBurst,
+                      .per_admitted = kRefusalsPerAdmitted,
+                      .floor_per_second = kRefusalFloorPerSecond,
+                      .rate_window = kRefusalRateWindow,
+                      .max_wait = kRefusalMaxWait,
+                      .storm_held = kRefusalStormHeld}),
       waiting_room_(static_cast<size_t>(config.server.max_in_flight)) {
   // As the generated gecd::v1::GrammarCorrection::CallbackService does, with our request type.
   AddMethod(new grpc::internal::RpcServiceMethod(kCorrectMethod,

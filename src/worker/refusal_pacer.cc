@@ -7,19 +7,21 @@
 namespace gecd::worker {
 
 namespace {
-// How far back the admission rate looks (its time constant).
-constexpr double kRateWindowSeconds = 1.0;
+
+RefusalPacer::Options Normalized(RefusalPacer::Options o) {
+  o.max_per_second = std::max(o.max_per_second, 0.0);
+  o.burst = std::max(o.burst, 1);
+  o.per_admitted = std::max(o.per_admitted, 0.0);
+  o.floor_per_second = std::clamp(o.floor_per_second, 0.0, o.max_per_second);
+  o.rate_window = std::max(o.rate_window, std::chrono::milliseconds(1));
+  o.max_wait = std::max(o.max_wait, std::chrono::microseconds(0));
+  return o;
+}
 }  // namespace
 
-RefusalPacer::RefusalPacer(double max_per_second, int burst, double per_admitted,
-                           double floor_per_second)
-    : max_per_second_(std::max(max_per_second, 0.0)),
-      burst_(std::max(burst, 1)),
-      per_admitted_(std::max(per_admitted, 0.0)),
-      floor_per_second_(std::clamp(floor_per_second, 0.0, max_per_second_)),
-      tokens_(burst_),
-      filled_at_(Clock::now()) {
-  if (max_per_second_ > 0) thread_ = std::thread([this] { Loop(); });
+RefusalPacer::RefusalPacer(Options options)
+    : options_(Normalized(options)), tokens_(options_.burst), filled_at_(Clock::now()) {
+  if (options_.max_per_second > 0) thread_ = std::thread([this] { Loop(); });
 }
 
 RefusalPacer::~RefusalPacer() {
@@ -32,16 +34,18 @@ RefusalPacer::~RefusalPacer() {
 }
 
 void RefusalPacer::Refuse(std::function<void()> answer) {
-  if (max_per_second_ == 0) {
+  if (options_.max_per_second == 0) {
     answer();
     return;
   }
   {
     MutexLock lock(&mu_);
-    Refill(Clock::now());
+    const Clock::time_point now = Clock::now();
+    Refill(now);
     // First come, first answered: while some wait, a new one waits behind them.
     if (!stopping_ && (!held_.empty() || tokens_ < 1)) {
-      held_.push_back(std::move(answer));
+      held_.push_back({std::move(answer), now});
+      if (held_.size() >= options_.storm_held) storm_ = true;
       if (held_.size() == 1) cv_.Signal();
       return;
     }
@@ -53,15 +57,18 @@ void RefusalPacer::Refuse(std::function<void()> answer) {
 void RefusalPacer::Refill(Clock::time_point now) {
   const double elapsed = std::chrono::duration<double>(now - filled_at_).count();
   filled_at_ = now;
-  if (elapsed > 0) tokens_ = std::min<double>(burst_, tokens_ + elapsed * AllowanceAt(now));
+  if (elapsed > 0) {
+    tokens_ = std::min<double>(options_.burst, tokens_ + elapsed * AllowanceAt(now));
+  }
 }
 
 void RefusalPacer::Admitted() {
-  if (per_admitted_ == 0) return;
+  if (options_.per_admitted == 0) return;
   const Clock::time_point now = Clock::now();
   MutexLock lock(&mu_);
+  const double window = std::chrono::duration<double>(options_.rate_window).count();
   const double age = std::chrono::duration<double>(now - admitted_at_).count();
-  admitted_rate_ = admitted_rate_ * std::exp(-age / kRateWindowSeconds) + 1.0 / kRateWindowSeconds;
+  admitted_rate_ = admitted_rate_ * std::exp(-age / window) + 1.0 / window;
   admitted_at_ = now;
 }
 
@@ -70,11 +77,18 @@ double RefusalPacer::allowance() const {
   return AllowanceAt(Clock::now());
 }
 
+bool RefusalPacer::in_storm() const {
+  MutexLock lock(&mu_);
+  return Storm();
+}
+
 double RefusalPacer::AllowanceAt(Clock::time_point now) const {
-  if (per_admitted_ == 0) return max_per_second_;
+  if (options_.per_admitted == 0) return options_.max_per_second;
+  const double window = std::chrono::duration<double>(options_.rate_window).count();
   const double age = std::chrono::duration<double>(now - admitted_at_).count();
-  const double rate = admitted_rate_ * std::exp(-age / kRateWindowSeconds);
-  return std::min(max_per_second_, std::max({per_admitted_ * rate, floor_per_second_, 1.0}));
+  const double rate = admitted_rate_ * std::exp(-age / window);
+  return std::min(options_.max_per_second,
+                  std::max({options_.per_admitted * rate, options_.floor_per_second, 1.0}));
 }
 
 size_t RefusalPacer::waiting() const {
@@ -92,16 +106,22 @@ void RefusalPacer::Loop() {
     }
     const Clock::time_point now = Clock::now();
     Refill(now);
-    if (!stopping_ && tokens_ < 1) {
-      // Until the allowance has filled one more (it may grow meanwhile: then a little early).
-      const auto wait = std::chrono::duration_cast<Clock::duration>(
+    const bool token = tokens_ >= 1;
+    // Outside a storm the first in line goes once it has waited max_wait, token or not.
+    const Clock::time_point due = held_.front().since + options_.max_wait;
+    if (!stopping_ && !token && (Storm() || now < due)) {
+      // Until the allowance has filled one more (it may grow meanwhile: then a little early),
+      // or the first in line is due.
+      auto wait = std::chrono::duration_cast<Clock::duration>(
           std::chrono::duration<double>((1 - tokens_) / AllowanceAt(now)));
+      if (!Storm()) wait = std::min<Clock::duration>(wait, due - now);
       cv_.WaitWithTimeout(&mu_, std::max<Clock::duration>(wait, std::chrono::microseconds(100)));
       continue;
     }
-    if (!stopping_) tokens_ -= 1;
-    std::function<void()> answer = std::move(held_.front());
+    if (!stopping_ && token) tokens_ -= 1;
+    std::function<void()> answer = std::move(held_.front().answer);
     held_.pop_front();
+    if (held_.size() <= options_.storm_held / 4) storm_ = false;
     mu_.Unlock();
     answer();
     mu_.Lock();

@@ -2,6 +2,7 @@
 #define GECD_WORKER_REFUSAL_PACER_H_
 
 #include <chrono>
+#include <cstddef>
 #include <deque>
 #include <functional>
 #include <thread>
@@ -19,22 +20,37 @@ namespace gecd::worker {
 // client that re-sends at once turns every refusal into another, so beyond some rate refusals
 // take the CPU that admitted sentences need, the engine slows, admission predicts longer and
 // refuses more: the collapse issue 24 measured. Refusals within the allowance (with a burst of
-// `burst`) are answered at once, inline; beyond it each waits its turn, in order, as the
-// allowance comes, so that a storm of them costs a bounded share of a core and its clients are
-// slowed instead.
+// `burst`) are answered at once, inline; beyond it each waits its turn, in order.
 //
 // The allowance is `max_per_second`, or with `per_admitted` > 0, that many refusals per
-// sentence the worker admits (over about the last second; at least `floor_per_second` and one,
-// at most `max_per_second`): what refusals may cost then scales with the work the pod does. A fixed
-// 1,000 a second per worker let closed loops of 64 clients that re-send at once, on a 2-core
-// box, spend a core on refusals and leave the engine 60% of its CPU (admitted p99 3 s, session
-// 14); at 2x-3x overload in an open loop a worker refuses two to three sentences per one it
-// admits, so nothing there waits. Thread-safe.
+// sentence the worker admits (a rate over about the last `rate_window`; at least
+// `floor_per_second` and one, at most `max_per_second`): what refusals may cost then scales with
+// the work the pod does. A
+// fixed 1,000 a second per worker let closed loops of 64 clients that re-send at once, on a
+// 2-core box, spend a core on refusals and leave the engine 60% of its CPU (admitted p99 3 s,
+// session 14).
+//
+// Holding a refusal saves CPU only when its client would have re-sent it at once; the calls of
+// an open loop come whatever the pacer does, so holding theirs only makes them late (refusal p99
+// 1.4 s at 3x overload in an open loop with the allowance alone, session 18). The two cannot be
+// told apart by the call, but by the queue: with `max_wait` > 0, a refusal beyond the allowance
+// waits at most max_wait, so an open loop, whose arrivals do not wait for answers, keeps about
+// rate * max_wait waiting (a couple at 3x overload); clients that re-send at once come back
+// within a round trip, so they pile up. Once `storm_held` wait, the pacer is in a storm: then
+// refusals wait for the allowance however long that takes (a storm's clients are slowed to it),
+// until the queue is down to a quarter of storm_held. max_wait 0: always so. Thread-safe.
 class RefusalPacer {
  public:
-  // `max_per_second` 0: no pacing, every refusal at once.
-  RefusalPacer(double max_per_second, int burst, double per_admitted = 0,
-               double floor_per_second = 0);
+  struct Options {
+    double max_per_second = 0;  // 0: no pacing, every refusal at once
+    int burst = 1;
+    double per_admitted = 0;
+    double floor_per_second = 0;
+    std::chrono::milliseconds rate_window{1000};
+    std::chrono::microseconds max_wait{0};
+    size_t storm_held = 0;
+  };
+  explicit RefusalPacer(Options options);
   // Sends what still waits, at once.
   ~RefusalPacer();
   RefusalPacer(const RefusalPacer&) = delete;
@@ -49,28 +65,35 @@ class RefusalPacer {
   size_t waiting() const ABSL_LOCKS_EXCLUDED(mu_);
   // Refusals a second answered at once now.
   double allowance() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether refusals now wait for the allowance however long (see above).
+  bool in_storm() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   using Clock = std::chrono::steady_clock;
+  struct Held {
+    std::function<void()> answer;
+    Clock::time_point since;
+  };
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);
   // Adds what the allowance gave since the last refill, up to the burst.
   void Refill(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double AllowanceAt(Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Storm() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return options_.max_wait.count() == 0 || storm_;
+  }
 
-  const double max_per_second_;  // 0: unpaced
-  const int burst_;
-  const double per_admitted_;
-  const double floor_per_second_;
+  const Options options_;
   mutable Mutex mu_;
   CondVar cv_;
   // A token bucket filled at the allowance of the moment, so that a change of allowance takes
   // effect at once: refusals answered at once take a token each.
   double tokens_ ABSL_GUARDED_BY(mu_);
   Clock::time_point filled_at_ ABSL_GUARDED_BY(mu_);
-  // Admissions a second, decaying over about a second since admitted_at_.
+  // Admissions a second, decaying over about rate_window since admitted_at_.
   double admitted_rate_ ABSL_GUARDED_BY(mu_) = 0;
   Clock::time_point admitted_at_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::function<void()>> held_ ABSL_GUARDED_BY(mu_);  // first come first
+  std::deque<Held> held_ ABSL_GUARDED_BY(mu_);  // first come first
+  bool storm_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
