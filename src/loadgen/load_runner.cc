@@ -148,10 +148,6 @@ class Driver {
   };
 
   void Issue(Clock::time_point intended);
-  const std::string& NextSentence() {
-    return config_.sentences[next_sentence_.fetch_add(1, std::memory_order_relaxed) %
-                             config_.sentences.size()];
-  }
 
   const RunConfig& config_;
   Clock::time_point start_;
@@ -160,8 +156,11 @@ class Driver {
   std::vector<std::unique_ptr<grpc::CompletionQueue>> cqs_;
   std::vector<std::thread> pollers_;
   std::vector<Lane> lanes_;
-  std::atomic<uint64_t> next_sentence_{0};
-  std::atomic<uint64_t> next_lane_{0};
+  // Call i goes on lane i % lanes with sentence (i / lanes) % sentences, so that every lane sends
+  // every sentence. Two counters stepped together pinned sentence k to lane k whenever the
+  // sentences were a multiple of the lanes (bench/short_sentences.txt's 8 on 8 channels): each
+  // daemon worker then saw only its connections' sentences, and learned a different mix.
+  std::atomic<uint64_t> next_call_{0};
   std::atomic<int64_t> active_{0};  // unary calls in flight plus open streams
   // Guards no data (active_ is atomic): taken around drained_'s signal and wait so that the
   // last EndWork cannot signal between Run's check of active_ and its wait.
@@ -337,15 +336,18 @@ absl::Status Driver::Connect() {
 }
 
 void Driver::Issue(Clock::time_point intended) {
-  Lane& lane = lanes_[next_lane_.fetch_add(1, std::memory_order_relaxed) % lanes_.size()];
+  const uint64_t call = next_call_.fetch_add(1, std::memory_order_relaxed);
+  Lane& lane = lanes_[call % lanes_.size()];
+  const std::string& sentence =
+      config_.sentences[(call / lanes_.size()) % config_.sentences.size()];
   if (lane.stream != nullptr) {
-    lane.stream->Send(intended, NextSentence());
+    lane.stream->Send(intended, sentence);
     return;
   }
   recorder_->RecordSent(intended);
   BeginWork();
   (new UnaryCall(this, intended))
-      ->Start(lane.stub.get(), lane.cq, NextSentence(), config_.deadline_ms, config_.priority,
+      ->Start(lane.stub.get(), lane.cq, sentence, config_.deadline_ms, config_.priority,
               config_.authorization);
 }
 
@@ -358,7 +360,8 @@ void Driver::Finished(Clock::time_point intended, int code, size_t text_bytes,
     // A slot whose pushback outlasts the window sends no more.
     if (now + pushback >= window_end_) return;
     BeginWork();  // the slot is still busy: Run waits for it
-    Lane& lane = lanes_[next_lane_.fetch_add(1, std::memory_order_relaxed) % lanes_.size()];
+    // Any lane's queue will do for the alarm.
+    Lane& lane = lanes_[next_call_.load(std::memory_order_relaxed) % lanes_.size()];
     new DelayedIssue(this, lane.cq, now + pushback);
     return;
   }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -42,11 +43,20 @@ class EchoServer final : public v1::GrammarCorrection::CallbackService {
 
   std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
   uint64_t answered() const { return answered_.load(); }
+  // The texts each connection (gRPC peer) sent on Correct.
+  std::map<std::string, std::set<std::string>> texts_by_peer() const {
+    std::lock_guard lock(peers_mu_);
+    return texts_by_peer_;
+  }
 
   grpc::ServerUnaryReactor* Correct(grpc::CallbackServerContext* context,
                                     const v1::CorrectRequest* request,
                                     v1::CorrectResponse* response) override {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    {
+      std::lock_guard lock(peers_mu_);
+      texts_by_peer_[context->peer()].insert(request->text());
+    }
     if (Reject()) {
       if (faults_.pushback_ms > 0) {
         context->AddTrailingMetadata("grpc-retry-pushback-ms", std::to_string(faults_.pushback_ms));
@@ -176,6 +186,8 @@ class EchoServer final : public v1::GrammarCorrection::CallbackService {
   std::atomic<uint64_t> answered_{0};
   std::mutex cache_mu_;
   std::set<std::string> cache_;  // guarded by cache_mu_: the sentences answered with the cache on
+  mutable std::mutex peers_mu_;
+  std::map<std::string, std::set<std::string>> texts_by_peer_;  // guarded by peers_mu_
   int port_ = 0;
   std::unique_ptr<grpc::Server> server_;
 };

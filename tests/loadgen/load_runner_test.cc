@@ -57,6 +57,23 @@ TEST_P(LoadRunnerTest, ClosedLoopAnswersEveryRequest) {
   EXPECT_GE(server.answered(), result->ok);
 }
 
+// Every connection sends every sentence, also when the sentences are a multiple of the
+// connections (before: sentence k always went on channel k, so each server worker saw only its
+// connections' sentences).
+TEST(LoadRunnerLanesTest, EveryChannelSendsEverySentence) {
+  testing::EchoServer server;
+  RunConfig config = ConfigFor(server);
+  config.sentences = {"One.", "Two.", "Three.", "Four."};
+  config.concurrency = 8;
+  absl::StatusOr<RunResult> result = RunLoad(config);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const auto texts = server.texts_by_peer();
+  EXPECT_EQ(texts.size(), 4u);  // config.channels
+  for (const auto& [peer, sent] : texts) {
+    EXPECT_EQ(sent.size(), 4u) << peer;
+  }
+}
+
 TEST_P(LoadRunnerTest, OpenLoopSendsAtTheOfferedRate) {
   testing::EchoServer server;
   RunConfig config = ConfigFor(server);
