@@ -267,11 +267,15 @@ absl::Status Matmul::BuildKernels(const std::string& name, const void* plain) tr
 void Matmul::Apply(const float* x, int rows, float* y, bool accumulate,
                    MatmulScratch* scratch) const {
   if (rows <= 0) return;
-  for (int t = 0; t < rows; ++t) SetInputRow(t, x + static_cast<size_t>(t) * in_, scratch);
+  SetInputRows(x, rows, scratch);
   Multiply(rows, scratch);
   for (int t = 0; t < rows; ++t) {
     OutputRow(t, *scratch, y + static_cast<size_t>(t) * out_, accumulate);
   }
+}
+
+void Matmul::SetInputRows(const float* x, int rows, MatmulScratch* scratch) const {
+  for (int t = 0; t < rows; ++t) SetInputRow(t, x + static_cast<size_t>(t) * in_, scratch);
 }
 
 void Matmul::SetInputRow(int t, const float* x_row, MatmulScratch* scratch) const {

@@ -104,6 +104,8 @@ class Matmul {
   // scale, so one scratch can carry a layer's output row t straight into the next layer's
   // input row t once the first layer's Multiply has run.
   void SetInputRow(int t, const float* x_row, MatmulScratch* scratch) const;
+  // Step 1 for every row of x ([rows, in], row-major).
+  void SetInputRows(const float* x, int rows, MatmulScratch* scratch) const;
   void Multiply(int rows, MatmulScratch* scratch) const;
   void OutputRow(int t, const MatmulScratch& scratch, float* y_row, bool accumulate) const;
 

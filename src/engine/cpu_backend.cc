@@ -586,9 +586,7 @@ void CpuBackend::Mlp(const Layer& layer, int tokens) {
     const int hidden = config_.hidden_size;
     cpu_matmul::MatmulScratch* scratch = &scratch_.onednn;
     GECD_PROFILE_MARK(kGateUp);
-    for (int t = 0; t < tokens; ++t) {
-      gate_up->SetInputRow(t, h_.data() + static_cast<size_t>(t) * hidden, scratch);
-    }
+    gate_up->SetInputRows(h_.data(), tokens, scratch);
     gate_up->Multiply(tokens, scratch);
     GECD_PROFILE_MARK(kSilu);
     float* gate = gate_up_.data();
@@ -704,9 +702,7 @@ absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
       // Row by row, as Mlp: a row's logits go from the sums to the argmax while in L1 (32 KB
       // for 8,000 tokens), not out to [rows, vocab] and back (4 MB at 128 rows).
       cpu_matmul::MatmulScratch* scratch = &scratch_.onednn;
-      for (int r = 0; r < n; ++r) {
-        lm_head->SetInputRow(r, last_.data() + static_cast<size_t>(r) * hidden, scratch);
-      }
+      lm_head->SetInputRows(last_.data(), n, scratch);
       lm_head->Multiply(n, scratch);
       GECD_PROFILE_MARK(kSample);
       for (int r = 0; r < n; ++r) {

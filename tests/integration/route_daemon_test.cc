@@ -208,8 +208,7 @@ TEST(RouteDaemonTest, RelaysOverMutualTlsToDaemonsThatRequireItAndRotatesUnderLo
   std::thread rotate([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     const gecd::testing::PemPair rotated = next.Issue("router");
-    gecd::testing::WriteTestFile(cert, rotated.certificate);
-    gecd::testing::WriteTestFile(key, rotated.key);
+    gecd::testing::WritePemPair(rotated, cert, key);
   });
   const loadgen::RunResult r = Load(*router, 100, 4, front.certificate() + next.certificate());
   rotate.join();

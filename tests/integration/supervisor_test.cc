@@ -374,8 +374,7 @@ TEST(SupervisorTest, BadCertificateOrTokensFileIsExit2NamingIt) {
     const std::string metrics_cert = dir.path() + "/metrics.crt";
     const std::string metrics_key = dir.path() + "/metrics.key";
     const testing::PemPair expired = testing::TestCa("test CA").Issue("gecd", -7200, -3600);
-    testing::WriteTestFile(metrics_cert, expired.certificate);
-    testing::WriteTestFile(metrics_key, expired.key);
+    testing::WritePemPair(expired, metrics_cert, metrics_key);
     Daemon daemon({"metrics_tls.cert_file=" + metrics_cert, "metrics_tls.key_file=" + metrics_key});
     const std::optional<int> status = daemon.WaitExit(kStartTimeout);
     ASSERT_TRUE(status.has_value()) << daemon.log();
@@ -403,8 +402,7 @@ TEST(SupervisorTest, ServesOverTlsWithBearerTokens) {
   const std::string cert = dir.path() + "/tls.crt";
   const std::string key = dir.path() + "/tls.key";
   const std::string tokens = dir.path() + "/tokens";
-  testing::WriteTestFile(cert, pair.certificate);
-  testing::WriteTestFile(key, pair.key);
+  testing::WritePemPair(pair, cert, key);
   // SHA-256 of "abc" (FIPS 180-2's test vector).
   testing::WriteTestFile(
       tokens, "frontend ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n");
@@ -470,8 +468,7 @@ TEST(SupervisorTest, ConnectionsThatNeverFinishTheirHandshakeAreClosedAtTheTimeo
   const testing::PemPair pair = ca.Issue("gecd");
   const std::string cert = dir.path() + "/tls.crt";
   const std::string key = dir.path() + "/tls.key";
-  testing::WriteTestFile(cert, pair.certificate);
-  testing::WriteTestFile(key, pair.key);
+  testing::WritePemPair(pair, cert, key);
   Daemon daemon({"server.workers=1", "tls.cert_file=" + cert, "tls.key_file=" + key,
                  "server.tls_handshake_timeout_ms=500"});
   ASSERT_TRUE(WaitFor([&] { return daemon.Get("/readyz") == 200; })) << daemon.log();
@@ -516,8 +513,7 @@ TEST(SupervisorTest, ServesReadyzOverHttpsWithMetricsTls) {
   const testing::PemPair pair = ca.Issue("gecd");
   const std::string cert = dir.path() + "/metrics.crt";
   const std::string key = dir.path() + "/metrics.key";
-  testing::WriteTestFile(cert, pair.certificate);
-  testing::WriteTestFile(key, pair.key);
+  testing::WritePemPair(pair, cert, key);
   Daemon daemon(
       {"server.workers=1", "metrics_tls.cert_file=" + cert, "metrics_tls.key_file=" + key});
   std::string body;

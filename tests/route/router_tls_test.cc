@@ -87,8 +87,7 @@ class RouterTlsTest : public ::testing::Test {
   std::string Path(const std::string& name) const { return dir_.path() + "/" + name; }
   // The router's own pair (tls.cert_file, tls.key_file).
   void WritePair(const PemPair& pair) {
-    WriteTestFile(config_.tls.cert_file, pair.certificate);
-    WriteTestFile(config_.tls.key_file, pair.key);
+    WritePemPair(pair, config_.tls.cert_file, config_.tls.key_file);
   }
   void Start(const std::string& endpoint) {
     config_.route.static_endpoints = {endpoint};
@@ -183,8 +182,7 @@ class UpstreamTlsTest : public RouterTlsTest {
     pod.client_ca_file = Path("routers.crt");
     pod.require_client_cert = true;
     const PemPair pair = pods_.Issue("pod");
-    WriteTestFile(pod.cert_file, pair.certificate);
-    WriteTestFile(pod.key_file, pair.key);
+    WritePemPair(pair, pod.cert_file, pod.key_file);
     WriteTestFile(pod.client_ca_file, routers_.certificate());
     absl::StatusOr<std::unique_ptr<tls::ServerTls>> tls = tls::ServerTls::Create(pod);
     EXPECT_TRUE(tls.ok()) << tls.status();
@@ -200,8 +198,7 @@ class UpstreamTlsTest : public RouterTlsTest {
     config_.route.upstream_tls.refresh_s = 1;
     WriteTestFile(config_.route.upstream_tls.ca_file, pods_.certificate());
     const PemPair client = routers_.Issue("router");
-    WriteTestFile(config_.route.upstream_tls.cert_file, client.certificate);
-    WriteTestFile(config_.route.upstream_tls.key_file, client.key);
+    WritePemPair(client, config_.route.upstream_tls.cert_file, config_.route.upstream_tls.key_file);
   }
   ~UpstreamTlsTest() override {
     router_.reset();
@@ -294,8 +291,7 @@ TEST_F(UpstreamTlsTest, ARotatedClientCertificateIsPresentedByTheNextConnection)
   ASSERT_TRUE(Relayed().ok());
   const TestCa next("next router client CA");
   const PemPair rotated = next.Issue("router");
-  WriteTestFile(config_.route.upstream_tls.cert_file, rotated.certificate);
-  WriteTestFile(config_.route.upstream_tls.key_file, rotated.key);
+  WritePemPair(rotated, config_.route.upstream_tls.cert_file, config_.route.upstream_tls.key_file);
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // two refresh periods
   // A key that is not the certificate's: kept out.
   WriteTestFile(config_.route.upstream_tls.key_file, next.Issue("other").key);
@@ -434,8 +430,7 @@ TEST_F(RouterTlsTest, BadFilesAreStartUpErrorsNamingTheFile) {
   config_.route.upstream_tls.cert_file = Path("client.crt");
   config_.route.upstream_tls.key_file = Path("client.key");
   const PemPair expired = other_.Issue("router", -7200, -3600);
-  WriteTestFile(config_.route.upstream_tls.cert_file, expired.certificate);
-  WriteTestFile(config_.route.upstream_tls.key_file, expired.key);
+  WritePemPair(expired, config_.route.upstream_tls.cert_file, config_.route.upstream_tls.key_file);
   EXPECT_THAT(error(), HasSubstr(absl::StrCat("route.upstream_tls.cert_file ", Path("client.crt"),
                                               ": expired")));
   const PemPair one = other_.Issue("one");
@@ -467,8 +462,7 @@ TEST_F(RouterTlsTest, MetricsListenerServesHttpsWithMetricsTls) {
   config_.metrics_tls.key_file = Path("metrics.key");
   config_.metrics_tls.client_ca_file = Path("clients.crt");
   config_.metrics_tls.require_client_cert = true;
-  WriteTestFile(config_.metrics_tls.cert_file, metrics.certificate);
-  WriteTestFile(config_.metrics_tls.key_file, metrics.key);
+  WritePemPair(metrics, config_.metrics_tls.cert_file, config_.metrics_tls.key_file);
   WriteTestFile(config_.metrics_tls.client_ca_file, clients_.certificate());
   Start(a.address());
   const PemPair prometheus = clients_.Issue("prometheus");

@@ -27,10 +27,7 @@ class KeyMaterialTest : public ::testing::Test {
     Write(ca_.Issue("server"));
     WriteTestFile(tls_.client_ca_file, ca_.certificate());
   }
-  void Write(const PemPair& pair) {
-    WriteTestFile(tls_.cert_file, pair.certificate);
-    WriteTestFile(tls_.key_file, pair.key);
-  }
+  void Write(const PemPair& pair) { WritePemPair(pair, tls_.cert_file, tls_.key_file); }
   std::string Error() {
     absl::StatusOr<KeyMaterial> material = LoadKeyMaterial(tls_);
     return material.ok() ? "ok" : std::string(material.status().message());

@@ -35,10 +35,7 @@ class MetricsServerTest : public ::testing::Test {
     tls_.refresh_s = 1;
   }
   std::string Path(const std::string& name) const { return dir_.path() + "/" + name; }
-  void Write(const PemPair& pair) {
-    WriteTestFile(tls_.cert_file, pair.certificate);
-    WriteTestFile(tls_.key_file, pair.key);
-  }
+  void Write(const PemPair& pair) { WritePemPair(pair, tls_.cert_file, tls_.key_file); }
   absl::StatusOr<std::unique_ptr<MetricsServer>> Start() {
     return MetricsServer::Start(
         "server.metrics_listen", "127.0.0.1:0",

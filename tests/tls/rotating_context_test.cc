@@ -44,10 +44,7 @@ class UpstreamTlsTest : public ::testing::Test {
     WriteTestFile(upstream_.ca_file, ca_.certificate());
     Write(clients_.Issue("router"));
   }
-  void Write(const PemPair& pair) {
-    WriteTestFile(upstream_.cert_file, pair.certificate);
-    WriteTestFile(upstream_.key_file, pair.key);
-  }
+  void Write(const PemPair& pair) { WritePemPair(pair, upstream_.cert_file, upstream_.key_file); }
   // Two refresh periods: a change has been read by then.
   static void Settle() { std::this_thread::sleep_for(std::chrono::milliseconds(2500)); }
 
@@ -109,8 +106,7 @@ TEST(ListenerTlsTest, ARotatedPairReplacesTheContextAndABadOneIsNotTaken) {
   tls.key_file = dir.path() + "/tls.key";
   tls.refresh_s = 1;
   const PemPair first_pair = ca.Issue("router");
-  WriteTestFile(tls.cert_file, first_pair.certificate);
-  WriteTestFile(tls.key_file, first_pair.key);
+  WritePemPair(first_pair, tls.cert_file, tls.key_file);
   absl::StatusOr<std::unique_ptr<ListenerTls>> listener = ListenerTls::Create(tls);
   ASSERT_TRUE(listener.ok()) << listener.status();
   const SslContext first = (*listener)->context();
@@ -118,8 +114,7 @@ TEST(ListenerTlsTest, ARotatedPairReplacesTheContextAndABadOneIsNotTaken) {
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   EXPECT_EQ((*listener)->context(), first);
   const PemPair next = ca.Issue("router");
-  WriteTestFile(tls.cert_file, next.certificate);
-  WriteTestFile(tls.key_file, next.key);
+  WritePemPair(next, tls.cert_file, tls.key_file);
   EXPECT_TRUE(Replaces(**listener, first));
 }
 

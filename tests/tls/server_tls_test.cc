@@ -59,10 +59,7 @@ class ServerTlsTest : public ::testing::Test {
   ~ServerTlsTest() override {
     if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now());
   }
-  void Write(const PemPair& pair) {
-    WriteTestFile(tls_.cert_file, pair.certificate);
-    WriteTestFile(tls_.key_file, pair.key);
-  }
+  void Write(const PemPair& pair) { WritePemPair(pair, tls_.cert_file, tls_.key_file); }
   void Start() {
     absl::StatusOr<std::unique_ptr<ServerTls>> tls = ServerTls::Create(tls_);
     ASSERT_TRUE(tls.ok()) << tls.status();

@@ -132,6 +132,11 @@ void WriteTestFile(const std::string& path, const std::string& bytes) {
   ASSERT_EQ(std::rename(temporary.c_str(), path.c_str()), 0) << "cannot rename to " << path;
 }
 
+void WritePemPair(const PemPair& pair, const std::string& cert_path, const std::string& key_path) {
+  WriteTestFile(cert_path, pair.certificate);
+  WriteTestFile(key_path, pair.key);
+}
+
 std::shared_ptr<grpc::ChannelCredentials> Trusting(const TestCa& ca, const PemPair* client) {
   grpc::SslCredentialsOptions options;
   options.pem_root_certs = ca.certificate();

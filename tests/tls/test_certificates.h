@@ -41,6 +41,8 @@ class TestCa {
 
 // Writes `bytes` to `path` (replacing it), failing the test if it cannot.
 void WriteTestFile(const std::string& path, const std::string& bytes);
+// Writes `pair`'s certificate to `cert_path` and its key to `key_path`.
+void WritePemPair(const PemPair& pair, const std::string& cert_path, const std::string& key_path);
 
 // gRPC client credentials that trust `ca` and, if given, present `client` (mTLS).
 std::shared_ptr<grpc::ChannelCredentials> Trusting(const TestCa& ca,

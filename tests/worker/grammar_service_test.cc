@@ -420,8 +420,7 @@ TEST_F(GrammarServiceTest, WithTlsItAnswersOverTlsOnly) {
   const gecd::testing::PemPair pair = ca.Issue("gecd");
   config_.tls.cert_file = certificates.path() + "/tls.crt";
   config_.tls.key_file = certificates.path() + "/tls.key";
-  gecd::testing::WriteTestFile(config_.tls.cert_file, pair.certificate);
-  gecd::testing::WriteTestFile(config_.tls.key_file, pair.key);
+  gecd::testing::WritePemPair(pair, config_.tls.cert_file, config_.tls.key_file);
   StartServer();
   CorrectResponse response;
   EXPECT_EQ(Correct("she go home", &response).error_code(), grpc::StatusCode::UNAVAILABLE);
