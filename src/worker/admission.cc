@@ -66,12 +66,7 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
                         (batch ? kBatchShare : 1.0);
   const bool deadline_first = !batch && budget != kNoDeadline && Us(budget) < slo_us;
   const double limit_us = deadline_first ? Us(budget) : slo_us;
-  // Below 1 the margin admits a sentence predicted a little over its budget (its output length is
-  // a guess that, while answers keep in time, runs long), but not behind a queue beyond the
-  // engine's batch: there the wait is the queue's, and a flood admitted at a margin of 0.7 after
-  // a quiet spell waited up to 2.1 s (a closed loop of 1,024 after one of 64, session 19).
-  const bool queued = model.max_batch > 0 && ahead + along > model.max_batch;
-  const double margin = queued ? std::max(1.0, this->margin()) : this->margin();
+  const double margin = this->margin();
   if (step_us_.weight <= 0 && in_flight_ > 0 &&
       in_flight_ + along > (batch ? kStartWindow / 2 : kStartWindow)) {
     decision.refusal = Refusal::kNoEstimate;

@@ -1,7 +1,6 @@
 #include "worker/admission.h"
 
 #include <algorithm>
-#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -325,36 +324,6 @@ TEST_F(AdmissionTest, BeyondTheEnginesBatchASentenceWaitsForRoom) {
   Serve(admission, 40, 19, milliseconds(100));
   load.others_admitted = 15;
   EXPECT_EQ(admission.PredictedTime(40), microseconds((20 + 20) * (4000 + 8 * 500)));
-}
-
-// Below 1 the margin admits a sentence predicted a little over the objective, but not one that
-// would wait behind a queue beyond the engine's batch: there the wait is the queue's, and a
-// flood let in at a margin of 0.7 waited twice the objective. Batches of 8, steps of 4 ms +
-// 0.5 ms a sentence; 0.475 output tokens per byte, 19 on average.
-TEST_F(AdmissionTest, AMarginBelowOneDoesNotAdmitBehindAQueue) {
-  EngineLoad load{.step_fixed_us = 4000, .step_per_sequence_us = 500, .others_admitted = 0};
-  ipc::SharedMargin margin;
-  AdmissionController admission({.max_in_flight = 1024,
-                                 .slo = milliseconds(1000),
-                                 .max_batch_size = 8,
-                                 .engine_load = [&load] { return load; },
-                                 .shared_margin = &margin},
-                                [this] { return now_us_; });
-  Serve(admission, 40, 19, milliseconds(100));
-  Hold(admission, 1, 40);
-  // In the batch (8 in flight with it): 300 bytes, 143.5 steps of 8 ms, 1.15 s. Refused at a
-  // margin of 1, admitted at 0.7.
-  load.others_admitted = 6;
-  EXPECT_FALSE(admission.Admit(kNone, 300).admitted());
-  margin.margin_bits = std::bit_cast<uint64_t>(AdmissionController::kMinMargin);
-  ASSERT_EQ(admission.margin(), AdmissionController::kMinMargin);
-  EXPECT_TRUE(admission.Admit(kNone, 300).admitted());
-  // Behind a queue, 40 bytes with n in flight wait (20 + 2.5 (n - 8)) steps of 8 ms: at 61,
-  // 1.22 s, refused as at a margin of 1 (0.85 s at 0.7); at 49, 0.98 s, admitted.
-  load.others_admitted = 58;
-  EXPECT_FALSE(admission.Admit(kNone, 40).admitted());
-  load.others_admitted = 46;
-  EXPECT_TRUE(admission.Admit(kNone, 40).admitted());
 }
 
 // A text's sentences run side by side: it takes as long as its longest sentence in a batch grown
