@@ -52,6 +52,12 @@ constexpr std::chrono::milliseconds kRefusalRateWindow{4000};
 // so about one waits 3 ms at a time; sixteen is over ten times that.
 constexpr std::chrono::milliseconds kRefusalMaxWait{3};
 constexpr size_t kRefusalStormHeld = 16;
+// A storm whose held refusals grew by kRefusalStormHeld or more in each of four such periods
+// is an open loop's, not one of clients that re-send (see worker/refusal_pacer.h): left.
+constexpr std::chrono::milliseconds kRefusalStormGrowthPeriod{250};
+// A held refusal is answered this long before its call's deadline, so that the client gets the
+// refusal and its pushback rather than DEADLINE_EXCEEDED.
+constexpr std::chrono::milliseconds kRefusalDeadlineMargin{20};
 // The call metadata that sets the priority class of a call's sentences.
 constexpr char kPriorityKey[] = "x-gecd-priority";
 // A batch sentence without a sooner deadline is due this many objectives after it arrived.
@@ -359,7 +365,8 @@ GrammarService::GrammarService(const config::Config& config, const model::Tokeni
                       .floor_per_second = kRefusalFloorPerSecond,
                       .rate_window = kRefusalRateWindow,
                       .max_wait = kRefusalMaxWait,
-                      .storm_held = kRefusalStormHeld}),
+                      .storm_held = kRefusalStormHeld,
+                      .storm_growth_period = kRefusalStormGrowthPeriod}),
       waiting_room_(static_cast<size_t>(config.server.max_in_flight)) {
   // As the generated gecd::v1::GrammarCorrection::CallbackService does, with our request type.
   AddMethod(new grpc::internal::RpcServiceMethod(kCorrectMethod,
@@ -557,6 +564,8 @@ void GrammarService::CancelSentences(Text& text, Deadline deadline) {
   const bool expired = std::chrono::system_clock::now() >= deadline;
   for (size_t i : text.Running()) {
     const uint64_t id = SentenceId(text.id, i);
+    // A refused text whose refusal waits in the pacer is answered now, all of it.
+    if (refusal_pacer_.Cancel(id)) return;
     // One still waiting for room is answered here; one started, by the engine.
     if (waiting_room_.Cancel(id, expired ? absl::DeadlineExceededError("deadline exceeded")
                                          : absl::CancelledError("cancelled"))) {
@@ -839,11 +848,20 @@ void GrammarService::ProcessSentences(const std::shared_ptr<Text>& text,
     return klass == AdmissionController::Priority::kBatch ||
            d.refusal == AdmissionController::Refusal::kNoEstimate;
   };
-  auto refuse = [this, klass, fail_all](AdmissionController::Decision& d) {
+  // Held by the pacer under the first sentence's id, which CancelSentences tries first, and
+  // at most until a little before the call's deadline.
+  auto refuse = [this, klass, fail_all, deadline,
+                 key = SentenceId(text->id, indices.front())](AdmissionController::Decision& d) {
     metrics_.RequestShed(ShedReasonOf(d.refusal), ShedPriorityOf(klass));
-    refusal_pacer_.Refuse([fail_all, message = std::move(d.message), retry_after = d.retry_after] {
-      fail_all(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, message), retry_after);
-    });
+    const std::chrono::microseconds budget = Budget(deadline);
+    const auto due = budget == AdmissionController::kNoDeadline
+                         ? RefusalPacer::Clock::time_point::max()
+                         : RefusalPacer::Clock::now() + budget - kRefusalDeadlineMargin;
+    refusal_pacer_.Refuse(
+        [fail_all, message = std::move(d.message), retry_after = d.retry_after] {
+          fail_all(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, message), retry_after);
+        },
+        due, key);
   };
   AdmissionController::Decision admitted = admit();
   if (admitted.admitted()) {

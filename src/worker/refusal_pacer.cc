@@ -33,7 +33,7 @@ RefusalPacer::~RefusalPacer() {
   if (thread_.joinable()) thread_.join();
 }
 
-void RefusalPacer::Refuse(std::function<void()> answer) {
+void RefusalPacer::Refuse(std::function<void()> answer, Clock::time_point due, uint64_t key) {
   if (options_.max_per_second == 0) {
     answer();
     return;
@@ -43,15 +43,61 @@ void RefusalPacer::Refuse(std::function<void()> answer) {
     const Clock::time_point now = Clock::now();
     Refill(now);
     // First come, first answered: while some wait, a new one waits behind them.
-    if (!stopping_ && (!held_.empty() || tokens_ < 1)) {
-      held_.push_back({std::move(answer), now});
-      if (held_.size() >= options_.storm_held) storm_ = true;
-      if (held_.size() == 1) cv_.Signal();
+    if (!stopping_ && due > now && (!held_.empty() || tokens_ < 1)) {
+      const uint64_t seq = ++seq_;
+      held_.emplace(seq, Held{.answer = std::move(answer), .since = now, .due = due, .key = key});
+      if (due != Clock::time_point::max()) dues_.emplace(due, seq);
+      if (key != 0) seq_of_key_[key] = seq;
+      // Only growing to storm_held starts a storm, so one left for growth stays left while its
+      // queue drains.
+      if (held_.size() == options_.storm_held && !storm_) {
+        storm_ = true;
+        measured_at_ = now;
+        measured_held_ = held_.size();
+        growing_periods_ = 0;
+      }
+      // The pacer's thread waits for the first in line or the nearest deadline: this may be
+      // either.
+      if (held_.size() == 1 || (!dues_.empty() && dues_.begin()->second == seq)) cv_.Signal();
       return;
     }
-    tokens_ -= 1;
+    if (tokens_ >= 1) tokens_ -= 1;
   }
   answer();
+}
+
+bool RefusalPacer::Cancel(uint64_t key) {
+  std::function<void()> answer;
+  {
+    MutexLock lock(&mu_);
+    const auto it = seq_of_key_.find(key);
+    if (key == 0 || it == seq_of_key_.end()) return false;
+    answer = Take(it->second);
+  }
+  answer();
+  return true;
+}
+
+std::function<void()> RefusalPacer::Take(uint64_t seq) {
+  const auto it = held_.find(seq);
+  Held held = std::move(it->second);
+  held_.erase(it);
+  if (held.due != Clock::time_point::max()) dues_.erase({held.due, seq});
+  if (held.key != 0) seq_of_key_.erase(held.key);
+  if (held_.size() <= options_.storm_held / 4) storm_ = false;
+  return std::move(held.answer);
+}
+
+void RefusalPacer::WatchGrowth(Clock::time_point now) {
+  if (!storm_ || options_.storm_growth_period.count() == 0 ||
+      now < measured_at_ + options_.storm_growth_period) {
+    return;
+  }
+  growing_periods_ =
+      held_.size() >= measured_held_ + options_.storm_held ? growing_periods_ + 1 : 0;
+  measured_at_ = now;
+  measured_held_ = held_.size();
+  if (growing_periods_ >= kGrowingPeriods) storm_ = false;
 }
 
 void RefusalPacer::Refill(Clock::time_point now) {
@@ -66,10 +112,15 @@ void RefusalPacer::Admitted() {
   if (options_.per_admitted == 0) return;
   const Clock::time_point now = Clock::now();
   MutexLock lock(&mu_);
+  admitted_rate_ =
+      AdmittedRateAt(now) + 1.0 / std::chrono::duration<double>(options_.rate_window).count();
+  admitted_at_ = now;
+}
+
+double RefusalPacer::AdmittedRateAt(Clock::time_point now) const {
   const double window = std::chrono::duration<double>(options_.rate_window).count();
   const double age = std::chrono::duration<double>(now - admitted_at_).count();
-  admitted_rate_ = admitted_rate_ * std::exp(-age / window) + 1.0 / window;
-  admitted_at_ = now;
+  return admitted_rate_ * std::exp(-age / window);
 }
 
 double RefusalPacer::allowance() const {
@@ -84,11 +135,8 @@ bool RefusalPacer::in_storm() const {
 
 double RefusalPacer::AllowanceAt(Clock::time_point now) const {
   if (options_.per_admitted == 0) return options_.max_per_second;
-  const double window = std::chrono::duration<double>(options_.rate_window).count();
-  const double age = std::chrono::duration<double>(now - admitted_at_).count();
-  const double rate = admitted_rate_ * std::exp(-age / window);
-  return std::min(options_.max_per_second,
-                  std::max({options_.per_admitted * rate, options_.floor_per_second, 1.0}));
+  return std::min(options_.max_per_second, std::max({options_.per_admitted * AdmittedRateAt(now),
+                                                     options_.floor_per_second, 1.0}));
 }
 
 size_t RefusalPacer::waiting() const {
@@ -106,22 +154,29 @@ void RefusalPacer::Loop() {
     }
     const Clock::time_point now = Clock::now();
     Refill(now);
+    WatchGrowth(now);
     const bool token = tokens_ >= 1;
-    // Outside a storm the first in line goes once it has waited max_wait, token or not.
-    const Clock::time_point due = held_.front().since + options_.max_wait;
-    if (!stopping_ && !token && (Storm() || now < due)) {
+    // One whose call's deadline is near goes first, token or not; otherwise the first in line,
+    // with a token, or outside a storm once it has waited max_wait.
+    uint64_t next = held_.begin()->first;
+    const bool overdue = !dues_.empty() && dues_.begin()->first <= now;
+    if (overdue) next = dues_.begin()->second;
+    const Clock::time_point patience_end = held_.begin()->second.since + options_.max_wait;
+    if (!stopping_ && !overdue && !token && (Storm() || now < patience_end)) {
       // Until the allowance has filled one more (it may grow meanwhile: then a little early),
-      // or the first in line is due.
+      // the first in line is due, or the nearest deadline.
       auto wait = std::chrono::duration_cast<Clock::duration>(
           std::chrono::duration<double>((1 - tokens_) / AllowanceAt(now)));
-      if (!Storm()) wait = std::min<Clock::duration>(wait, due - now);
+      if (!Storm()) wait = std::min<Clock::duration>(wait, patience_end - now);
+      if (!dues_.empty()) wait = std::min<Clock::duration>(wait, dues_.begin()->first - now);
+      if (storm_ && options_.storm_growth_period.count() > 0) {
+        wait = std::min<Clock::duration>(wait, options_.storm_growth_period);
+      }
       cv_.WaitWithTimeout(&mu_, std::max<Clock::duration>(wait, std::chrono::microseconds(100)));
       continue;
     }
     if (!stopping_ && token) tokens_ -= 1;
-    std::function<void()> answer = std::move(held_.front().answer);
-    held_.pop_front();
-    if (held_.size() <= options_.storm_held / 4) storm_ = false;
+    std::function<void()> answer = Take(next);
     mu_.Unlock();
     answer();
     mu_.Lock();

@@ -3,11 +3,15 @@
 
 #include <chrono>
 #include <cstddef>
-#include <deque>
+#include <cstdint>
 #include <functional>
+#include <map>
+#include <set>
 #include <thread>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "common/mutex.h"
 
 // Paces a worker's refusals so that clients which re-send a refusal at once cannot turn the
@@ -38,7 +42,20 @@ namespace gecd::worker {
 // rate * max_wait waiting (a couple at 3x overload); clients that re-send at once come back
 // within a round trip, so they pile up. Once `storm_held` wait, the pacer is in a storm: then
 // refusals wait for the allowance however long that takes (a storm's clients are slowed to it),
-// until the queue is down to a quarter of storm_held. max_wait 0: always so. Thread-safe.
+// until the queue is down to a quarter of storm_held. max_wait 0: always so.
+//
+// Three things end a hold early, whatever the allowance:
+// - its call's deadline (`due`, given by the caller a little before it): a refusal held past
+//   its deadline would reach its client as DEADLINE_EXCEEDED, without the pushback;
+// - its call's cancellation (Cancel): a client that went away must not keep a place in the
+//   queue; held refusals of cancelled calls once kept the pacer in a storm for seconds after
+//   its clients had gone, and an open loop that came next waited behind them (session 19);
+// - an open loop in a storm: a closed population's queue stops growing once all of it waits,
+//   an open loop's grows as long as it refuses faster than the allowance. With
+//   `storm_growth_period` > 0, a storm whose queue grew by storm_held or more in each of
+//   kGrowingPeriods successive periods is left (its refusals then wait at most max_wait), and
+//   a storm begins again only when the queue next grows to storm_held.
+// Thread-safe.
 class RefusalPacer {
  public:
   struct Options {
@@ -49,7 +66,11 @@ class RefusalPacer {
     std::chrono::milliseconds rate_window{1000};
     std::chrono::microseconds max_wait{0};
     size_t storm_held = 0;
+    std::chrono::milliseconds storm_growth_period{0};  // 0: a storm is never left for growth
   };
+  using Clock = std::chrono::steady_clock;
+  // Successive periods of growth that show an open loop in a storm.
+  static constexpr int kGrowingPeriods = 4;
   explicit RefusalPacer(Options options);
   // Sends what still waits, at once.
   ~RefusalPacer();
@@ -57,8 +78,13 @@ class RefusalPacer {
   RefusalPacer& operator=(const RefusalPacer&) = delete;
 
   // Runs `answer` now (on the caller's thread) if the allowance allows, else later on the
-  // pacer's.
-  void Refuse(std::function<void()> answer) ABSL_LOCKS_EXCLUDED(mu_);
+  // pacer's, at the latest at `due`. A nonzero `key` names it for Cancel; keys of refusals
+  // waiting together must differ.
+  void Refuse(std::function<void()> answer, Clock::time_point due = Clock::time_point::max(),
+              uint64_t key = 0) ABSL_LOCKS_EXCLUDED(mu_);
+  // The call refused under `key` was cancelled: if its refusal still waits, runs it now, on the
+  // caller's thread, without using the allowance. Whether it was waiting.
+  bool Cancel(uint64_t key) ABSL_LOCKS_EXCLUDED(mu_);
   // The worker admitted a sentence (counts towards the allowance with `per_admitted`).
   void Admitted() ABSL_LOCKS_EXCLUDED(mu_);
   // Refusals waiting to be sent.
@@ -69,15 +95,22 @@ class RefusalPacer {
   bool in_storm() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  using Clock = std::chrono::steady_clock;
   struct Held {
     std::function<void()> answer;
     Clock::time_point since;
+    Clock::time_point due;
+    uint64_t key;
   };
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);
   // Adds what the allowance gave since the last refill, up to the burst.
   void Refill(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double AllowanceAt(Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Admissions a second at `now`, as the decaying rate has it.
+  double AdmittedRateAt(Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Leaves a storm whose queue keeps growing (see above).
+  void WatchGrowth(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the held refusal `seq` and returns its answer.
+  std::function<void()> Take(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Storm() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return options_.max_wait.count() == 0 || storm_;
   }
@@ -92,8 +125,17 @@ class RefusalPacer {
   // Admissions a second, decaying over about rate_window since admitted_at_.
   double admitted_rate_ ABSL_GUARDED_BY(mu_) = 0;
   Clock::time_point admitted_at_ ABSL_GUARDED_BY(mu_);
-  std::deque<Held> held_ ABSL_GUARDED_BY(mu_);  // first come first
+  // By arrival (seq_ numbers them), with an index by due time (finite ones only) and by key.
+  std::map<uint64_t, Held> held_ ABSL_GUARDED_BY(mu_);
+  std::set<std::pair<Clock::time_point, uint64_t>> dues_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, uint64_t> seq_of_key_ ABSL_GUARDED_BY(mu_);
+  uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
   bool storm_ ABSL_GUARDED_BY(mu_) = false;
+  // In a storm: when its queue was last measured, how long it was then, and how many
+  // successive periods it grew by storm_held or more.
+  Clock::time_point measured_at_ ABSL_GUARDED_BY(mu_);
+  size_t measured_held_ ABSL_GUARDED_BY(mu_) = 0;
+  int growing_periods_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };

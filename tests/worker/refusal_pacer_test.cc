@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -148,6 +150,119 @@ TEST(RefusalPacerTest, InAStormRefusalsWaitForTheAllowance) {
   // 7 waited for the allowance, 20 ms apart; with max_wait alone all would be out in ~5 ms.
   EXPECT_GE(last - start, milliseconds(120));
   EXPECT_FALSE(pacer.in_storm());
+}
+
+// A held refusal goes by its due time (a little before its call's deadline), whatever the
+// allowance: held past the deadline it would reach its client as DEADLINE_EXCEEDED.
+TEST(RefusalPacerTest, AHeldRefusalGoesByItsDue) {
+  // One a second, always paced by the allowance (max_wait 0): without its due the second
+  // refusal would wait a second.
+  RefusalPacer pacer({.max_per_second = 1, .burst = 1});
+  std::atomic<int> answered{0};
+  pacer.Refuse([&] { answered.fetch_add(1); });
+  const Clock::time_point sent = Clock::now();
+  Clock::time_point when;
+  pacer.Refuse(
+      [&] {
+        when = Clock::now();
+        answered.fetch_add(1);
+      },
+      sent + milliseconds(100));
+  EXPECT_EQ(answered.load(), 1);
+  ASSERT_TRUE(WaitForAnswers(answered, 2));
+  EXPECT_GE(when - sent, milliseconds(99));
+  EXPECT_LT(when - sent, milliseconds(900));  // a loaded machine, but not the allowance
+  // One already due is answered at once.
+  pacer.Refuse([&] { answered.fetch_add(1); }, Clock::now());
+  EXPECT_EQ(answered.load(), 3);
+}
+
+// A refusal whose call was cancelled is answered at once by Cancel, so that a client that went
+// away keeps no place in the queue.
+TEST(RefusalPacerTest, CancelAnswersAHeldRefusalAtOnce) {
+  RefusalPacer pacer({.max_per_second = 1, .burst = 1});
+  std::atomic<int> answered{0};
+  pacer.Refuse([&] { answered.fetch_add(1); }, Clock::time_point::max(), 6);
+  EXPECT_EQ(answered.load(), 1);  // inline: not held
+  EXPECT_FALSE(pacer.Cancel(6));
+  pacer.Refuse([&] { answered.fetch_add(1); }, Clock::time_point::max(), 7);
+  pacer.Refuse([&] { answered.fetch_add(10); }, Clock::time_point::max(), 8);
+  EXPECT_EQ(pacer.waiting(), 2u);
+  EXPECT_TRUE(pacer.Cancel(8));
+  EXPECT_EQ(answered.load(), 11);  // on this thread, ahead of the one before it
+  EXPECT_FALSE(pacer.Cancel(8));
+  EXPECT_FALSE(pacer.Cancel(0));
+  EXPECT_EQ(pacer.waiting(), 1u);
+}
+
+// Clients that re-send a refusal at once: the queue holds the whole population and grows no
+// more, so the storm lasts and refusals go at the allowance.
+TEST(RefusalPacerTest, AStormOfClientsThatResendLasts) {
+  RefusalPacer pacer({.max_per_second = 100,
+                      .burst = 1,
+                      .max_wait = std::chrono::microseconds(milliseconds(3)),
+                      .storm_held = 16,
+                      .storm_growth_period = milliseconds(50)});
+  std::atomic<int> answered{0}, to_resend{0};
+  std::atomic<bool> left_storm{false};
+  std::function<void()> answer = [&] {
+    answered.fetch_add(1);
+    to_resend.fetch_add(1);
+  };
+  for (int i = 0; i < 64; ++i) pacer.Refuse(answer);
+  ASSERT_TRUE(pacer.in_storm());
+  const Clock::time_point start = Clock::now();
+  while (Clock::now() - start < milliseconds(600)) {
+    if (to_resend.load() > 0) {
+      to_resend.fetch_sub(1);
+      pacer.Refuse(answer);
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    if (!pacer.in_storm()) left_storm = true;
+  }
+  EXPECT_FALSE(left_storm.load());
+  // ~60 at the allowance; left for max_wait alone, 64 clients would be answered thousands of
+  // times.
+  EXPECT_LT(answered.load(), 200);
+}
+
+// An open loop in a storm: its calls come whatever the pacer does, so the queue grows as long
+// as it refuses faster than the allowance. After kGrowingPeriods periods of growth the storm is
+// left and refusals wait at most max_wait again.
+TEST(RefusalPacerTest, AStormWhoseQueueKeepsGrowingIsLeft) {
+  RefusalPacer pacer({.max_per_second = 20,
+                      .burst = 1,
+                      .max_wait = std::chrono::microseconds(milliseconds(3)),
+                      .storm_held = 16,
+                      .storm_growth_period = milliseconds(50)});
+  std::atomic<int> answered{0};
+  std::atomic<int64_t> late_worst_us{0};
+  // A burst starts the storm (alone, ~1,000 a second keep ~3 waiting: no storm).
+  int sent = 0;
+  for (; sent < 32; ++sent) pacer.Refuse([&] { answered.fetch_add(1); });
+  EXPECT_TRUE(pacer.in_storm());
+  const Clock::time_point start = Clock::now();
+  // Then ~1,000 a second for 800 ms, 50 times the allowance.
+  while (Clock::now() - start < milliseconds(800)) {
+    const Clock::time_point at = Clock::now();
+    const bool late = at - start > milliseconds(600);
+    pacer.Refuse([&, at, late] {
+      answered.fetch_add(1);
+      if (!late) return;
+      const int64_t us =
+          std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - at).count();
+      int64_t worst = late_worst_us.load();
+      while (us > worst && !late_worst_us.compare_exchange_weak(worst, us)) {
+      }
+    });
+    ++sent;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  EXPECT_FALSE(pacer.in_storm());
+  ASSERT_TRUE(WaitForAnswers(answered, sent));
+  // In the storm they would wait for the allowance: seconds by the end.
+  EXPECT_LT(late_worst_us.load(), 150'000);
 }
 
 TEST(RefusalPacerTest, ZeroIsUnpaced) {
