@@ -14,6 +14,9 @@ namespace {
 // late answer moves it (log scale).
 constexpr double kLateShare = 0.005;
 constexpr double kMarginGain = 0.1;
+// The margin a shared word holds: a fresh segment's zero is 1.
+double MarginOf(uint64_t bits) { return bits == 0 ? 1.0 : std::bit_cast<double>(bits); }
+
 // A refused client is told to come back after no less and no more than this.
 constexpr std::chrono::milliseconds kMinRetryAfter{5};
 constexpr std::chrono::milliseconds kMaxRetryAfter{10'000};
@@ -150,8 +153,7 @@ double AdmissionController::Release(const Ticket& ticket, int output_tokens) {
 }
 
 double AdmissionController::margin() const {
-  const uint64_t bits = margin_cell_->margin_bits.load(std::memory_order_relaxed);
-  return bits == 0 ? 1.0 : std::bit_cast<double>(bits);
+  return MarginOf(margin_cell_->margin_bits.load(std::memory_order_relaxed));
 }
 
 void AdmissionController::SteerMargin(bool late, int64_t now_us) {
@@ -179,7 +181,7 @@ void AdmissionController::SteerMargin(bool late, int64_t now_us) {
   const double step = std::exp(kMarginGain * ((late ? 1.0 : 0.0) - kLateShare));
   uint64_t bits = cell.margin_bits.load(std::memory_order_relaxed);
   while (true) {
-    double margin = bits == 0 ? 1.0 : std::bit_cast<double>(bits);
+    double margin = MarginOf(bits);
     if (relax_us > 0 && margin > 1) margin = std::pow(margin, std::exp2(-relax_us / half_life_us));
     const double steered = std::clamp(margin * step, kMinMargin, kMaxMargin);
     if (cell.margin_bits.compare_exchange_weak(bits, std::bit_cast<uint64_t>(steered),

@@ -55,9 +55,11 @@ constexpr size_t kRefusalStormHeld = 16;
 // A storm whose held refusals grew by kRefusalStormHeld or more in each of four such periods
 // is an open loop's, not one of clients that re-send (see worker/refusal_pacer.h): left.
 constexpr std::chrono::milliseconds kRefusalStormGrowthPeriod{250};
-// A held refusal is answered this long before its call's deadline, so that the client gets the
-// refusal and its pushback rather than DEADLINE_EXCEEDED.
-constexpr std::chrono::milliseconds kRefusalDeadlineMargin{20};
+// A held refusal is answered this long (or a tenth of the time its call had left, if more)
+// before its call's deadline, so that the client gets the refusal and its pushback rather than
+// DEADLINE_EXCEEDED: room for the pacer's thread to wake, the answer to be written on a busy
+// box, and the client's own clock, which started before the call reached the worker.
+constexpr std::chrono::milliseconds kRefusalDeadlineMargin{50};
 // The call metadata that sets the priority class of a call's sentences.
 constexpr char kPriorityKey[] = "x-gecd-priority";
 // A batch sentence without a sooner deadline is due this many objectives after it arrived.
@@ -854,9 +856,11 @@ void GrammarService::ProcessSentences(const std::shared_ptr<Text>& text,
                  key = SentenceId(text->id, indices.front())](AdmissionController::Decision& d) {
     metrics_.RequestShed(ShedReasonOf(d.refusal), ShedPriorityOf(klass));
     const std::chrono::microseconds budget = Budget(deadline);
-    const auto due = budget == AdmissionController::kNoDeadline
-                         ? RefusalPacer::Clock::time_point::max()
-                         : RefusalPacer::Clock::now() + budget - kRefusalDeadlineMargin;
+    const auto due =
+        budget == AdmissionController::kNoDeadline
+            ? RefusalPacer::Clock::time_point::max()
+            : RefusalPacer::Clock::now() + budget -
+                  std::max<std::chrono::microseconds>(kRefusalDeadlineMargin, budget / 10);
     refusal_pacer_.Refuse(
         [fail_all, message = std::move(d.message), retry_after = d.retry_after] {
           fail_all(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, message), retry_after);

@@ -48,13 +48,19 @@ void RefusalPacer::Refuse(std::function<void()> answer, Clock::time_point due, u
       held_.emplace(seq, Held{.answer = std::move(answer), .since = now, .due = due, .key = key});
       if (due != Clock::time_point::max()) dues_.emplace(due, seq);
       if (key != 0) seq_of_key_[key] = seq;
-      // Only growing to storm_held starts a storm, so one left for growth stays left while its
-      // queue drains.
-      if (held_.size() == options_.storm_held && !storm_) {
-        storm_ = true;
-        measured_at_ = now;
-        measured_held_ = held_.size();
-        growing_periods_ = 0;
+      if (!storm_ && !left_for_growth_ && held_.size() >= options_.storm_held) {
+        const double age = std::chrono::duration<double>(now - crowded_at_) /
+                           std::chrono::duration<double>(kCrowdedWindow);
+        crowded_ = crowded_ * std::exp(-age) + 1;
+        crowded_at_ = now;
+        // (Less half an arrival: those of one instant have decayed a little.)
+        if (crowded_ >= static_cast<double>(kCrowdedInStorm * options_.storm_held) - 0.5) {
+          storm_ = true;
+          crowded_ = 0;
+          measured_at_ = now;
+          measured_held_ = held_.size();
+          growing_periods_ = 0;
+        }
       }
       // The pacer's thread waits for the first in line or the nearest deadline: this may be
       // either.
@@ -85,6 +91,7 @@ std::function<void()> RefusalPacer::Take(uint64_t seq) {
   if (held.due != Clock::time_point::max()) dues_.erase({held.due, seq});
   if (held.key != 0) seq_of_key_.erase(held.key);
   if (held_.size() <= options_.storm_held / 4) storm_ = false;
+  if (held_.size() < options_.storm_held) left_for_growth_ = false;
   return std::move(held.answer);
 }
 
@@ -97,7 +104,10 @@ void RefusalPacer::WatchGrowth(Clock::time_point now) {
       held_.size() >= measured_held_ + options_.storm_held ? growing_periods_ + 1 : 0;
   measured_at_ = now;
   measured_held_ = held_.size();
-  if (growing_periods_ >= kGrowingPeriods) storm_ = false;
+  if (growing_periods_ >= kGrowingPeriods) {
+    storm_ = false;
+    left_for_growth_ = true;
+  }
 }
 
 void RefusalPacer::Refill(Clock::time_point now) {

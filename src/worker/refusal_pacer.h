@@ -40,9 +40,15 @@ namespace gecd::worker {
 // told apart by the call, but by the queue: with `max_wait` > 0, a refusal beyond the allowance
 // waits at most max_wait, so an open loop, whose arrivals do not wait for answers, keeps about
 // rate * max_wait waiting (a couple at 3x overload); clients that re-send at once come back
-// within a round trip, so they pile up. Once `storm_held` wait, the pacer is in a storm: then
-// refusals wait for the allowance however long that takes (a storm's clients are slowed to it),
-// until the queue is down to a quarter of storm_held. max_wait 0: always so.
+// within a round trip, so they pile up, and keep piling up. An arrival that finds storm_held - 1
+// or more waiting is crowded, and once crowded arrivals over about the last kCrowdedWindow reach
+// kCrowdedInStorm * storm_held (a decaying count), the pacer is in a storm: then refusals wait
+// for the allowance however long that takes (a storm's clients are slowed to it), until the
+// queue is down to a quarter of storm_held. One crowd is not enough: a worker whose threads
+// were descheduled for tens of ms on a busy box finds an open loop's arrivals of that time
+// waiting together, and with a storm begun at the first 16 waiting, this happened about once a
+// second at 3x overload on JFLEG (refusal p99 ~0.9 s, session 20), while clients that re-send
+// at once crowd the pacer thousands of times a second. max_wait 0: always in a storm.
 //
 // Three things end a hold early, whatever the allowance:
 // - its call's deadline (`due`, given by the caller a little before it): a refusal held past
@@ -54,7 +60,7 @@ namespace gecd::worker {
 //   an open loop's grows as long as it refuses faster than the allowance. With
 //   `storm_growth_period` > 0, a storm whose queue grew by storm_held or more in each of
 //   kGrowingPeriods successive periods is left (its refusals then wait at most max_wait), and
-//   a storm begins again only when the queue next grows to storm_held.
+//   arrivals count as crowded again only once the queue has drained below storm_held.
 // Thread-safe.
 class RefusalPacer {
  public:
@@ -71,6 +77,10 @@ class RefusalPacer {
   using Clock = std::chrono::steady_clock;
   // Successive periods of growth that show an open loop in a storm.
   static constexpr int kGrowingPeriods = 4;
+  // The time constant of the crowded arrivals' count, and how many storm_held's of them begin
+  // a storm.
+  static constexpr std::chrono::milliseconds kCrowdedWindow{100};
+  static constexpr int kCrowdedInStorm = 3;
   explicit RefusalPacer(Options options);
   // Sends what still waits, at once.
   ~RefusalPacer();
@@ -131,6 +141,11 @@ class RefusalPacer {
   absl::flat_hash_map<uint64_t, uint64_t> seq_of_key_ ABSL_GUARDED_BY(mu_);
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
   bool storm_ ABSL_GUARDED_BY(mu_) = false;
+  // Crowded arrivals, decaying over kCrowdedWindow since crowded_at_; not counted after a storm
+  // was left for growth until the queue drains below storm_held.
+  double crowded_ ABSL_GUARDED_BY(mu_) = 0;
+  Clock::time_point crowded_at_ ABSL_GUARDED_BY(mu_);
+  bool left_for_growth_ ABSL_GUARDED_BY(mu_) = false;
   // In a storm: when its queue was last measured, how long it was then, and how many
   // successive periods it grew by storm_held or more.
   Clock::time_point measured_at_ ABSL_GUARDED_BY(mu_);

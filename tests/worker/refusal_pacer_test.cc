@@ -128,10 +128,12 @@ TEST(RefusalPacerTest, OutsideAStormARefusalWaitsAtMostMaxWait) {
   EXPECT_FALSE(pacer.in_storm());
 }
 
-// Once storm_held wait (clients that re-send at once pile up; an open loop's do not), refusals
-// wait for the allowance, however long, until the queue is down to a quarter of storm_held.
+// Once arrivals keep finding storm_held waiting (clients that re-send at once pile up; an open
+// loop's do not), refusals wait for the allowance, however long, until the queue is down to a
+// quarter of storm_held.
 TEST(RefusalPacerTest, InAStormRefusalsWaitForTheAllowance) {
-  // 50 a second after a burst of 1; 8 refusals at once: the storm begins at the fourth held.
+  // 50 a second after a burst of 1; 16 refusals at once: 15 held, the 4th to the 15th crowded
+  // (kCrowdedInStorm x 4 = 12): the storm begins at the last.
   RefusalPacer pacer({.max_per_second = 50,
                       .burst = 1,
                       .max_wait = std::chrono::microseconds(milliseconds(5)),
@@ -139,15 +141,18 @@ TEST(RefusalPacerTest, InAStormRefusalsWaitForTheAllowance) {
   std::atomic<int> answered{0};
   const Clock::time_point start = Clock::now();
   Clock::time_point last;
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < 16; ++i) {
+    if (i == 15) {
+      EXPECT_FALSE(pacer.in_storm());
+    }
     pacer.Refuse([&] {
       last = Clock::now();
       answered.fetch_add(1);
     });
   }
   EXPECT_TRUE(pacer.in_storm());
-  ASSERT_TRUE(WaitForAnswers(answered, 8));
-  // 7 waited for the allowance, 20 ms apart; with max_wait alone all would be out in ~5 ms.
+  ASSERT_TRUE(WaitForAnswers(answered, 16));
+  // Most waited for the allowance, 20 ms apart; with max_wait alone all would be out in ~5 ms.
   EXPECT_GE(last - start, milliseconds(120));
   EXPECT_FALSE(pacer.in_storm());
 }
@@ -209,7 +214,7 @@ TEST(RefusalPacerTest, AStormOfClientsThatResendLasts) {
     answered.fetch_add(1);
     to_resend.fetch_add(1);
   };
-  for (int i = 0; i < 64; ++i) pacer.Refuse(answer);
+  for (int i = 0; i < 64; ++i) pacer.Refuse(answer);  // 63 held, 48 crowded: a storm
   ASSERT_TRUE(pacer.in_storm());
   const Clock::time_point start = Clock::now();
   while (Clock::now() - start < milliseconds(600)) {
@@ -238,9 +243,10 @@ TEST(RefusalPacerTest, AStormWhoseQueueKeepsGrowingIsLeft) {
                       .storm_growth_period = milliseconds(50)});
   std::atomic<int> answered{0};
   std::atomic<int64_t> late_worst_us{0};
-  // A burst starts the storm (alone, ~1,000 a second keep ~3 waiting: no storm).
+  // A burst of clients that re-send starts the storm (alone, ~1,000 a second keep ~3 waiting:
+  // no storm).
   int sent = 0;
-  for (; sent < 32; ++sent) pacer.Refuse([&] { answered.fetch_add(1); });
+  for (; sent < 64; ++sent) pacer.Refuse([&] { answered.fetch_add(1); });
   EXPECT_TRUE(pacer.in_storm());
   const Clock::time_point start = Clock::now();
   // Then ~1,000 a second for 800 ms, 50 times the allowance.
@@ -263,6 +269,28 @@ TEST(RefusalPacerTest, AStormWhoseQueueKeepsGrowingIsLeft) {
   ASSERT_TRUE(WaitForAnswers(answered, sent));
   // In the storm they would wait for the allowance: seconds by the end.
   EXPECT_LT(late_worst_us.load(), 150'000);
+}
+
+// A worker descheduled for a while finds an open loop's arrivals of that time waiting together:
+// one crowd, not clients that keep re-sending, so no storm, and they wait at most max_wait.
+TEST(RefusalPacerTest, OneCrowdIsNoStorm) {
+  RefusalPacer pacer({.max_per_second = 20,
+                      .burst = 1,
+                      .max_wait = std::chrono::microseconds(milliseconds(3)),
+                      .storm_held = 16});
+  std::atomic<int> answered{0};
+  const Clock::time_point start = Clock::now();
+  Clock::time_point last;
+  for (int i = 0; i < 40; ++i) {  // 39 held, 24 crowded: under kCrowdedInStorm x 16
+    pacer.Refuse([&] {
+      last = Clock::now();
+      answered.fetch_add(1);
+    });
+  }
+  EXPECT_FALSE(pacer.in_storm());
+  ASSERT_TRUE(WaitForAnswers(answered, 40));
+  // In a storm, 39 at 20 a second: ~2 s.
+  EXPECT_LT(last - start, milliseconds(500));
 }
 
 TEST(RefusalPacerTest, ZeroIsUnpaced) {
