@@ -13,6 +13,7 @@ absl::StatusOr<FindMaxResult> FindMaxQps(const FindMaxOptions& options, const Tr
   double pass = 0;  // the highest rate that passed
   double fail = 0;  // the lowest rate that failed; 0 until one has
   double next = options.start_qps;
+  int failed_runs = 0;  // of the rate `next`, so far
   while (static_cast<int>(result.trials.size()) < options.max_trials) {
     Trial trial;
     trial.offered_qps = next;
@@ -21,6 +22,8 @@ absl::StatusOr<FindMaxResult> FindMaxQps(const FindMaxOptions& options, const Tr
                    trial.measured.error_rate <= options.max_error_rate;
     result.trials.push_back(trial);
     if (on_trial) on_trial(trial);
+    if (!trial.passed && failed_runs++ < options.confirm_failures) continue;  // once more
+    failed_runs = 0;
     if (trial.passed) {
       pass = std::max(pass, next);
     } else {

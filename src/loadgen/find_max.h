@@ -15,6 +15,11 @@ struct FindMaxOptions {
   int max_trials = 16;
   double slo_p99_s = 1;
   double max_error_rate = 0.01;
+  // A failed trial is run again up to this many times, and the rate passes if a run does: on a
+  // shared machine one stall of the host fails a trial, and with it the search halved the
+  // capacity it found (admission bench, session 20: short 150 req/s, against 267 served at
+  // p99 456 ms by a closed loop of 64 in the same run).
+  int confirm_failures = 1;
 };
 
 // What one trial at an offered rate measured. The search reads the first three.
@@ -43,8 +48,9 @@ using TrialFn = std::function<absl::StatusOr<TrialMeasurement>(double offered_qp
 
 // The highest offered rate whose p99 meets the SLO with errors under the threshold: multiplies
 // the rate by `growth` until a trial fails, then bisects between the best pass and the lowest
-// fail. Assumes that passing is (noisily) monotone in the rate. on_trial sees each trial as it
-// ends; the first failed trial run aborts the search.
+// fail (each failure confirmed, see confirm_failures). Assumes that passing is (noisily)
+// monotone in the rate. on_trial sees each trial as it ends; max_trials counts every run; the
+// first failed trial run aborts the search.
 absl::StatusOr<FindMaxResult> FindMaxQps(const FindMaxOptions& options, const TrialFn& run_trial,
                                          const std::function<void(const Trial&)>& on_trial);
 

@@ -56,8 +56,9 @@ QPS, latency percentiles (of successful requests) and errors by status code; or,
                          decoding kept over the run (warm-up included): the share of draft
                          tokens accepted, tokens per sequence-step
   --find-max             search the highest open-loop QPS meeting the SLO: start at --qps,
-                         double until a trial fails, then bisect; each trial is --warmup
-                         plus --duration
+                         double until a trial fails, then bisect; a failed trial is run
+                         once more and fails only if that run fails too; each trial is
+                         --warmup plus --duration
   --slo-p99 D            the latency objective: find-max's SLO, and what an OK answer must
                          meet to count as goodput (1s)
   --max-error-rate F     the find-max error-rate limit (0.01); RESOURCE_EXHAUSTED refusals
