@@ -38,6 +38,7 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
   MutexLock lock(&mu_);
   const int64_t now_us = clock_();
   Advance(now_us);
+  CountOverdue(now_us);
   Decision decision;
   const StepModel model = Model();
   const int ahead = in_flight_ + model.others;
@@ -106,14 +107,19 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
   decision.tickets.reserve(sentence_bytes.size());
   for (size_t bytes : sentence_bytes) {
     // Each sentence's own prediction (in its text's batch), against which its answer is judged.
-    decision.tickets.push_back(
-        {.admitted_us = now_us,
-         .held_us = held_us_,
-         .text_bytes = bytes,
-         .predicted_us =
-             along == 1 ? predicted_us
-                        : PredictUs(model, ahead, PredictOutput(bytes, max_output_tokens), along),
-         .budget_us = limit_us});
+    Ticket& ticket = decision.tickets.emplace_back(Ticket{
+        .admitted_us = now_us,
+        .held_us = held_us_,
+        .text_bytes = bytes,
+        .predicted_us =
+            along == 1 ? predicted_us
+                       : PredictUs(model, ahead, PredictOutput(bytes, max_output_tokens), along),
+        .budget_us = limit_us});
+    if (ticket.predicted_us > 0) {
+      ticket.watch = ++last_watch_;
+      ticket.due_us = now_us + static_cast<int64_t>(limit_us);
+      watched_.emplace(ticket.due_us, ticket.watch);
+    }
   }
   return decision;
 }
@@ -122,6 +128,9 @@ double AdmissionController::Release(const Ticket& ticket, int output_tokens) {
   MutexLock lock(&mu_);
   const int64_t now_us = clock_();
   Advance(now_us);
+  // Judged once: here, unless it was already counted late while it ran.
+  const bool unjudged = Unwatch(ticket);
+  CountOverdue(now_us);
   const double tau =
       std::chrono::duration_cast<std::chrono::duration<double>>(options_.smoothing).count();
   const double decay =
@@ -142,14 +151,25 @@ double AdmissionController::Release(const Ticket& ticket, int output_tokens) {
     output_.Add(output_tokens);
     if (ticket.predicted_us > 0) {
       error = sojourn_us / ticket.predicted_us;
-      SteerMargin(sojourn_us > ticket.budget_us, now_us);
+      if (unjudged) SteerMargin(sojourn_us > ticket.budget_us, now_us);
     }
-  } else if (output_tokens == kMissedDeadline && ticket.predicted_us > 0) {
+  } else if (output_tokens == kMissedDeadline && unjudged) {
     SteerMargin(/*late=*/true, now_us);
   }
   --in_flight_;
   if (options_.publish_in_flight) options_.publish_in_flight(in_flight_);
   return error;
+}
+
+void AdmissionController::CountOverdue(int64_t now_us) {
+  while (!watched_.empty() && watched_.begin()->first < now_us) {
+    watched_.erase(watched_.begin());
+    SteerMargin(/*late=*/true, now_us);
+  }
+}
+
+bool AdmissionController::Unwatch(const Ticket& ticket) {
+  return ticket.watch != 0 && watched_.erase({ticket.due_us, ticket.watch}) > 0;
 }
 
 double AdmissionController::margin() const {

@@ -6,8 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -139,6 +141,10 @@ class AdmissionController {
     size_t text_bytes = 0;    // the request's text
     double predicted_us = 0;  // the predicted time in the server; 0 when there was none
     double budget_us = 0;     // what it was admitted against (objective or deadline)
+    // Names it among the sentences watched for running past their budget (see
+    // CountOverdue); 0: not watched (no prediction).
+    uint64_t watch = 0;
+    int64_t due_us = 0;  // admitted_us + budget_us
   };
   struct Decision {
     Refusal refusal = Refusal::kNone;
@@ -230,6 +236,14 @@ class AdmissionController {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the margin by one admitted sentence that was (or was not) late for its budget.
   void SteerMargin(bool late, int64_t now_us);
+  // Counts as late, once, each watched sentence still unanswered past its budget: a margin
+  // that learns of lateness only from answers learns it a budget too late. At the start of a
+  // flood (closed loop of 1,024 after one of 64), what was admitted in its first second ran
+  // 2-3 s (the refusals' CPU slowed the engine's steps) and admission kept admitting as
+  // before until those answers came (first second of the window: p50 2.1 s, session 20).
+  void CountOverdue(int64_t now_us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stops watching `ticket`; whether it was still watched (not yet counted late).
+  bool Unwatch(const Ticket& ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `us` microseconds spread by ±50%, as a retry-after within its bounds.
   std::chrono::milliseconds Jittered(double us) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -237,6 +251,9 @@ class AdmissionController {
   const Clock clock_;
   mutable Mutex mu_;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // Admitted sentences with a prediction, unanswered and not yet counted late, by due time.
+  std::set<std::pair<int64_t, uint64_t>> watched_ ABSL_GUARDED_BY(mu_);
+  uint64_t last_watch_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_event_us_ ABSL_GUARDED_BY(mu_) = 0;
   // the integral of in_flight_ over time (sentence-µs)
   double held_us_ ABSL_GUARDED_BY(mu_) = 0;

@@ -195,6 +195,28 @@ TEST_F(AdmissionTest, TheMarginHoldsTheShareOfLateAnswers) {
   EXPECT_EQ(admission.margin(), AdmissionController::kMinMargin);
 }
 
+// A sentence still running past its budget counts as late at once, not when its answer comes
+// (a budget later), and only once.
+TEST_F(AdmissionTest, ASentenceRunningPastItsBudgetIsLateBeforeItIsAnswered) {
+  AdmissionController admission = Make(1024, 1000);
+  for (int i = 0; i < 3; ++i) Serve(admission, 40, 19, milliseconds(100));
+  const double before = admission.margin();
+  std::vector<Ticket> held = Hold(admission, 2, 40);
+  ASSERT_GT(held[0].predicted_us, 0);
+  Advance(milliseconds(900));
+  // A decision (refused: 1 µs left) looks for overdue sentences: none yet.
+  ASSERT_FALSE(admission.Admit(std::chrono::microseconds(1), 40).admitted());
+  EXPECT_EQ(admission.margin(), before);
+  Advance(milliseconds(200));
+  ASSERT_FALSE(admission.Admit(std::chrono::microseconds(1), 40).admitted());  // both are late
+  const double raised = admission.margin();
+  EXPECT_GT(raised, 1.15 * before);
+  // Their answers, late, do not count again; nor does a cancellation.
+  admission.Release(held[0], 19);
+  admission.Release(held[1], AdmissionController::kMissedDeadline);
+  EXPECT_EQ(admission.margin(), raised);
+}
+
 // A sentence cancelled at its deadline was late, though never answered: with deadlines at the
 // objective every late sentence ends so, and a margin moved only by answers would see nothing
 // but answers in time and keep admitting what then misses. It teaches no step time (its own is
