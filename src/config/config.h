@@ -60,10 +60,11 @@ struct ServerSection {
   int workers = 0;                       // front-end worker processes; 0 = number of cores
   int max_in_flight = 1024;              // admitted requests per worker; beyond: RESOURCE_EXHAUSTED
   // The latency objective: a sentence predicted to take longer (or past its deadline, if sooner)
-  // is refused at once with RESOURCE_EXHAUSTED (server/admission.h).
+  // is refused at once with RESOURCE_EXHAUSTED (worker/admission.h).
   int slo_p99_ms = 1000;
-  // Refusals a worker answers at once per second (beyond: each waits its turn, so that clients
-  // re-sending at once cannot spin the CPU away from the engine); 0 = no pacing.
+  // Refusals a worker answers at once per second at most (beyond: each waits up to 3 ms, or in a
+  // storm its turn, so that clients re-sending at once cannot spin the CPU away from the engine;
+  // worker/refusal_pacer.h); 0 = no pacing.
   int max_refusals_per_second = 1000;
   // Characters (code points) of one request's whole text, which the worker splits into
   // sentences (model.max_input_tokens holds per sentence); longer texts: INVALID_ARGUMENT.
