@@ -162,8 +162,8 @@ TEST(RefusalPacerTest, InAStormRefusalsWaitForTheAllowance) {
 TEST(RefusalPacerTest, AHeldRefusalGoesByItsDue) {
   // One a second, always paced by the allowance (max_wait 0): without its due the second
   // refusal would wait a second.
-  RefusalPacer pacer({.max_per_second = 1, .burst = 1});
   std::atomic<int> answered{0};
+  RefusalPacer pacer({.max_per_second = 1, .burst = 1});
   pacer.Refuse([&] { answered.fetch_add(1); });
   const Clock::time_point sent = Clock::now();
   Clock::time_point when;
@@ -185,8 +185,9 @@ TEST(RefusalPacerTest, AHeldRefusalGoesByItsDue) {
 // A refusal whose call was cancelled is answered at once by Cancel, so that a client that went
 // away keeps no place in the queue.
 TEST(RefusalPacerTest, CancelAnswersAHeldRefusalAtOnce) {
-  RefusalPacer pacer({.max_per_second = 1, .burst = 1});
+  // Before the pacer, whose destructor answers what still waits.
   std::atomic<int> answered{0};
+  RefusalPacer pacer({.max_per_second = 1, .burst = 1});
   pacer.Refuse([&] { answered.fetch_add(1); }, Clock::time_point::max(), 6);
   EXPECT_EQ(answered.load(), 1);  // inline: not held
   EXPECT_FALSE(pacer.Cancel(6));
@@ -203,13 +204,14 @@ TEST(RefusalPacerTest, CancelAnswersAHeldRefusalAtOnce) {
 // Clients that re-send a refusal at once: the queue holds the whole population and grows no
 // more, so the storm lasts and refusals go at the allowance.
 TEST(RefusalPacerTest, AStormOfClientsThatResendLasts) {
+  // Before the pacer, whose destructor answers what still waits.
+  std::atomic<int> answered{0}, to_resend{0};
+  std::atomic<bool> left_storm{false};
   RefusalPacer pacer({.max_per_second = 100,
                       .burst = 1,
                       .max_wait = std::chrono::microseconds(milliseconds(3)),
                       .storm_held = 16,
                       .storm_growth_period = milliseconds(50)});
-  std::atomic<int> answered{0}, to_resend{0};
-  std::atomic<bool> left_storm{false};
   std::function<void()> answer = [&] {
     answered.fetch_add(1);
     to_resend.fetch_add(1);
@@ -236,13 +238,13 @@ TEST(RefusalPacerTest, AStormOfClientsThatResendLasts) {
 // as it refuses faster than the allowance. After kGrowingPeriods periods of growth the storm is
 // left and refusals wait at most max_wait again.
 TEST(RefusalPacerTest, AStormWhoseQueueKeepsGrowingIsLeft) {
+  std::atomic<int> answered{0};
+  std::atomic<int64_t> late_worst_us{0};
   RefusalPacer pacer({.max_per_second = 20,
                       .burst = 1,
                       .max_wait = std::chrono::microseconds(milliseconds(3)),
                       .storm_held = 16,
                       .storm_growth_period = milliseconds(50)});
-  std::atomic<int> answered{0};
-  std::atomic<int64_t> late_worst_us{0};
   // A burst of clients that re-send starts the storm (alone, ~1,000 a second keep ~3 waiting:
   // no storm).
   int sent = 0;
@@ -274,11 +276,11 @@ TEST(RefusalPacerTest, AStormWhoseQueueKeepsGrowingIsLeft) {
 // A worker descheduled for a while finds an open loop's arrivals of that time waiting together:
 // one crowd, not clients that keep re-sending, so no storm, and they wait at most max_wait.
 TEST(RefusalPacerTest, OneCrowdIsNoStorm) {
+  std::atomic<int> answered{0};
   RefusalPacer pacer({.max_per_second = 20,
                       .burst = 1,
                       .max_wait = std::chrono::microseconds(milliseconds(3)),
                       .storm_held = 16});
-  std::atomic<int> answered{0};
   const Clock::time_point start = Clock::now();
   Clock::time_point last;
   for (int i = 0; i < 40; ++i) {  // 39 held, 24 crowded: under kCrowdedInStorm x 16
