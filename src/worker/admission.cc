@@ -17,6 +17,14 @@ constexpr double kMarginGain = 0.1;
 // The margin a shared word holds: a fresh segment's zero is 1.
 double MarginOf(uint64_t bits) { return bits == 0 ? 1.0 : std::bit_cast<double>(bits); }
 
+// A margin below 1 was learned at the loads answers came from: a sentence admitted with more
+// in flight than kBeyondSeen times the most that answers in time were admitted with (over about
+// kSeenAheadMemory) is judged at a margin of at least 1. At the start of a flood after a light
+// load (closed loop of 1,024 after one of 64) the margin sat at its floor 0.7, and the flood was
+// admitted up to 1.4 s predicted.
+constexpr double kBeyondSeen = 1.25;
+constexpr double kSeenAheadMemoryUs = 10e6;
+
 // A refused client is told to come back after no less and no more than this.
 constexpr std::chrono::milliseconds kMinRetryAfter{5};
 constexpr std::chrono::milliseconds kMaxRetryAfter{10'000};
@@ -70,7 +78,9 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
                         (batch ? kBatchShare : 1.0);
   const bool deadline_first = !batch && budget != kNoDeadline && Us(budget) < slo_us;
   const double limit_us = deadline_first ? Us(budget) : slo_us;
-  const double margin = this->margin();
+  const double margin =
+      ahead + along > kBeyondSeen * SeenAheadAt(now_us) ? std::max(1.0, this->margin())
+                                                         : this->margin();
   if (step_us_.weight <= 0 && in_flight_ > 0 &&
       in_flight_ + along > (batch ? kStartWindow / 2 : kStartWindow)) {
     decision.refusal = Refusal::kNoEstimate;
@@ -114,7 +124,8 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
         .predicted_us =
             along == 1 ? predicted_us
                        : PredictUs(model, ahead, PredictOutput(bytes, max_output_tokens), along),
-        .budget_us = limit_us});
+        .budget_us = limit_us,
+        .ahead = ahead + along});
     if (ticket.predicted_us > 0) {
       ticket.watch = ++last_watch_;
       ticket.due_us = now_us + static_cast<int64_t>(limit_us);
@@ -152,6 +163,10 @@ double AdmissionController::Release(const Ticket& ticket, int output_tokens) {
     if (ticket.predicted_us > 0) {
       error = sojourn_us / ticket.predicted_us;
       if (unjudged) SteerMargin(sojourn_us > ticket.budget_us, now_us);
+      if (sojourn_us <= ticket.budget_us) {
+        seen_ahead_ = std::max(SeenAheadAt(now_us), static_cast<double>(ticket.ahead));
+        seen_ahead_us_ = now_us;
+      }
     }
   } else if (output_tokens == kMissedDeadline && unjudged) {
     SteerMargin(/*late=*/true, now_us);
@@ -159,6 +174,10 @@ double AdmissionController::Release(const Ticket& ticket, int output_tokens) {
   --in_flight_;
   if (options_.publish_in_flight) options_.publish_in_flight(in_flight_);
   return error;
+}
+
+double AdmissionController::SeenAheadAt(int64_t now_us) const {
+  return seen_ahead_ * std::exp(-static_cast<double>(now_us - seen_ahead_us_) / kSeenAheadMemoryUs);
 }
 
 void AdmissionController::CountOverdue(int64_t now_us) {

@@ -145,6 +145,7 @@ class AdmissionController {
     // CountOverdue); 0: not watched (no prediction).
     uint64_t watch = 0;
     int64_t due_us = 0;  // admitted_us + budget_us
+    int ahead = 0;       // sentences in flight in the pod when it was admitted, itself included
   };
   struct Decision {
     Refusal refusal = Refusal::kNone;
@@ -251,6 +252,11 @@ class AdmissionController {
   const Clock clock_;
   mutable Mutex mu_;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // The most sentences in flight that answers in time were admitted with, decaying over
+  // kSeenAheadMemory since seen_ahead_us_ (see kBeyondSeen).
+  double seen_ahead_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t seen_ahead_us_ ABSL_GUARDED_BY(mu_) = 0;
+  double SeenAheadAt(int64_t now_us) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Admitted sentences with a prediction, unanswered and not yet counted late, by due time.
   std::set<std::pair<int64_t, uint64_t>> watched_ ABSL_GUARDED_BY(mu_);
   uint64_t last_watch_ ABSL_GUARDED_BY(mu_) = 0;

@@ -195,6 +195,23 @@ TEST_F(AdmissionTest, TheMarginHoldsTheShareOfLateAnswers) {
   EXPECT_EQ(admission.margin(), AdmissionController::kMinMargin);
 }
 
+// A margin below 1 was learned at the loads answers came from: with more in flight than answers
+// in time were admitted with, a sentence is judged at a margin of at least 1, so that a flood
+// after a light load is not admitted up to 1.4x the budget.
+TEST_F(AdmissionTest, BeyondTheLoadsAnswersCameFromTheMarginIsAtLeastOne) {
+  AdmissionController admission = Make(1024, 1000);
+  // Alone, 600 ms each: 30 ms a step per sentence in flight, and answers in time near their
+  // budget take the margin to its floor.
+  for (int i = 0; i < 5'000; ++i) Serve(admission, 40, 19, milliseconds(600));
+  ASSERT_EQ(admission.margin(), AdmissionController::kMinMargin);
+  std::vector<Ticket> held = Hold(admission, 1, 40);
+  // A second in flight: predicted 1,200 ms, 840 at the margin, but answers came with one.
+  const AdmissionController::Decision second = admission.Admit(kNone, 40);
+  EXPECT_EQ(second.refusal, AdmissionController::Refusal::kSlo);
+  EXPECT_THAT(second.message, HasSubstr("predicted 1200 ms"));
+  for (const Ticket& t : held) admission.Release(t, -1);
+}
+
 // A sentence still running past its budget counts as late at once, not when its answer comes
 // (a budget later), and only once.
 TEST_F(AdmissionTest, ASentenceRunningPastItsBudgetIsLateBeforeItIsAnswered) {
