@@ -78,9 +78,9 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
                         (batch ? kBatchShare : 1.0);
   const bool deadline_first = !batch && budget != kNoDeadline && Us(budget) < slo_us;
   const double limit_us = deadline_first ? Us(budget) : slo_us;
-  const double margin =
-      ahead + along > kBeyondSeen * SeenAheadAt(now_us) ? std::max(1.0, this->margin())
-                                                         : this->margin();
+  const double margin = ahead + along > kBeyondSeen * SeenAheadAt(now_us)
+                            ? std::max(1.0, this->margin())
+                            : this->margin();
   if (step_us_.weight <= 0 && in_flight_ > 0 &&
       in_flight_ + along > (batch ? kStartWindow / 2 : kStartWindow)) {
     decision.refusal = Refusal::kNoEstimate;
