@@ -19,7 +19,7 @@ double MarginOf(uint64_t bits) { return bits == 0 ? 1.0 : std::bit_cast<double>(
 
 // A margin below 1 was learned at the loads answers came from: a sentence admitted with more
 // in flight than kBeyondSeen times the most that answers in time were admitted with (over about
-// kSeenAheadMemory) is judged at a margin of at least 1. At the start of a flood after a light
+// kSeenAheadMemoryUs) is judged at a margin of at least 1. At the start of a flood after a light
 // load (closed loop of 1,024 after one of 64) the margin sat at its floor 0.7, and the flood was
 // admitted up to 1.4 s predicted.
 constexpr double kBeyondSeen = 1.25;

@@ -253,7 +253,7 @@ class AdmissionController {
   mutable Mutex mu_;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   // The most sentences in flight that answers in time were admitted with, decaying over
-  // kSeenAheadMemory since seen_ahead_us_ (see kBeyondSeen).
+  // kSeenAheadMemoryUs since seen_ahead_us_ (see kBeyondSeen).
   double seen_ahead_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t seen_ahead_us_ ABSL_GUARDED_BY(mu_) = 0;
   double SeenAheadAt(int64_t now_us) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
