@@ -854,6 +854,9 @@ TEST_F(GrammarServiceTest, BatchSentencesWaitForRoomThatInteractiveLeaves) {
   for (auto& call : interactive) EXPECT_TRUE(call->Wait().ok());
   EXPECT_TRUE(batch->Wait().ok());
   EXPECT_EQ(batch->response.corrected_text(), Expected("ok"));
+  // Released just after the reply's bookkeeping (see GrammarService::ProcessSentences): wait,
+  // or a release after the test would read now_us through the admission clock once it is gone.
+  EXPECT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
 }
 
 TEST_F(GrammarServiceTest, EngineRequestsCarryTheirDueTimeAndDeadline) {
