@@ -78,9 +78,10 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
                         (batch ? kBatchShare : 1.0);
   const bool deadline_first = !batch && budget != kNoDeadline && Us(budget) < slo_us;
   const double limit_us = deadline_first ? Us(budget) : slo_us;
-  const double margin = ahead + along > kBeyondSeen * SeenAheadAt(now_us)
-                            ? std::max(1.0, this->margin())
-                            : this->margin();
+  // Read once: other workers steer the shared margin between two reads.
+  const double learned = this->margin();
+  const double margin =
+      ahead + along > kBeyondSeen * SeenAheadAt(now_us) ? std::max(1.0, learned) : learned;
   if (step_us_.weight <= 0 && in_flight_ > 0 &&
       in_flight_ + along > (batch ? kStartWindow / 2 : kStartWindow)) {
     decision.refusal = Refusal::kNoEstimate;
