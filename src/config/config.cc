@@ -237,6 +237,8 @@ const std::vector<Field>& Fields() {
       Int("server.drain_quiet_ms", &Config::server, &ServerSection::drain_quiet_ms, 0, 3600 * 1000),
       Int("server.tls_handshake_timeout_ms", &Config::server,
           &ServerSection::tls_handshake_timeout_ms, 1, 3600 * 1000),
+      Int("server.max_tls_handshakes", &Config::server, &ServerSection::max_tls_handshakes, 1,
+          1 << 20),
       String("server.metrics_listen", &Config::server, &ServerSection::metrics_listen, false),
       Int("server.ring_slots", &Config::server, &ServerSection::ring_slots, 2, 1 << 20),
       Int("server.ring_slot_bytes", &Config::server, &ServerSection::ring_slot_bytes, 256, 1 << 20),

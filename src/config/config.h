@@ -78,6 +78,10 @@ struct ServerSection {
   // A connection whose TLS and HTTP/2 handshakes are not done within this is closed (gRPC's
   // default: 120 s), so a flood of connections that never finish holds each for this long.
   int tls_handshake_timeout_ms = 10000;
+  // With TLS, each worker accepts at most this many connections within tls_handshake_timeout_ms
+  // and closes the next at once: at most this many handshakes in flight per worker
+  // (worker/connection_gate.h).
+  int max_tls_handshakes = 1000;
   // Prometheus /metrics, /healthz, /readyz: loopback unless told otherwise (they are not
   // authenticated; a Prometheus or kubelet elsewhere needs an address it can reach).
   std::string metrics_listen = "127.0.0.1:9100";

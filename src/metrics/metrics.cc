@@ -160,6 +160,7 @@ MetricsSnapshot MetricsRegion::Sum() const {
     s.prompt_tokens += m.prompt_tokens_.load(std::memory_order_relaxed);
     s.generated_tokens += m.generated_tokens_.load(std::memory_order_relaxed);
     s.cancelled_sequences += m.cancelled_sequences_.load(std::memory_order_relaxed);
+    s.tls_connections_refused += m.tls_connections_refused_.load(std::memory_order_relaxed);
     s.expired_sequences += m.expired_sequences_.load(std::memory_order_relaxed);
     s.kv_cache_usage +=
         std::bit_cast<double>(m.kv_cache_usage_bits_.load(std::memory_order_relaxed));
@@ -256,6 +257,10 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
   AppendScalar(out, "gecd_engine_step_per_sequence_seconds",
                "The engine's measured step time: its part per sequence in the step.", "gauge",
                absl::StrFormat("%g", s.step_per_sequence_seconds));
+  AppendScalar(out, "gecd_tls_connections_refused_total",
+               "Connections a worker closed at once: server.max_tls_handshakes had been accepted "
+               "within server.tls_handshake_timeout_ms.",
+               "counter", absl::StrCat(s.tls_connections_refused));
   AppendHistogram(out, kSpellingDuration, s.spelling_duration);
   AppendScalar(out, "gecd_spelling_lookups_total", "Words the spelling stage looked up.", "counter",
                absl::StrCat(s.spelling_lookups));

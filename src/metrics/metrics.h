@@ -80,6 +80,9 @@ class ProcessMetrics {
   void SequenceCancelled() { cancelled_sequences_.fetch_add(1, std::memory_order_relaxed); }
   // Engine: a sequence dropped before it started because its deadline passed while it waited.
   void SequenceExpired() { expired_sequences_.fetch_add(1, std::memory_order_relaxed); }
+  // Worker: a connection closed at once, past server.max_tls_handshakes accepted within the
+  // handshake timeout (worker/connection_gate.h).
+  void TlsConnectionRefused() { tls_connections_refused_.fetch_add(1, std::memory_order_relaxed); }
   // Engine gauges: KV blocks in use / total, and sequences waiting for admission.
   void SetKvCacheUsage(double ratio);
   void SetQueueDepth(int64_t n) { queue_depth_.store(n, std::memory_order_relaxed); }
@@ -119,6 +122,7 @@ class ProcessMetrics {
   std::atomic<uint64_t> speculative_accepted_;
   std::atomic<uint64_t> speculative_rejected_;
   daemon::HistogramBlock tokens_per_sequence_step_;
+  std::atomic<uint64_t> tls_connections_refused_;
 };
 
 // The sum of all blocks at one moment (each counter read once, relaxed).
@@ -135,6 +139,7 @@ struct MetricsSnapshot {
   uint64_t generated_tokens = 0;
   uint64_t cancelled_sequences = 0;
   uint64_t expired_sequences = 0;
+  uint64_t tls_connections_refused = 0;
   double kv_cache_usage = 0;
   int64_t queue_depth = 0;
   double step_fixed_seconds = 0;

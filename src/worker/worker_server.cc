@@ -51,16 +51,38 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const config::
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              config.server.max_streams_per_connection);
   // A connection that has not finished its TLS and HTTP/2 handshakes by then is closed (gRPC's
-  // default is 120 s), so a flood of slow handshakes holds each socket that long at most. gRPC
-  // 1.51 offers no cap on handshakes in flight (the router has one, route.max_tls_handshakes).
+  // default is 120 s), so a flood of slow handshakes holds each socket that long at most.
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
                              config.server.tls_handshake_timeout_ms);
-  builder.AddListeningPort(options.listen, credentials, &server->port_);
+  if (server->tls_ != nullptr) {
+    // With TLS the worker accepts connections itself, to cap the handshakes in flight, which
+    // gRPC 1.51 cannot (worker/connection_gate.h); plaintext keeps gRPC's own listener.
+    ASSIGN_OR_RETURN(
+        server->gate_,
+        ConnectionGate::Listen(
+            {.listen = options.listen,
+             .max_handshakes = config.server.max_tls_handshakes,
+             .handshake_timeout = std::chrono::milliseconds(config.server.tls_handshake_timeout_ms),
+             .on_refused = [&metrics] { metrics.TlsConnectionRefused(); }}));
+    server->acceptor_ = builder.experimental().AddExternalConnectionAcceptor(
+        grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials);
+    server->port_ = server->gate_->port();
+  } else {
+    builder.AddListeningPort(options.listen, credentials, &server->port_);
+  }
   builder.RegisterService(server->service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", options.listen, " (server.listen)"));
+  }
+  if (server->gate_ != nullptr) {
+    server->gate_->Start([acceptor = server->acceptor_.get()](int listener_fd, int fd) {
+      grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters connection;
+      connection.listener_fd = listener_fd;
+      connection.fd = fd;
+      acceptor->HandleNewConnection(&connection);
+    });
   }
   server->health_ = std::make_unique<daemon::HealthPoller>(
       server->server_->GetHealthCheckService(),
@@ -105,6 +127,8 @@ void WorkerServer::Drain(std::chrono::milliseconds grace) {
     spdlog::warn("grace period over: {} requests in flight, {} streams open; cancelling them",
                  service_->in_flight(), service_->open_streams());
   }
+  // The port closes here with gRPC's own listener; the gate's, the same.
+  if (gate_ != nullptr) gate_->Stop();
   server_->Shutdown(deadline);
   server_->Wait();
 }

@@ -11,9 +11,11 @@
 #include "config/config.h"
 #include "daemon/health_poller.h"
 #include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
 #include "metrics/metrics.h"
 #include "tls/server_tls.h"
 #include "tokenizer/tokenizer.h"
+#include "worker/connection_gate.h"
 #include "worker/engine_link.h"
 #include "worker/grammar_service.h"
 
@@ -21,7 +23,8 @@
 // the engine link is ready and the worker is not draining, for "" and for
 // gecd.v1.GrammarCorrection) and server reflection. It listens with SO_REUSEPORT, so every
 // worker of an instance binds the same address; with TLS when the config's tls section names a
-// certificate (tls/server_tls.h: rotated without a restart), and checks bearer tokens when
+// certificate (tls/server_tls.h: rotated without a restart; connections accepted through a
+// ConnectionGate, which caps the handshakes in flight), and checks bearer tokens when
 // auth.tokens_file is set (auth/token_table.h). RunWorkerProcess builds one over the
 // shared-memory engine link; tests build one over a fake.
 namespace gecd::worker {
@@ -63,6 +66,10 @@ class WorkerServer {
   std::unique_ptr<GrammarService> service_;
   std::unique_ptr<tls::ServerTls> tls_;  // null without TLS; outlives the server using it
   std::unique_ptr<grpc::Server> server_;
+  // With TLS: gRPC takes the connections the gate accepts through acceptor_. Declared after
+  // server_ so that the gate's thread stops first.
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor_;
+  std::unique_ptr<ConnectionGate> gate_;
   std::unique_ptr<daemon::HealthPoller> health_;
   int port_ = 0;
   const std::chrono::milliseconds drain_quiet_;

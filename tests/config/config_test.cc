@@ -325,6 +325,19 @@ TEST(Config, ServerTlsHandshakeTimeout) {
   EXPECT_THAT(e.status().message(), HasSubstr("server.tls_handshake_timeout_ms"));
 }
 
+// The cap on a worker's TLS handshakes in flight (worker/connection_gate.h).
+TEST(Config, ServerMaxTlsHandshakes) {
+  EXPECT_EQ(Config().server.max_tls_handshakes, 1000);
+  auto c = ParseConfig("server:\n  max_tls_handshakes: 50\n", "conf.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->server.max_tls_handshakes, 50);
+  for (const char* bad : {"0", "-3", "many"}) {
+    auto e = ParseConfig(std::string("server:\n  max_tls_handshakes: ") + bad + "\n", "conf.yaml");
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_THAT(e.status().message(), HasSubstr("server.max_tls_handshakes")) << bad;
+  }
+}
+
 TEST(Config, CopyBias) {
   EXPECT_EQ(Config().model.copy_bias, 0.0);
   auto c = ParseConfig("model:\n  copy_bias: 2.5\n", "conf.yaml");

@@ -505,6 +505,56 @@ TEST(SupervisorTest, ConnectionsThatNeverFinishTheirHandshakeAreClosedAtTheTimeo
   }
 }
 
+// Past server.max_tls_handshakes connections within the handshake timeout, a new connection is
+// closed at once, so a flood of slow handshakes holds that many per worker at most; once the
+// stalled ones are cut off at the timeout, a TLS client is served again.
+TEST(SupervisorTest, ConnectionsPastTheHandshakeCapAreClosedAtOnce) {
+  gecd::testing::ScopedTempDir dir;
+  const testing::TestCa ca("test CA");
+  const testing::PemPair pair = ca.Issue("gecd");
+  const std::string cert = dir.path() + "/tls.crt";
+  const std::string key = dir.path() + "/tls.key";
+  testing::WritePemPair(pair, cert, key);
+  constexpr int kCap = 20;
+  constexpr milliseconds kTimeout(3'000);
+  Daemon daemon({"server.workers=1", "tls.cert_file=" + cert, "tls.key_file=" + key,
+                 "server.tls_handshake_timeout_ms=" + std::to_string(kTimeout.count()),
+                 "server.max_tls_handshakes=" + std::to_string(kCap)});
+  ASSERT_TRUE(WaitFor([&] { return daemon.Get("/readyz") == 200; })) << daemon.log();
+  std::vector<int> stalled;
+  absl::Cleanup close_all = [&] {
+    for (int fd : stalled) close(fd);
+  };
+  for (int i = 0; i < kCap; ++i) {
+    const int fd = ConnectRaw(daemon.grpc_port());
+    ASSERT_GE(fd, 0) << "connection " << i;
+    stalled.push_back(fd);
+  }
+  const auto stalled_at = std::chrono::steady_clock::now();
+  const int past_cap = ConnectRaw(daemon.grpc_port());
+  ASSERT_GE(past_cap, 0);
+  EXPECT_TRUE(ClosedByPeer(past_cap, kTimeout / 3)) << "not closed at once";
+  close(past_cap);
+  EXPECT_LT(std::chrono::steady_clock::now() - stalled_at, kTimeout);
+  for (size_t i = 0; i < stalled.size(); ++i) {
+    EXPECT_TRUE(ClosedByPeer(stalled[i], kTimeout + milliseconds(5'000))) << "connection " << i;
+  }
+  grpc::SslCredentialsOptions trust;
+  trust.pem_root_certs = ca.certificate();
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride("localhost");
+  auto stub = gecd::v1::GrammarCorrection::NewStub(
+      grpc::CreateCustomChannel(daemon.grpc_target(), grpc::SslCredentials(trust), args));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  gecd::v1::CorrectRequest request;
+  request.set_text("she go home");
+  gecd::v1::CorrectResponse response;
+  EXPECT_TRUE(stub->Correct(&context, request, &response).ok()) << daemon.log();
+  EXPECT_TRUE(absl::StrContains(daemon.log(), "server.max_tls_handshakes")) << daemon.log();
+  EXPECT_EQ(daemon.Metric("gecd_tls_connections_refused_total"), 1.0);
+}
+
 // The metrics port over HTTPS (metrics_tls), as a kubelet with `scheme: HTTPS` and Prometheus
 // with `scheme: https` reach it: /readyz answers once the daemon is ready, plain HTTP does not.
 TEST(SupervisorTest, ServesReadyzOverHttpsWithMetricsTls) {

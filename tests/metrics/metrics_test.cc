@@ -231,9 +231,10 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   EXPECT_EQ(e.types.at("gecd_time_to_first_token_seconds"), "histogram");
   EXPECT_EQ(e.types.at("gecd_batch_size"), "histogram");
   EXPECT_EQ(e.types.at("gecd_admission_prediction_ratio"), "histogram");
-  for (const char* name : {"gecd_prompt_tokens_total", "gecd_generated_tokens_total",
-                           "gecd_cancelled_sequences_total", "gecd_expired_sequences_total",
-                           "gecd_process_restarts_total", "gecd_goodput_requests_total"}) {
+  for (const char* name :
+       {"gecd_prompt_tokens_total", "gecd_generated_tokens_total", "gecd_cancelled_sequences_total",
+        "gecd_expired_sequences_total", "gecd_process_restarts_total",
+        "gecd_goodput_requests_total", "gecd_tls_connections_refused_total"}) {
     EXPECT_EQ(e.types.at(name), "counter") << name;
   }
   EXPECT_EQ(e.types.at("gecd_kv_cache_usage_ratio"), "gauge");
@@ -251,6 +252,7 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   EXPECT_EQ(e.samples.at("gecd_request_concurrency"), 1);
   EXPECT_EQ(e.samples.at("gecd_cancelled_sequences_total"), 1);
   EXPECT_EQ(e.samples.at("gecd_expired_sequences_total"), 2);
+  EXPECT_EQ(e.samples.at("gecd_tls_connections_refused_total"), 0);
   // Every reason and class is exported from the start, so rate() works before the first refusal.
   const std::string shed = "gecd_requests_shed_total";
   EXPECT_EQ(e.samples.at(shed + "{reason=\"max_in_flight\",priority=\"interactive\"}"), 0);

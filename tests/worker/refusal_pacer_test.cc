@@ -240,15 +240,16 @@ TEST(RefusalPacerTest, AStormOfClientsThatResendLasts) {
 TEST(RefusalPacerTest, AStormWhoseQueueKeepsGrowingIsLeft) {
   std::atomic<int> answered{0};
   std::atomic<int64_t> late_worst_us{0};
+  // max_wait long enough that none of the burst below is answered before it has all come, on a
+  // loaded machine too (at 3 ms, CI once saw the storm not begin).
   RefusalPacer pacer({.max_per_second = 20,
                       .burst = 1,
-                      .max_wait = std::chrono::microseconds(milliseconds(3)),
+                      .max_wait = std::chrono::microseconds(milliseconds(50)),
                       .storm_held = 16,
                       .storm_growth_period = milliseconds(50)});
-  // A burst of clients that re-send starts the storm (alone, ~1,000 a second keep ~3 waiting:
-  // no storm).
+  // A burst of clients that re-send starts the storm: 64 of them find 16 or more waiting.
   int sent = 0;
-  for (; sent < 64; ++sent) pacer.Refuse([&] { answered.fetch_add(1); });
+  for (; sent < 80; ++sent) pacer.Refuse([&] { answered.fetch_add(1); });
   EXPECT_TRUE(pacer.in_storm());
   const Clock::time_point start = Clock::now();
   // Then ~1,000 a second for 800 ms, 50 times the allowance.
