@@ -131,7 +131,7 @@ int RunCorrect(const std::vector<std::string>& argv) {
           "Corrects a text with a running daemon and prints the corrected text and the "
           "edits\n(start, end in UTF-8 bytes, original, replacement, kind): marked in "
           "colour on a\nterminal, tab-separated when piped, JSON with --json. Exits 1 "
-          "with the status on an\nerror.",
+          "with the status on an\nerror.\n",
   };
   int exit_code = 0;
   std::optional<CorrectOptions> o = ParseCommandLine(command, argv, ParseOptions, &exit_code);
