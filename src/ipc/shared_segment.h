@@ -51,6 +51,8 @@ struct SharedMargin {
   std::atomic<uint64_t> margin_bits{0};  // a double's bits; 0: never steered (a margin of 1)
   std::atomic<int64_t> last_late_us{0};  // when an answer was last late (CLOCK_MONOTONIC µs)
   std::atomic<int64_t> relaxed_us{0};    // the margin's relaxation is applied up to then
+  std::atomic<int64_t> in_time_run{0};   // answers in time since the last late one, pod-wide
+  std::atomic<int64_t> run_quiet_us{0};  // when that run reached the quiet count; 0: not yet
 };
 
 // Shared state every process reads. Written only as noted.

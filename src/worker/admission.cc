@@ -206,9 +206,19 @@ void AdmissionController::SteerMargin(bool late, int64_t now_us) {
     while (last < now_us &&
            !cell.last_late_us.compare_exchange_weak(last, now_us, std::memory_order_relaxed)) {
     }
-  } else if (margin() > 1) {
+    cell.in_time_run.store(0, std::memory_order_relaxed);
+    cell.run_quiet_us.store(0, std::memory_order_relaxed);
+  } else {
+    if (cell.in_time_run.fetch_add(1, std::memory_order_relaxed) + 1 == kQuietAnswers) {
+      cell.run_quiet_us.store(now_us, std::memory_order_relaxed);
+    }
+  }
+  if (!late && margin() > 1) {
     const int64_t quiet_us = std::chrono::microseconds(kMarginQuiet).count();
-    const int64_t quiet_end_us = cell.last_late_us.load(std::memory_order_relaxed) + quiet_us;
+    int64_t quiet_end_us = cell.last_late_us.load(std::memory_order_relaxed) + quiet_us;
+    // A busy pod is quiet sooner: after kQuietAnswers in time in a row.
+    const int64_t run_quiet_us = cell.run_quiet_us.load(std::memory_order_relaxed);
+    if (run_quiet_us != 0) quiet_end_us = std::min(quiet_end_us, run_quiet_us);
     int64_t relaxed = cell.relaxed_us.load(std::memory_order_relaxed);
     while (now_us > std::max(relaxed, quiet_end_us)) {
       if (cell.relaxed_us.compare_exchange_weak(relaxed, now_us, std::memory_order_relaxed)) {
