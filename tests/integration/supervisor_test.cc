@@ -459,18 +459,43 @@ bool ClosedByPeer(int fd, milliseconds timeout) {
   return recv(fd, &byte, 1, 0) <= 0;
 }
 
+// The sets that serve TLS with a certificate for "gecd" that `ca` issued, written under `dir`.
+std::vector<std::string> TlsSets(const testing::TestCa& ca, const std::string& dir) {
+  const std::string cert = dir + "/tls.crt";
+  const std::string key = dir + "/tls.key";
+  testing::WritePemPair(ca.Issue("gecd"), cert, key);
+  return {"tls.cert_file=" + cert, "tls.key_file=" + key};
+}
+
+std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// One Correct call over TLS, trusting `ca`.
+grpc::Status CorrectOverTls(const Daemon& daemon, const testing::TestCa& ca) {
+  grpc::SslCredentialsOptions trust;
+  trust.pem_root_certs = ca.certificate();
+  grpc::ChannelArguments args;
+  args.SetSslTargetNameOverride("localhost");
+  auto stub = gecd::v1::GrammarCorrection::NewStub(
+      grpc::CreateCustomChannel(daemon.grpc_target(), grpc::SslCredentials(trust), args));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  gecd::v1::CorrectRequest request;
+  request.set_text("she go home");
+  gecd::v1::CorrectResponse response;
+  return stub->Correct(&context, request, &response);
+}
+
 // A flood of connections that never finish their TLS handshake (nothing sent, or a ClientHello
 // cut short) holds each for server.tls_handshake_timeout_ms only, and a client that does finish
 // is served meanwhile.
 TEST(SupervisorTest, ConnectionsThatNeverFinishTheirHandshakeAreClosedAtTheTimeout) {
   gecd::testing::ScopedTempDir dir;
   const testing::TestCa ca("test CA");
-  const testing::PemPair pair = ca.Issue("gecd");
-  const std::string cert = dir.path() + "/tls.crt";
-  const std::string key = dir.path() + "/tls.key";
-  testing::WritePemPair(pair, cert, key);
-  Daemon daemon({"server.workers=1", "tls.cert_file=" + cert, "tls.key_file=" + key,
-                 "server.tls_handshake_timeout_ms=500"});
+  const std::vector<std::string> tls = TlsSets(ca, dir.path());
+  Daemon daemon(Concat(tls, {"server.workers=1", "server.tls_handshake_timeout_ms=500"}));
   ASSERT_TRUE(WaitFor([&] { return daemon.Get("/readyz") == 200; })) << daemon.log();
   std::vector<int> stalled;
   absl::Cleanup close_all = [&] {
@@ -487,18 +512,7 @@ TEST(SupervisorTest, ConnectionsThatNeverFinishTheirHandshakeAreClosedAtTheTimeo
     }
     stalled.push_back(fd);
   }
-  grpc::SslCredentialsOptions trust;
-  trust.pem_root_certs = ca.certificate();
-  grpc::ChannelArguments args;
-  args.SetSslTargetNameOverride("localhost");
-  auto stub = gecd::v1::GrammarCorrection::NewStub(
-      grpc::CreateCustomChannel(daemon.grpc_target(), grpc::SslCredentials(trust), args));
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-  gecd::v1::CorrectRequest request;
-  request.set_text("she go home");
-  gecd::v1::CorrectResponse response;
-  EXPECT_TRUE(stub->Correct(&context, request, &response).ok()) << daemon.log();
+  EXPECT_TRUE(CorrectOverTls(daemon, ca).ok()) << daemon.log();
   // gRPC checks its handshake deadlines on a timer; 0.5 s after, with room for a loaded box.
   for (size_t i = 0; i < stalled.size(); ++i) {
     EXPECT_TRUE(ClosedByPeer(stalled[i], milliseconds(5'000))) << "connection " << i;
@@ -511,15 +525,12 @@ TEST(SupervisorTest, ConnectionsThatNeverFinishTheirHandshakeAreClosedAtTheTimeo
 TEST(SupervisorTest, ConnectionsPastTheHandshakeCapAreClosedAtOnce) {
   gecd::testing::ScopedTempDir dir;
   const testing::TestCa ca("test CA");
-  const testing::PemPair pair = ca.Issue("gecd");
-  const std::string cert = dir.path() + "/tls.crt";
-  const std::string key = dir.path() + "/tls.key";
-  testing::WritePemPair(pair, cert, key);
+  const std::vector<std::string> tls = TlsSets(ca, dir.path());
   constexpr int kCap = 20;
   constexpr milliseconds kTimeout(3'000);
-  Daemon daemon({"server.workers=1", "tls.cert_file=" + cert, "tls.key_file=" + key,
-                 "server.tls_handshake_timeout_ms=" + std::to_string(kTimeout.count()),
-                 "server.max_tls_handshakes=" + std::to_string(kCap)});
+  Daemon daemon(Concat(tls, {"server.workers=1",
+                             "server.tls_handshake_timeout_ms=" + std::to_string(kTimeout.count()),
+                             "server.max_tls_handshakes=" + std::to_string(kCap)}));
   ASSERT_TRUE(WaitFor([&] { return daemon.Get("/readyz") == 200; })) << daemon.log();
   std::vector<int> stalled;
   absl::Cleanup close_all = [&] {
@@ -539,18 +550,7 @@ TEST(SupervisorTest, ConnectionsPastTheHandshakeCapAreClosedAtOnce) {
   for (size_t i = 0; i < stalled.size(); ++i) {
     EXPECT_TRUE(ClosedByPeer(stalled[i], kTimeout + milliseconds(5'000))) << "connection " << i;
   }
-  grpc::SslCredentialsOptions trust;
-  trust.pem_root_certs = ca.certificate();
-  grpc::ChannelArguments args;
-  args.SetSslTargetNameOverride("localhost");
-  auto stub = gecd::v1::GrammarCorrection::NewStub(
-      grpc::CreateCustomChannel(daemon.grpc_target(), grpc::SslCredentials(trust), args));
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-  gecd::v1::CorrectRequest request;
-  request.set_text("she go home");
-  gecd::v1::CorrectResponse response;
-  EXPECT_TRUE(stub->Correct(&context, request, &response).ok()) << daemon.log();
+  EXPECT_TRUE(CorrectOverTls(daemon, ca).ok()) << daemon.log();
   EXPECT_TRUE(absl::StrContains(daemon.log(), "server.max_tls_handshakes")) << daemon.log();
   EXPECT_EQ(daemon.Metric("gecd_tls_connections_refused_total"), 1.0);
 }

@@ -781,6 +781,24 @@ LoadResult OpenLoop(const std::vector<AdmissionController*>& workers, BatchingEn
   return tally.Result();
 }
 
+// The highest open-loop rate from `from` up to `to` in steps of `step` whose p99 without
+// admission is within the objective over 20 s: what a load test's find-max measures.
+double Capacity(int64_t& now_us, microseconds base, microseconds per_sentence, int tokens_per_step,
+                double from, double to, double step) {
+  double capacity = 0;
+  for (double rate = from; rate <= to; rate += step) {
+    AdmissionController unlimited({.max_in_flight = 1 << 20, .slo = milliseconds(3'600'000)},
+                                  [&now_us] { return now_us; });
+    BatchingEngine engine(base, per_sentence, tokens_per_step);
+    if (OpenLoop({&unlimited}, engine, now_us, rate, milliseconds(20'000), milliseconds(1000))
+            .p99_ms > 1000) {
+      break;
+    }
+    capacity = rate;
+  }
+  return capacity;
+}
+
 // What the engine can serve within the objective is not refused: at the highest open-loop rate
 // whose p99 without admission is within the objective (what a load test's find-max measures),
 // admission refuses under 1% of the calls. The proportional own-flight model refused far more
@@ -788,13 +806,7 @@ LoadResult OpenLoop(const std::vector<AdmissionController*>& workers, BatchingEn
 TEST_F(SharedEngineTest, WhatTheEngineServesInTimeIsNotRefused) {
   const microseconds base(7000), per_sentence(420);
   const milliseconds objective(1000), duration(20'000);
-  double capacity = 0;
-  for (double rate = 10; rate <= 200; rate += 5) {
-    AdmissionController unlimited = Make(1 << 20, 3'600'000);
-    BatchingEngine engine(base, per_sentence);
-    if (OpenLoop({&unlimited}, engine, now_us_, rate, duration, objective).p99_ms > 1000) break;
-    capacity = rate;
-  }
+  const double capacity = Capacity(now_us_, base, per_sentence, /*tokens_per_step=*/1, 10, 200, 5);
   ASSERT_GT(capacity, 0);
   auto workers = Workers(2, base, per_sentence);
   BatchingEngine engine(base, per_sentence);
@@ -816,16 +828,7 @@ TEST_F(SharedEngineTest, AfterAnOverloadedTrialWhatTheEngineServesInTimeIsNotRef
   // A speculating engine (4 tokens per sequence-step): a busy pod, 250 answers a second.
   const microseconds base(7000), per_sentence(420);
   const milliseconds objective(1000), duration(4'000);
-  double capacity = 0;
-  for (double rate = 50; rate <= 800; rate += 10) {
-    AdmissionController unlimited = Make(1 << 20, 3'600'000);
-    BatchingEngine engine(base, per_sentence, 4);
-    if (OpenLoop({&unlimited}, engine, now_us_, rate, milliseconds(20'000), objective).p99_ms >
-        1000) {
-      break;
-    }
-    capacity = rate;
-  }
+  const double capacity = Capacity(now_us_, base, per_sentence, /*tokens_per_step=*/4, 50, 800, 10);
   ASSERT_GT(capacity, 0);
   auto workers = Workers(2, base, per_sentence);
   board_.step.tokens_per_step = 4;
