@@ -9,9 +9,9 @@
 #            that start the daemon start this build's gecd, so its processes are checked too.
 #            The directory is configured with GECD_FUZZ as well (coverage instrumentation), so
 #            that scripts/fuzz.sh builds the fuzz targets there without compiling it all again.
-#   thread   build-tsan: ThreadSanitizer, the ring, ring engine link, grammar service and
-#            engine suites. TSan sees the threads of one process: the rings' cross-process
-#            atomics are checked by the ring tests that use threads.
+#   thread   build-tsan: ThreadSanitizer, the ring, ring engine link, grammar service,
+#            connection gate and engine suites. TSan sees the threads of one process: the
+#            rings' cross-process atomics are checked by the ring tests that use threads.
 # Build directories: SANITIZE_ASAN_DIR, SANITIZE_TSAN_DIR. Extra ctest arguments (e.g. -R to
 # narrow): SANITIZE_CTEST_ARGS.
 set -euo pipefail
@@ -101,12 +101,12 @@ thread() {
   configure "$dir" -DGECD_SANITIZE=thread
   # shellcheck disable=SC2046 # one word per target
   cmake --build "$dir" --target ring_test ring_engine_link_test grammar_service_test \
-    $(tests_of engine)
+    connection_gate_test $(tests_of engine)
   reports="$PWD/$dir/sanitizer-reports"
   rm -rf "$reports" && mkdir -p "$reports"
   export TSAN_OPTIONS="halt_on_error=1:abort_on_error=1:log_path=$reports/tsan:second_deadlock_stack=1:ignore_noninstrumented_modules=1:suppressions=$PWD/scripts/sanitizer/tsan.supp"
-  run_gate "TSan (ring, ring engine link, grammar service, engine)" "$dir" \
-    -R '^(ipc/(Ring|Doorbell)Test|worker/(RingEngineLink|GrammarService)Test|engine/)'
+  run_gate "TSan (ring, ring engine link, grammar service, connection gate, engine)" "$dir" \
+    -R '^(ipc/(Ring|Doorbell)Test|worker/(RingEngineLink|GrammarService|ConnectionGate|AdmissionWindow)Test|engine/)'
 }
 
 gates=("$@")
