@@ -139,14 +139,6 @@ absl::StatusOr<int> Listen(const std::string& listen, std::string_view key,
   return fd;
 }
 
-int BoundPort(int fd) {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof(addr);
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return -1;
-  return ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
-                                          : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-}
-
 }  // namespace
 
 // One libmicrohttpd daemon: its thread serves the connections the accept thread hands it.

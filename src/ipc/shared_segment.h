@@ -2,6 +2,7 @@
 #define GECD_IPC_SHARED_SEGMENT_H_
 
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -53,6 +54,10 @@ struct SharedMargin {
   std::atomic<int64_t> relaxed_us{0};    // the margin's relaxation is applied up to then
   std::atomic<int64_t> in_time_run{0};   // answers in time since the last late one, pod-wide
   std::atomic<int64_t> run_quiet_us{0};  // when that run reached the quiet count; 0: not yet
+
+  // The margin `bits` of margin_bits stand for.
+  static double Of(uint64_t bits) { return bits == 0 ? 1.0 : std::bit_cast<double>(bits); }
+  double Value() const { return Of(margin_bits.load(std::memory_order_relaxed)); }
 };
 
 // Shared state every process reads. Written only as noted.

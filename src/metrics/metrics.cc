@@ -257,6 +257,11 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
   AppendScalar(out, "gecd_engine_step_per_sequence_seconds",
                "The engine's measured step time: its part per sequence in the step.", "gauge",
                absl::StrFormat("%g", s.step_per_sequence_seconds));
+  AppendScalar(out, "gecd_admission_margin",
+               "What admission multiplies its predicted times by before comparing them with the "
+               "latency objective or deadline (0.7-2.5, steered by late answers): above 1 it "
+               "refuses sooner than predicted times alone would.",
+               "gauge", absl::StrFormat("%g", s.admission_margin));
   AppendScalar(out, "gecd_tls_connections_refused_total",
                "Connections a worker closed at once: server.max_tls_handshakes had been accepted "
                "within server.tls_handshake_timeout_ms.",

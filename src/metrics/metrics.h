@@ -144,6 +144,8 @@ struct MetricsSnapshot {
   int64_t queue_depth = 0;
   double step_fixed_seconds = 0;
   double step_per_sequence_seconds = 0;
+  // The pod's admission margin (ipc::SharedMargin): not in the blocks; the supervisor sets it.
+  double admission_margin = 1;
   using Histogram = daemon::HistogramCounts;
   Histogram request_duration;
   Histogram time_to_first_token;

@@ -43,14 +43,8 @@ absl::StatusOr<std::unique_ptr<Relay>> Relay::Start(Options options, EndpointSet
       return absl::UnavailableError(absl::StrCat("cannot listen on ", relay->options_.listen,
                                                  " (route.listen): ", strerror(error)));
     }
-    if (listen.port == 0) {  // the other threads share the port the first one got
-      sockaddr_storage bound{};
-      socklen_t size = sizeof bound;
-      getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &size);
-      listen.port =
-          ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-    }
+    // The other threads share the port the first one got.
+    if (listen.port == 0) listen.port = daemon::BoundPort(fd);
     relay->loops_.push_back(std::make_unique<RelayLoop>(*relay, fd));
   }
   relay->port_ = listen.port;

@@ -280,8 +280,10 @@ absl::Status Supervisor::CreateSegment(int num_workers) {
 absl::Status Supervisor::StartStatusServer() {
   daemon::StatusHttpServer::Handlers handlers;
   handlers.metrics = [this] {
-    return metrics::FormatPrometheus(metrics_->Sum(), {{"engine", engine_restarts_.load()},
-                                                       {"worker", worker_restarts_.load()}});
+    metrics::MetricsSnapshot snapshot = metrics_->Sum();
+    snapshot.admission_margin = segment_.admission_margin()->Value();
+    return metrics::FormatPrometheus(
+        snapshot, {{"engine", engine_restarts_.load()}, {"worker", worker_restarts_.load()}});
   };
   handlers.ready = [this] { return Ready(); };
   ASSIGN_OR_RETURN(http_,

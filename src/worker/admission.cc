@@ -14,8 +14,6 @@ namespace {
 // late answer moves it (log scale).
 constexpr double kLateShare = 0.005;
 constexpr double kMarginGain = 0.1;
-// The margin a shared word holds: a fresh segment's zero is 1.
-double MarginOf(uint64_t bits) { return bits == 0 ? 1.0 : std::bit_cast<double>(bits); }
 
 // A margin below 1 was learned at the loads answers came from: a sentence admitted with more
 // in flight than kBeyondSeen times the most that answers in time were admitted with (over about
@@ -193,7 +191,7 @@ bool AdmissionController::Unwatch(const Ticket& ticket) {
 }
 
 double AdmissionController::margin() const {
-  return MarginOf(margin_cell_->margin_bits.load(std::memory_order_relaxed));
+  return margin_cell_->Value();
 }
 
 void AdmissionController::SteerMargin(bool late, int64_t now_us) {
@@ -208,10 +206,8 @@ void AdmissionController::SteerMargin(bool late, int64_t now_us) {
     }
     cell.in_time_run.store(0, std::memory_order_relaxed);
     cell.run_quiet_us.store(0, std::memory_order_relaxed);
-  } else {
-    if (cell.in_time_run.fetch_add(1, std::memory_order_relaxed) + 1 == kQuietAnswers) {
-      cell.run_quiet_us.store(now_us, std::memory_order_relaxed);
-    }
+  } else if (cell.in_time_run.fetch_add(1, std::memory_order_relaxed) + 1 == kQuietAnswers) {
+    cell.run_quiet_us.store(now_us, std::memory_order_relaxed);
   }
   if (!late && margin() > 1) {
     const int64_t quiet_us = std::chrono::microseconds(kMarginQuiet).count();
@@ -231,7 +227,7 @@ void AdmissionController::SteerMargin(bool late, int64_t now_us) {
   const double step = std::exp(kMarginGain * ((late ? 1.0 : 0.0) - kLateShare));
   uint64_t bits = cell.margin_bits.load(std::memory_order_relaxed);
   while (true) {
-    double margin = MarginOf(bits);
+    double margin = ipc::SharedMargin::Of(bits);
     if (relax_us > 0 && margin > 1) margin = std::pow(margin, std::exp2(-relax_us / half_life_us));
     const double steered = std::clamp(margin * step, kMinMargin, kMaxMargin);
     if (cell.margin_bits.compare_exchange_weak(bits, std::bit_cast<uint64_t>(steered),

@@ -38,14 +38,6 @@ void SetPort(sockaddr_storage& address, int port) {
   }
 }
 
-int PortOf(int fd) {
-  sockaddr_storage bound{};
-  socklen_t size = sizeof bound;
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &size) != 0) return 0;
-  return ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6&>(bound).sin6_port
-                                           : reinterpret_cast<sockaddr_in&>(bound).sin_port);
-}
-
 // A non-blocking listening socket on `address`, or -1 with errno set. `dual_stack`: an IPv6
 // socket that also takes IPv4 connections.
 int ListenOn(const sockaddr_storage& address, socklen_t size, bool dual_stack) {
@@ -123,12 +115,12 @@ absl::StatusOr<std::unique_ptr<ConnectionGate>> ConnectionGate::Listen(const Opt
         continue;
       }
       gate->listeners_.push_back(fd);
-      if (port == 0) port = PortOf(fd);
+      if (port == 0) port = daemon::BoundPort(fd);
     }
     // As gRPC does, one bound address is enough ("localhost" on a host without ::1).
     if (gate->listeners_.empty()) return failed(errors);
   }
-  gate->port_ = port != 0 ? port : PortOf(gate->listeners_.front());
+  gate->port_ = port != 0 ? port : daemon::BoundPort(gate->listeners_.front());
   return gate;
 }
 

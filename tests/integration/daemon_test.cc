@@ -665,8 +665,14 @@ TEST(DaemonTest, OverloadIsShedWithResourceExhaustedWhileAdmittedRequestsKeepABo
   ASSERT_GE(admitted.size(), 50u) << Describe(counts);
   const double p99 = Percentile(admitted, 0.99);
   EXPECT_LT(p99, 5.0) << Describe(counts);
-  std::printf("overload: %s; admitted p50 %.3f s, p99 %.3f s\n", Describe(counts).c_str(),
-              Percentile(admitted, 0.5), p99);
+  // The pod's margin, steered by every answer since the start (1 only before the first).
+  const std::optional<double> margin = daemon.Metric("gecd_admission_margin");
+  ASSERT_TRUE(margin.has_value());
+  EXPECT_NE(*margin, 1.0);
+  EXPECT_GE(*margin, 0.7);
+  EXPECT_LE(*margin, 2.5);
+  std::printf("overload: %s; admitted p50 %.3f s, p99 %.3f s, margin %.3f\n",
+              Describe(counts).c_str(), Percentile(admitted, 0.5), p99, *margin);
 }
 
 // Throughput ratios measured under a sanitizer say nothing about the real build.

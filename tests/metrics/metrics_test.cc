@@ -241,6 +241,8 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   EXPECT_EQ(e.types.at("gecd_queue_depth"), "gauge");
   EXPECT_EQ(e.types.at("gecd_engine_step_fixed_seconds"), "gauge");
   EXPECT_EQ(e.types.at("gecd_engine_step_per_sequence_seconds"), "gauge");
+  EXPECT_EQ(e.types.at("gecd_admission_margin"), "gauge");
+  EXPECT_EQ(e.samples.at("gecd_admission_margin"), 1);
   EXPECT_EQ(e.types.at("gecd_requests_shed_total"), "counter");
   EXPECT_EQ(e.types.at("gecd_open_streams"), "gauge");
   EXPECT_EQ(e.types.at("gecd_speculative_tokens_total"), "counter");
