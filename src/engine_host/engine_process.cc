@@ -275,10 +275,7 @@ absl::Status EngineLoop::RunStep() {
   }
   if (outcome.timed_sequences > 0 || intervals > 0) {
     const ipc::StepTime between = sequence_step_.Fitted();
-    const bool measured = between.known();
-    segment_.PublishStepTime(measured ? between : step_time_.Fitted());
-    segment_.PublishMeasuredBatch(measured ? sequence_step_.measured_batch()
-                                           : step_time_.measured_batch());
+    segment_.PublishStepTime(between.known() ? between : step_time_.Fitted());
     segment_.PublishTokensPerStep(static_cast<float>(generator_->TokensPerSequenceStep()));
   }
   header_->engine_steps.fetch_add(1, std::memory_order_release);

@@ -21,13 +21,6 @@ void StepTimeFit::Observe(int sequences, int positions, double step_us) {
   mt_ = mt_ * decay_ + m * step_us;
 }
 
-int StepTimeFit::measured_batch() const {
-  if (w_ <= 0) return 0;
-  const double mean_n = n_ / w_;
-  const double spread = std::sqrt(std::max(0.0, nn_ / w_ - mean_n * mean_n));
-  return static_cast<int>(std::lround(mean_n + 2 * spread));
-}
-
 StepTimeFit::Fit StepTimeFit::Solve() const {
   Fit fit;
   if (w_ <= 0) return fit;

@@ -40,11 +40,6 @@ class StepTimeFit {
   ipc::StepTime Fitted() const;
   // What each position beyond one per sequence adds; 0 while unknown.
   double per_extra_token_us() const;
-  // The batches the line rests on: their weighted mean plus two spreads (the largest of those
-  // the recent steps ran, but for the odd step: a flood's first steps at 128 read as measured at
-  // 128 when the line was still that of a batch of 55); 0 before any step. Beyond it the line is
-  // an extrapolation.
-  int measured_batch() const;
 
  private:
   struct Fit {

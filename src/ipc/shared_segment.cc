@@ -21,7 +21,7 @@ namespace gecd::ipc {
 namespace {
 
 constexpr uint64_t kMagic = 0x31474553'44434547;  // "GECDSEG1"
-constexpr uint32_t kVersion = 10;
+constexpr uint32_t kVersion = 9;
 constexpr int kMaxWorkers = 1024;
 
 size_t RoundUp64(size_t n) { return (n + 63) / 64 * 64; }
@@ -222,15 +222,6 @@ StepTime SharedSegment::step_time() const {
 void SharedSegment::PublishTokensPerStep(float tokens) const {
   header()->engine_tokens_per_step.store(std::bit_cast<uint32_t>(tokens),
                                          std::memory_order_relaxed);
-}
-
-void SharedSegment::PublishMeasuredBatch(int batch) const {
-  header()->engine_measured_batch.store(static_cast<uint32_t>(std::max(0, batch)),
-                                        std::memory_order_relaxed);
-}
-
-int SharedSegment::measured_batch() const {
-  return static_cast<int>(header()->engine_measured_batch.load(std::memory_order_relaxed));
 }
 
 float SharedSegment::tokens_per_step() const {

@@ -97,10 +97,6 @@ struct SegmentHeader {
   // more with it (accepted drafts). Written by the engine, read by the workers' admission; 0
   // until published. See SharedSegment::tokens_per_step().
   std::atomic<uint32_t> engine_tokens_per_step;
-  // How far the batches of the steps StepTime was measured on reach (StepTimeFit's
-  // measured_batch), beyond which the line is an extrapolation. Written by the engine, read by the
-  // workers' admission; 0 until published. See SharedSegment::measured_batch().
-  std::atomic<uint32_t> engine_measured_batch;
   // Admission's margin: written and read by the workers (SharedMargin).
   alignas(64) SharedMargin admission_margin;
   // Why the engine could not start (loading the model or sizing its cache failed): written by
@@ -158,8 +154,6 @@ class SharedSegment {
   StepTime step_time() const;
   void PublishTokensPerStep(float tokens) const;
   float tokens_per_step() const;  // 0: not published
-  void PublishMeasuredBatch(int batch) const;
-  int measured_batch() const;  // 0: not published
   // The workers' admission margin.
   SharedMargin* admission_margin() const { return &header()->admission_margin; }
   // The sentences admitted by every worker but `index` (ChannelHeader::admitted).

@@ -190,7 +190,9 @@ bool AdmissionController::Unwatch(const Ticket& ticket) {
   return ticket.watch != 0 && watched_.erase({ticket.due_us, ticket.watch}) > 0;
 }
 
-double AdmissionController::margin() const { return margin_cell_->Value(); }
+double AdmissionController::margin() const {
+  return margin_cell_->Value();
+}
 
 void AdmissionController::SteerMargin(bool late, int64_t now_us) {
   ipc::SharedMargin& cell = *margin_cell_;
@@ -277,8 +279,7 @@ AdmissionController::StepModel AdmissionController::Model() const {
             .per_sequence_us = load.step_per_sequence_us,
             .others = std::max(0, load.others_admitted),
             .max_batch = std::max(1, options_.max_batch_size),
-            .tokens_per_step = load.tokens_per_step >= 1 ? load.tokens_per_step : 1.0,
-            .measured_batch = std::max(0, load.measured_batch)};
+            .tokens_per_step = load.tokens_per_step >= 1 ? load.tokens_per_step : 1.0};
   }
   return {.per_sequence_us = step_us_.Ratio()};
 }

@@ -40,12 +40,7 @@ namespace gecd::worker {
 // where tokens_per_step, the output tokens a sequence gains per step, is 1 unless the engine
 // verifies drafts (speculative decoding: it publishes what it measures, ~3-7 on corrections),
 // and queued, the steps a sentence beyond the engine's batch waits for others to leave, is
-// (n - max_batch_size) * (mean output / tokens_per_step + 1) / max_batch_size. The line holds
-// over the batches it was measured at (the engine publishes them: the recent steps' mean batch
-// plus two spreads); beyond, step(n) = step(measured) * n / measured, no cheaper per sequence
-// than the largest batch measured. A line measured under a closed loop of 64 (a batch of ~55)
-// put a step of 128 at 44 ms, where the flood of 1,024 that followed ran it in 80: 718 were
-// admitted in its first 50 ms and answered in up to 2 s (session 22). Until the engine has
+// (n - max_batch_size) * (mean output / tokens_per_step + 1) / max_batch_size. Until the engine has
 // published its step time (or with a link that cannot tell), each worker learns theta, a time per
 // step per sentence in its own flight, from its finished sentences, as a ratio of sums, sum(time) /
 // sum((output + 1) * mean in flight during its stay), and predicts theta * (output + 1) *
@@ -228,16 +223,7 @@ class AdmissionController {
     int others = 0;              // sentences in flight besides this worker's
     int max_batch = 0;           // beyond it, sentences queue; 0: no limit
     double tokens_per_step = 1;  // output tokens a sequence gains per step
-    // The batches the line was measured at reach this far; 0: no limit.
-    int measured_batch = 0;
-    // Beyond the batches measured, a step is taken to cost as much per sequence as at the
-    // largest one: the engine serves no more sentences a second than it was seen to.
-    double StepUs(int batch) const {
-      if (measured_batch > 0 && batch > measured_batch) {
-        return (fixed_us + per_sequence_us * measured_batch) * batch / measured_batch;
-      }
-      return fixed_us + per_sequence_us * batch;
-    }
+    double StepUs(int batch) const { return fixed_us + per_sequence_us * batch; }
     // The steps a sentence of `output` tokens runs for (the first step prefills).
     double Steps(double output) const { return output / tokens_per_step + 1; }
     int Batch(int in_flight) const {

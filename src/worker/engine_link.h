@@ -52,9 +52,6 @@ struct EngineLoad {
   int others_admitted = 0;  // sentences admitted by the other workers, still unanswered
   // Output tokens a sequence gains per step (above 1 with speculative decoding); 0: unknown.
   double tokens_per_step = 0;
-  // How far the batches the line was measured at reach (their mean plus two spreads); beyond,
-  // the line is extrapolated. 0: unknown.
-  int measured_batch = 0;
   bool known() const { return step_fixed_us > 0 || step_per_sequence_us > 0; }
 };
 

@@ -71,8 +71,7 @@ EngineLoad RingEngineLink::Load() const {
   return {.step_fixed_us = step.fixed_us,
           .step_per_sequence_us = step.per_sequence_us,
           .others_admitted = segment_.AdmittedByOtherWorkers(index_),
-          .tokens_per_step = segment_.tokens_per_step(),
-          .measured_batch = segment_.measured_batch()};
+          .tokens_per_step = segment_.tokens_per_step()};
 }
 
 void RingEngineLink::PublishAdmitted(int admitted) { channel_.PublishAdmitted(admitted); }

@@ -37,20 +37,6 @@ TEST(StepTimeFitTest, AnUnvariedBatchSplitsTheStepInHalf) {
   EXPECT_FLOAT_EQ(t.per_sequence_us, 500);
 }
 
-// The batches the line rests on: where most recent steps ran, not one step of a flood.
-TEST(StepTimeFitTest, TheMeasuredBatchIsWhereTheRecentStepsRan) {
-  StepTimeFit fit;
-  EXPECT_EQ(fit.measured_batch(), 0);
-  for (int i = 0; i < 1000; ++i) fit.Observe(50 + i % 11, 50 + i % 11, 20000);  // 50..60
-  const int settled = fit.measured_batch();
-  EXPECT_GE(settled, 60);
-  EXPECT_LE(settled, 63);
-  fit.Observe(128, 128, 60000);  // a flood's first step
-  EXPECT_LE(fit.measured_batch(), settled + 3);
-  for (int i = 0; i < 2000; ++i) fit.Observe(128, 128, 60000);  // the flood, measured
-  EXPECT_GE(fit.measured_batch(), 125);
-}
-
 TEST(StepTimeFitTest, NeitherPartIsNegative) {
   StepTimeFit noisy;
   // Larger batches measured faster (noise, or a machine speeding up): no negative slope.

@@ -391,21 +391,6 @@ TEST_F(AdmissionTest, BeyondTheEnginesBatchASentenceWaitsForRoom) {
   EXPECT_EQ(admission.PredictedTime(40), microseconds((20 + 20) * (4000 + 8 * 500)));
 }
 
-// The line holds over the batches it was measured at; beyond them a step costs as much per
-// sentence as at the largest: measured at 10, a step of 20 takes twice one of 10, not
-// 4 ms + 20 * 0.5 ms.
-TEST_F(AdmissionTest, BeyondTheBatchesMeasuredAStepIsNoCheaperPerSentence) {
-  EngineLoad load{.step_fixed_us = 4000, .step_per_sequence_us = 500, .measured_batch = 10};
-  AdmissionController admission = MakeWorker(1000, 128, &load);
-  Serve(admission, 40, 19, milliseconds(100));
-  load.others_admitted = 9;  // a batch of 10
-  EXPECT_EQ(admission.PredictedTime(40), microseconds(20 * (4000 + 10 * 500)));
-  load.others_admitted = 19;  // 20
-  EXPECT_EQ(admission.PredictedTime(40), microseconds(20 * 2 * (4000 + 10 * 500)));
-  load.measured_batch = 0;  // unknown: the line throughout
-  EXPECT_EQ(admission.PredictedTime(40), microseconds(20 * (4000 + 20 * 500)));
-}
-
 // A text's sentences run side by side: it takes as long as its longest sentence in a batch grown
 // by all of them, and is admitted whole or not at all. 0.475 output tokens per byte: the 80-byte
 // sentence makes 38 tokens, 39 steps of 4 ms + 0.5 ms per sentence in the batch.
@@ -531,11 +516,11 @@ MixSentence Mix(uint64_t i) {
 }
 
 // Tallies one simulated load run of `duration` from `start_us`: answers to sentences sent in
-// its first quarter are not counted (unless `count_all`); goodput is over the rest.
+// its first quarter are not counted; goodput is over the rest.
 class Tally {
  public:
-  Tally(int64_t start_us, milliseconds duration, milliseconds objective, bool count_all = false)
-      : count_from_us_(start_us + (count_all ? 0 : duration.count() * 250)),
+  Tally(int64_t start_us, milliseconds duration, milliseconds objective)
+      : count_from_us_(start_us + duration.count() * 250),
         end_us_(start_us + duration.count() * 1000),
         objective_ms_(static_cast<double>(objective.count())) {}
   int64_t end_us() const { return end_us_; }
@@ -594,13 +579,12 @@ bool Arrive(const std::vector<AdmissionController*>& workers, int worker, Batchi
   return true;
 }
 
-// `clients` closed-loop clients for `duration` (the first quarter not counted, unless
-// `count_all`): each answer is followed by the next sentence at once, each refusal by the same
-// sentence 2 ms later (at once: a refusal's round trip on a loaded box).
+// `clients` closed-loop clients for `duration` (the first quarter not counted): each answer is
+// followed by the next sentence at once, each refusal by the same sentence 2 ms later (at once:
+// a refusal's round trip on a loaded box).
 LoadResult ClosedLoop(const std::vector<AdmissionController*>& workers, BatchingEngine& engine,
-                      int64_t& now_us, int clients, milliseconds duration, milliseconds objective,
-                      bool count_all = false) {
-  Tally tally(now_us, duration, objective, count_all);
+                      int64_t& now_us, int clients, milliseconds duration, milliseconds objective) {
+  Tally tally(now_us, duration, objective);
   struct Send {
     int64_t at_us;
     int client;
@@ -772,34 +756,6 @@ TEST_F(SharedEngineTest, ASpeculatingEnginesTokensPerStepAreCounted) {
     std::printf("  blind: goodput %.1f/s, p99 %.0f ms\n", b.goodput_per_s, b.p99_ms);
     EXPECT_LT(b.goodput_per_s, 0.85 * r.goodput_per_s);
   }
-}
-
-// The engine's line holds over the batches it was measured at. Under a closed loop of 64 the
-// real fit came out flat (its batches varied too little to show a slope), and a flood of 1,024
-// right after it was admitted at once as if a step of 128 cost what one of 64 did: 636 in
-// flight, answered in 2 s (session 22). Told the largest batch measured, admission charges a
-// larger one no less per sequence, and the flood's first second runs less late.
-TEST_F(SharedEngineTest, AFloodIsAdmittedNoFasterThanTheEngineWasSeenToServe) {
-  const microseconds base(7000), per_sentence(420);
-  std::vector<double> p99_ms;
-  for (const int measured : {64, 0}) {
-    auto workers = Workers(2, base, per_sentence);
-    BatchingEngine engine(base, per_sentence);
-    // A closed loop of 64 teaches output lengths and the margin; the line it left is flat.
-    ClosedLoop(Pointers(workers), engine, now_us_, 64, milliseconds(4'000), milliseconds(1000));
-    board_.step = {.step_fixed_us = static_cast<double>((base + per_sentence * 64).count()),
-                   .step_per_sequence_us = 0,
-                   .measured_batch = measured};
-    const LoadResult r = ClosedLoop(Pointers(workers), engine, now_us_, 1024, milliseconds(1'000),
-                                    milliseconds(1000), /*count_all=*/true);
-    std::printf("measured batch %d: flood's first second p99 %.0f ms, %d answered, %d refused\n",
-                measured, r.p99_ms, r.answered, r.refused);
-    p99_ms.push_back(r.p99_ms);
-  }
-  // The first second is over the objective either way (the margin, at 1 beyond the loads seen,
-  // is below what admitting every sentence at the edge needs, and rises as they come late); told
-  // the batch measured, a third less so (1.35 s against 1.95 s).
-  EXPECT_LT(p99_ms[0], 0.8 * p99_ms[1]);
 }
 
 // `rate` sentences per second arriving evenly for `duration` (the first quarter not counted),
