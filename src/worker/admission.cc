@@ -190,9 +190,7 @@ bool AdmissionController::Unwatch(const Ticket& ticket) {
   return ticket.watch != 0 && watched_.erase({ticket.due_us, ticket.watch}) > 0;
 }
 
-double AdmissionController::margin() const {
-  return margin_cell_->Value();
-}
+double AdmissionController::margin() const { return margin_cell_->Value(); }
 
 void AdmissionController::SteerMargin(bool late, int64_t now_us) {
   ipc::SharedMargin& cell = *margin_cell_;
