@@ -7,7 +7,7 @@ For each workload (bench/short_sentences.txt; JFLEG dev sources when ../shared h
      1 s per second), its share of find-max, refusals, admitted p99, the engine's CPU and the
      workers' CPU per call; then 64 to 1,024 clients that honour grpc-retry-pushback-ms;
   3. open loop at 1x, 2x and 3x find-max with 1 s and 5 s deadlines: goodput, admitted p99 per
-     length bucket, refusal p99.
+     length bucket, refusal p99, and the same CPU columns (what refusals take from the engine).
 Each workload runs on a fresh daemon. Then, on the last one, a burst of 1,000 batch-priority
 calls with 30 s deadlines, and a kill -9 of the engine under 50% of the first workload's find-max. Prints Markdown tables for bench/RESULTS.md; the gecd-load reports stay
 in --out. Every load run is bounded in time and sends only to 127.0.0.1.
@@ -122,31 +122,38 @@ def p99_by_length(report):
                      for bucket, v in report.get("latency_ms_by_length", {}).items())
 
 
+def load_with_cpu(build, out, name, daemon, args):
+    """load(), and two table cells for the CPU it cost: the engine's share of a core, and what
+    the workers spent per call answered or refused, both over the whole run (warm-up included).
+    Refusals take their CPU from the engine's two cores: the cost of overload."""
+    engine_before, workers_before = daemon.cpu_seconds()
+    start = time.time()
+    r = load(build, out, name, daemon, args)
+    wall = time.time() - start
+    engine_after, workers_after = daemon.cpu_seconds()
+    completed = r["ok"] + r["errors"]
+    calls = completed * (wall / r["elapsed_s"]) if r["elapsed_s"] else completed
+    cells = (f"{100 * (engine_after - engine_before) / wall:.0f}% | "
+             f"{1e6 * (workers_after - workers_before) / max(calls, 1):.0f}")
+    return r, cells
+
+
 def closed_loops(build, out, daemon, workload, sentences, capacity, sizes, duration,
                  honor_pushback=False):
     rows = []
     for n in sizes:
-        engine_before, workers_before = daemon.cpu_seconds()
-        start = time.time()
         name = f"{workload}-closed-{n}" + ("-pushback" if honor_pushback else "")
-        r = load(build, out, name, daemon,
-                 ["--input", sentences, "--concurrency", str(n), "--warmup", "2s",
-                  "--duration", duration, "--deadline-ms", "5000", "--channels", "8"] +
-                 (["--honor-pushback"] if honor_pushback else []))
-        wall = time.time() - start
-        engine_after, workers_after = daemon.cpu_seconds()
+        r, cpu = load_with_cpu(build, out, name, daemon,
+                               ["--input", sentences, "--concurrency", str(n), "--warmup", "2s",
+                                "--duration", duration, "--deadline-ms", "5000", "--channels",
+                                "8"] + (["--honor-pushback"] if honor_pushback else []))
         completed = r["ok"] + r["errors"]
-        # Over the whole run (warm-up included): the engine's share of a core, and what the
-        # workers spent per call answered or refused.
-        calls = completed * (wall / r["elapsed_s"]) if r["elapsed_s"] else completed
         rows.append(f"| {workload} | closed {n}{', pushback honoured' if honor_pushback else ''} | "
                     f"{r['goodput_qps']:.1f} | "
                     f"{100 * r['goodput_qps'] / capacity:.0f}% | "
                     f"{100 * r['refused']['count'] / max(completed, 1):.1f}% | "
                     f"{r['latency_ms']['p99']:.0f} | {p99_by_length(r)} | "
-                    f"{r['refused']['latency_ms']['p99']:.1f} | "
-                    f"{100 * (engine_after - engine_before) / wall:.0f}% | "
-                    f"{1e6 * (workers_after - workers_before) / max(calls, 1):.0f} |")
+                    f"{r['refused']['latency_ms']['p99']:.1f} | {cpu} |")
     return rows
 
 
@@ -154,15 +161,16 @@ def open_loops(build, out, daemon, workload, sentences, capacity, duration):
     rows = []
     for deadline_ms in (1000, 5000):
         for times in (1, 2, 3):
-            r = load(build, out, f"{workload}-open-{times}x-{deadline_ms}", daemon,
-                     ["--input", sentences, "--qps", f"{capacity * times:.1f}", "--warmup", "2s",
-                      "--duration", duration, "--deadline-ms", str(deadline_ms)])
+            r, cpu = load_with_cpu(build, out, f"{workload}-open-{times}x-{deadline_ms}", daemon,
+                                   ["--input", sentences, "--qps", f"{capacity * times:.1f}",
+                                    "--warmup", "2s", "--duration", duration, "--deadline-ms",
+                                    str(deadline_ms)])
             sent = max(r["sent"], 1)
             rows.append(f"| {workload} | open {times}x, {deadline_ms // 1000} s deadline | "
                         f"{r['goodput_qps']:.1f} | {100 * r['goodput_qps'] / capacity:.0f}% | "
                         f"{100 * r['refused']['count'] / sent:.1f}% | "
                         f"{r['latency_ms']['p99']:.0f} | {p99_by_length(r)} | "
-                        f"{r['refused']['latency_ms']['p99']:.1f} | | |")
+                        f"{r['refused']['latency_ms']['p99']:.1f} | {cpu} |")
     return rows
 
 
