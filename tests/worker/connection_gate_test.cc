@@ -15,6 +15,7 @@
 #include "common/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/daemon_process.h"
 
 namespace gecd::worker {
 namespace {
@@ -180,16 +181,12 @@ TEST(ConnectionGateTest, BadAddressesNameServerListen) {
   ASSERT_FALSE(unknown.ok());
   EXPECT_THAT(unknown.status().message(), HasSubstr("server.listen"));
   // A port another socket holds without SO_REUSEPORT.
-  const int holder = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(holder, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(listen(holder, 1), 0);
-  socklen_t size = sizeof address;
-  getsockname(holder, reinterpret_cast<sockaddr*>(&address), &size);
-  auto taken = ConnectionGate::Listen(On("127.0.0.1:" + std::to_string(ntohs(address.sin_port))));
-  close(holder);
+  absl::StatusOr<std::unique_ptr<ConnectionGate>> taken = absl::UnknownError("not tried");
+  {
+    const gecd::testing::HeldTcpPort holder;
+    ASSERT_GT(holder.port(), 0);
+    taken = ConnectionGate::Listen(On("127.0.0.1:" + std::to_string(holder.port())));
+  }
   ASSERT_FALSE(taken.ok());
   EXPECT_THAT(taken.status().message(), HasSubstr("server.listen"));
   EXPECT_THAT(taken.status().message(), HasSubstr("in use"));
