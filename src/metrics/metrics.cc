@@ -251,12 +251,22 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
   AppendScalar(out, "gecd_queue_depth", "Sequences waiting for the engine to admit them.", "gauge",
                absl::StrCat(s.queue_depth));
   AppendScalar(out, "gecd_engine_step_fixed_seconds",
-               "The engine's measured step time: its part independent of the batch (a step of n "
-               "sequences takes fixed + per_sequence * n); admission predicts from it.",
+               "The engine's measured decoding step: its part independent of the batch (a step "
+               "of n sequences takes fixed + per_sequence * n, besides what prefill chunks and "
+               "drafts add).",
                "gauge", absl::StrFormat("%g", s.step_fixed_seconds));
   AppendScalar(out, "gecd_engine_step_per_sequence_seconds",
-               "The engine's measured step time: its part per sequence in the step.", "gauge",
+               "The engine's measured decoding step: its part per sequence in the step.", "gauge",
                absl::StrFormat("%g", s.step_per_sequence_seconds));
+  AppendScalar(out, "gecd_admission_step_fixed_seconds",
+               "What admission predicts from: the time between two steps of one sequence with n "
+               "sequences running, fixed + per_sequence * n (with engine.speculate_tokens, a step "
+               "that also verifies drafts); its part independent of n.",
+               "gauge", absl::StrFormat("%g", s.admission_step_fixed_seconds));
+  AppendScalar(out, "gecd_admission_step_per_sequence_seconds",
+               "What admission predicts from: the time between two steps of one sequence, its "
+               "part per sequence running.",
+               "gauge", absl::StrFormat("%g", s.admission_step_per_sequence_seconds));
   AppendScalar(out, "gecd_admission_margin",
                "What admission multiplies its predicted times by before comparing them with the "
                "latency objective or deadline (0.7-2.5, steered by late answers): above 1 it "

@@ -144,8 +144,12 @@ struct MetricsSnapshot {
   int64_t queue_depth = 0;
   double step_fixed_seconds = 0;
   double step_per_sequence_seconds = 0;
-  // The pod's admission margin (ipc::SharedMargin): not in the blocks; the supervisor sets it.
+  // The pod's admission margin (ipc::SharedMargin) and the line admission predicts from (the
+  // time between two steps of one sequence, ipc::StepTime): not in the blocks; the supervisor
+  // reads them from the segment.
   double admission_margin = 1;
+  double admission_step_fixed_seconds = 0;
+  double admission_step_per_sequence_seconds = 0;
   using Histogram = daemon::HistogramCounts;
   Histogram request_duration;
   Histogram time_to_first_token;

@@ -282,6 +282,9 @@ absl::Status Supervisor::StartStatusServer() {
   handlers.metrics = [this] {
     metrics::MetricsSnapshot snapshot = metrics_->Sum();
     snapshot.admission_margin = segment_.admission_margin()->Value();
+    const ipc::StepTime between = segment_.step_time();
+    snapshot.admission_step_fixed_seconds = between.fixed_us * 1e-6;
+    snapshot.admission_step_per_sequence_seconds = between.per_sequence_us * 1e-6;
     return metrics::FormatPrometheus(
         snapshot, {{"engine", engine_restarts_.load()}, {"worker", worker_restarts_.load()}});
   };

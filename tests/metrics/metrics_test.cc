@@ -224,7 +224,10 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   engine->SequenceExpired();
   engine->SetKvCacheUsage(0.125);
 
-  const Exposition e = Parse(FormatPrometheus(region.Sum(), {{"engine", 1}, {"worker", 3}}));
+  MetricsSnapshot snapshot = region.Sum();
+  snapshot.admission_step_fixed_seconds = 0.006;  // the supervisor's, from the segment
+  snapshot.admission_step_per_sequence_seconds = 0.0004;
+  const Exposition e = Parse(FormatPrometheus(snapshot, {{"engine", 1}, {"worker", 3}}));
   EXPECT_EQ(e.types.at("gecd_requests_total"), "counter");
   EXPECT_EQ(e.types.at("gecd_request_concurrency"), "gauge");
   EXPECT_EQ(e.types.at("gecd_request_duration_seconds"), "histogram");
@@ -243,6 +246,10 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   EXPECT_EQ(e.types.at("gecd_engine_step_per_sequence_seconds"), "gauge");
   EXPECT_EQ(e.types.at("gecd_admission_margin"), "gauge");
   EXPECT_EQ(e.samples.at("gecd_admission_margin"), 1);
+  EXPECT_EQ(e.types.at("gecd_admission_step_fixed_seconds"), "gauge");
+  EXPECT_EQ(e.types.at("gecd_admission_step_per_sequence_seconds"), "gauge");
+  EXPECT_EQ(e.samples.at("gecd_admission_step_fixed_seconds"), 0.006);
+  EXPECT_EQ(e.samples.at("gecd_admission_step_per_sequence_seconds"), 0.0004);
   EXPECT_EQ(e.types.at("gecd_requests_shed_total"), "counter");
   EXPECT_EQ(e.types.at("gecd_open_streams"), "gauge");
   EXPECT_EQ(e.types.at("gecd_speculative_tokens_total"), "counter");
