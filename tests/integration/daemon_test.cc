@@ -677,10 +677,11 @@ TEST(DaemonTest, OverloadIsShedWithResourceExhaustedWhileAdmittedRequestsKeepABo
       daemon.Metric("gecd_admission_step_per_sequence_seconds");
   ASSERT_TRUE(fixed.has_value() && per_sequence.has_value());
   EXPECT_GT(*fixed + *per_sequence, 0);
-  std::printf("overload: %s; admitted p50 %.3f s, p99 %.3f s, margin %.3f, step %.2f ms + %.3f ms "
-              "per sequence\n",
-              Describe(counts).c_str(), Percentile(admitted, 0.5), p99, *margin, *fixed * 1e3,
-              *per_sequence * 1e3);
+  std::printf(
+      "overload: %s; admitted p50 %.3f s, p99 %.3f s, margin %.3f, step %.2f ms + %.3f ms "
+      "per sequence\n",
+      Describe(counts).c_str(), Percentile(admitted, 0.5), p99, *margin, *fixed * 1e3,
+      *per_sequence * 1e3);
 }
 
 // Throughput ratios measured under a sanitizer say nothing about the real build.
