@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "common/bound_port.h"
 
 namespace gecd {
 
@@ -27,16 +28,15 @@ sockaddr_in LoopbackAddress(int port) {
 absl::StatusOr<int> FreeLoopbackPort() {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
-  sockaddr_in addr = LoopbackAddress(0);
-  socklen_t len = sizeof(addr);
-  const bool bound = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-                     getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  const sockaddr_in addr = LoopbackAddress(0);
+  const int port =
+      bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0 ? BoundPort(fd) : 0;
   const int error = errno;
   close(fd);
-  if (!bound) {
+  if (port == 0) {
     return absl::InternalError(absl::StrCat("binding 127.0.0.1:0: ", std::strerror(error)));
   }
-  return ntohs(addr.sin_port);
+  return port;
 }
 
 int HttpGet(int port, const std::string& path, std::string* body) {

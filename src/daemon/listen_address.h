@@ -35,10 +35,6 @@ absl::StatusOr<AddressList> ResolveListenAddress(const ListenAddress& address);
 // Port 0 is always free.
 absl::Status CheckListenAddressFree(std::string_view listen, std::string_view key);
 
-// The local port a bound socket holds (the one the kernel chose for port 0); 0 when `fd` is not
-// a bound IPv4 or IPv6 socket.
-int BoundPort(int fd);
-
 }  // namespace gecd::daemon
 
 #endif  // GECD_DAEMON_LISTEN_ADDRESS_H_

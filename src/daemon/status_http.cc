@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/bound_port.h"
 #include "common/status_macros.h"
 #include "daemon/listen_address.h"
 #include "spdlog/spdlog.h"

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/bound_port.h"
 #include "common/status_macros.h"
 #include "daemon/listen_address.h"
 #include "route/relay_loop.h"
@@ -44,7 +45,7 @@ absl::StatusOr<std::unique_ptr<Relay>> Relay::Start(Options options, EndpointSet
                                                  " (route.listen): ", strerror(error)));
     }
     // The other threads share the port the first one got.
-    if (listen.port == 0) listen.port = daemon::BoundPort(fd);
+    if (listen.port == 0) listen.port = BoundPort(fd);
     relay->loops_.push_back(std::make_unique<RelayLoop>(*relay, fd));
   }
   relay->port_ = listen.port;

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "common/bound_port.h"
 #include "common/child_process.h"
 #include "gtest/gtest.h"
 #include "testing/byte_level_tokenizer.h"
@@ -81,9 +82,7 @@ HeldTcpPort::HeldTcpPort(bool reuse_port) {
   sockaddr_in addr = LoopbackAddress(0);
   EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   EXPECT_EQ(listen(fd_, 1), 0);
-  socklen_t len = sizeof(addr);
-  getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  port_ = ntohs(addr.sin_port);
+  port_ = BoundPort(fd_);
 }
 
 HeldTcpPort::~HeldTcpPort() { close(fd_); }
