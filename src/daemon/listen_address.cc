@@ -1,7 +1,6 @@
 #include "daemon/listen_address.h"
 
 #include <netdb.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 

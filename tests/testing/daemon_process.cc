@@ -1,6 +1,5 @@
 #include "testing/daemon_process.h"
 
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
