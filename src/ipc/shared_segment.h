@@ -1,8 +1,10 @@
 #ifndef GECD_IPC_SHARED_SEGMENT_H_
 #define GECD_IPC_SHARED_SEGMENT_H_
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -48,16 +50,38 @@ static_assert(sizeof(StepTime) == sizeof(uint64_t), "published as one atomic wor
 // admitted first kept the engine full, learned from its answers and relaxed, while the other
 // admitted 4 sentences a second for the rest of the run and refused the rest (session 19, short
 // sentences at 3x). Any worker updates it (compare-and-swap on each word).
+//
+// Besides the margin, the late mark (see worker/admission.h): the margin a late answer was
+// admitted at and the sentences in flight it was admitted with, fading to the margin's floor.
 struct SharedMargin {
-  std::atomic<uint64_t> margin_bits{0};  // a double's bits; 0: never steered (a margin of 1)
-  std::atomic<int64_t> last_late_us{0};  // when an answer was last late (CLOCK_MONOTONIC µs)
-  std::atomic<int64_t> relaxed_us{0};    // the margin's relaxation is applied up to then
-  std::atomic<int64_t> in_time_run{0};   // answers in time since the last late one, pod-wide
-  std::atomic<int64_t> run_quiet_us{0};  // when that run reached the quiet count; 0: not yet
+  // The margin's range: below 1 admits sentences predicted a little over their budget (while
+  // answers keep in time); the top bounds how far a burst of late answers can close admission.
+  static constexpr double kMin = 0.7;
+  static constexpr double kMax = 2.5;
+  // The late mark's time constant: its excess over kMin (log scale) falls by e in this time.
+  static constexpr double kMarkFadeUs = 30e6;
+
+  std::atomic<uint64_t> margin_bits{0};    // a double's bits; 0: never steered (a margin of 1)
+  std::atomic<int64_t> last_late_us{0};    // when an answer was last late (CLOCK_MONOTONIC µs)
+  std::atomic<int64_t> relaxed_us{0};      // the margin's relaxation is applied up to then
+  std::atomic<int64_t> in_time_run{0};     // answers in time since the last late one, pod-wide
+  std::atomic<int64_t> run_quiet_us{0};    // when that run reached the quiet count; 0: not yet
+  std::atomic<uint64_t> mark_bits{0};      // the late mark at mark_us, a double's bits; 0: none
+  std::atomic<int64_t> mark_us{0};         // when the mark was last set (CLOCK_MONOTONIC µs)
+  std::atomic<int64_t> mark_in_flight{0};  // the fewest in flight a late answer at it had
 
   // The margin `bits` of margin_bits stand for.
   static double Of(uint64_t bits) { return bits == 0 ? 1.0 : std::bit_cast<double>(bits); }
   double Value() const { return Of(margin_bits.load(std::memory_order_relaxed)); }
+  // The late mark at `now_us`, faded; kMin when none was set.
+  double MarkAt(int64_t now_us) const {
+    const uint64_t bits = mark_bits.load(std::memory_order_relaxed);
+    if (bits == 0) return kMin;
+    const double age_us =
+        std::max<double>(0, static_cast<double>(now_us - mark_us.load(std::memory_order_relaxed)));
+    return kMin *
+           std::exp(std::log(std::bit_cast<double>(bits) / kMin) * std::exp(-age_us / kMarkFadeUs));
+  }
 };
 
 // Shared state every process reads. Written only as noted.

@@ -272,6 +272,15 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
                "latency objective or deadline (0.7-2.5, steered by late answers): above 1 it "
                "refuses sooner than predicted times alone would.",
                "gauge", absl::StrFormat("%g", s.admission_margin));
+  AppendScalar(out, "gecd_admission_late_mark",
+               "The least margin admission applies while the pod holds at least 85% of "
+               "gecd_admission_late_mark_in_flight sentences: 1.35 times the margin a late answer "
+               "was admitted at, fading to 0.7 over about 30 s (0.7: no mark).",
+               "gauge", absl::StrFormat("%g", s.admission_late_mark));
+  AppendScalar(out, "gecd_admission_late_mark_in_flight",
+               "The sentences in flight in the pod that the late answers behind "
+               "gecd_admission_late_mark were admitted with (0: no mark).",
+               "gauge", absl::StrCat(s.admission_late_mark_in_flight));
   AppendScalar(out, "gecd_tls_connections_refused_total",
                "Connections a worker closed at once: server.max_tls_handshakes had been accepted "
                "within server.tls_handshake_timeout_ms.",

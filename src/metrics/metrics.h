@@ -148,6 +148,10 @@ struct MetricsSnapshot {
   // time between two steps of one sequence, ipc::StepTime): not in the blocks; the supervisor
   // reads them from the segment.
   double admission_margin = 1;
+  // Its late mark (worker/admission.h), faded to now, and the sentences in flight the late
+  // sentences it rests on were admitted with.
+  double admission_late_mark = 0.7;
+  int64_t admission_late_mark_in_flight = 0;
   double admission_step_fixed_seconds = 0;
   double admission_step_per_sequence_seconds = 0;
   using Histogram = daemon::HistogramCounts;

@@ -21,6 +21,7 @@
 #include "auth/token_table.h"
 #include "common/child_process.h"
 #include "common/cpu_limit.h"
+#include "common/monotonic_clock.h"
 #include "common/startup_phases.h"
 #include "common/status_macros.h"
 #include "config/config.h"
@@ -281,7 +282,13 @@ absl::Status Supervisor::StartStatusServer() {
   daemon::StatusHttpServer::Handlers handlers;
   handlers.metrics = [this] {
     metrics::MetricsSnapshot snapshot = metrics_->Sum();
-    snapshot.admission_margin = segment_.admission_margin()->Value();
+    const ipc::SharedMargin& margin = *segment_.admission_margin();
+    snapshot.admission_margin = margin.Value();
+    snapshot.admission_late_mark = margin.MarkAt(MonotonicMicros());
+    snapshot.admission_late_mark_in_flight =
+        margin.mark_bits.load(std::memory_order_relaxed) == 0
+            ? 0
+            : margin.mark_in_flight.load(std::memory_order_relaxed);
     const ipc::StepTime between = segment_.step_time();
     snapshot.admission_step_fixed_seconds = between.fixed_us * 1e-6;
     snapshot.admission_step_per_sequence_seconds = between.per_sequence_us * 1e-6;

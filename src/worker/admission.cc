@@ -79,7 +79,8 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
   // Read once: other workers steer the shared margin between two reads.
   const double learned = this->margin();
   const double margin =
-      ahead + along > kBeyondSeen * SeenAheadAt(now_us) ? std::max(1.0, learned) : learned;
+      std::max(ahead + along > kBeyondSeen * SeenAheadAt(now_us) ? std::max(1.0, learned) : learned,
+               MarkedMargin(now_us, ahead + along));
   if (step_us_.weight <= 0 && in_flight_ > 0 &&
       in_flight_ + along > (batch ? kStartWindow / 2 : kStartWindow)) {
     decision.refusal = Refusal::kNoEstimate;
@@ -124,11 +125,12 @@ AdmissionController::Decision AdmissionController::Admit(std::chrono::microsecon
             along == 1 ? predicted_us
                        : PredictUs(model, ahead, PredictOutput(bytes, max_output_tokens), along),
         .budget_us = limit_us,
-        .ahead = ahead + along});
+        .ahead = ahead + along,
+        .margin = margin});
     if (ticket.predicted_us > 0) {
       ticket.watch = ++last_watch_;
       ticket.due_us = now_us + static_cast<int64_t>(limit_us);
-      watched_.emplace(ticket.due_us, ticket.watch);
+      watched_.emplace(std::make_pair(ticket.due_us, ticket.watch), ticket);
     }
   }
   return decision;
@@ -161,14 +163,18 @@ double AdmissionController::Release(const Ticket& ticket, int output_tokens) {
     output_.Add(output_tokens);
     if (ticket.predicted_us > 0) {
       error = sojourn_us / ticket.predicted_us;
-      if (unjudged) SteerMargin(sojourn_us > ticket.budget_us, now_us);
+      if (unjudged && sojourn_us > ticket.budget_us) {
+        Late(ticket, now_us);
+      } else if (unjudged) {
+        SteerMargin(/*late=*/false, now_us);
+      }
       if (sojourn_us <= ticket.budget_us) {
         seen_ahead_ = std::max(SeenAheadAt(now_us), static_cast<double>(ticket.ahead));
         seen_ahead_us_ = now_us;
       }
     }
   } else if (output_tokens == kMissedDeadline && unjudged) {
-    SteerMargin(/*late=*/true, now_us);
+    Late(ticket, now_us);
   }
   --in_flight_;
   if (options_.publish_in_flight) options_.publish_in_flight(in_flight_);
@@ -180,9 +186,10 @@ double AdmissionController::SeenAheadAt(int64_t now_us) const {
 }
 
 void AdmissionController::CountOverdue(int64_t now_us) {
-  while (!watched_.empty() && watched_.begin()->first < now_us) {
+  while (!watched_.empty() && watched_.begin()->first.first < now_us) {
+    const Ticket overdue = watched_.begin()->second;
     watched_.erase(watched_.begin());
-    SteerMargin(/*late=*/true, now_us);
+    Late(overdue, now_us);
   }
 }
 
@@ -191,6 +198,32 @@ bool AdmissionController::Unwatch(const Ticket& ticket) {
 }
 
 double AdmissionController::margin() const { return margin_cell_->Value(); }
+
+void AdmissionController::Late(const Ticket& ticket, int64_t now_us) {
+  SteerMargin(/*late=*/true, now_us);
+  // The three words are written without a lock: two workers marking at once may lose one's
+  // update, which their bursts' next late sentence repeats.
+  ipc::SharedMargin& cell = *margin_cell_;
+  const double mark = cell.MarkAt(now_us);
+  const double asked = std::min(kMaxMargin, kMarkHeadroom * ticket.margin);
+  const int64_t in_flight = cell.mark_in_flight.load(std::memory_order_relaxed);
+  // Marked higher, from the load it was admitted with; or held, from the lesser load.
+  cell.mark_in_flight.store(
+      asked > mark ? ticket.ahead : std::min<int64_t>(in_flight, ticket.ahead),
+      std::memory_order_relaxed);
+  cell.mark_bits.store(std::bit_cast<uint64_t>(std::max(mark, asked)), std::memory_order_relaxed);
+  cell.mark_us.store(now_us, std::memory_order_relaxed);
+}
+
+double AdmissionController::MarkedMargin(int64_t now_us, int in_flight) const {
+  const ipc::SharedMargin& cell = *margin_cell_;
+  if (cell.mark_bits.load(std::memory_order_relaxed) == 0 ||
+      in_flight <
+          kMarkLoad * static_cast<double>(cell.mark_in_flight.load(std::memory_order_relaxed))) {
+    return 0;
+  }
+  return cell.MarkAt(now_us);
+}
 
 void AdmissionController::SteerMargin(bool late, int64_t now_us) {
   ipc::SharedMargin& cell = *margin_cell_;

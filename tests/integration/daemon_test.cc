@@ -671,6 +671,13 @@ TEST(DaemonTest, OverloadIsShedWithResourceExhaustedWhileAdmittedRequestsKeepABo
   EXPECT_NE(*margin, 1.0);
   EXPECT_GE(*margin, 0.7);
   EXPECT_LE(*margin, 2.5);
+  // Its late mark (the floor at 0.7 until an answer was late) and the load it applies from.
+  const std::optional<double> mark = daemon.Metric("gecd_admission_late_mark");
+  const std::optional<double> mark_in_flight = daemon.Metric("gecd_admission_late_mark_in_flight");
+  ASSERT_TRUE(mark.has_value() && mark_in_flight.has_value());
+  EXPECT_GE(*mark, 0.7);
+  EXPECT_LE(*mark, 2.5);
+  EXPECT_EQ(*mark > 0.7, *mark_in_flight > 0);
   // And the line it predicts from, as the engine published it in the segment.
   const std::optional<double> fixed = daemon.Metric("gecd_admission_step_fixed_seconds");
   const std::optional<double> per_sequence =
@@ -678,10 +685,10 @@ TEST(DaemonTest, OverloadIsShedWithResourceExhaustedWhileAdmittedRequestsKeepABo
   ASSERT_TRUE(fixed.has_value() && per_sequence.has_value());
   EXPECT_GT(*fixed + *per_sequence, 0);
   std::printf(
-      "overload: %s; admitted p50 %.3f s, p99 %.3f s, margin %.3f, step %.2f ms + %.3f ms "
-      "per sequence\n",
-      Describe(counts).c_str(), Percentile(admitted, 0.5), p99, *margin, *fixed * 1e3,
-      *per_sequence * 1e3);
+      "overload: %s; admitted p50 %.3f s, p99 %.3f s, margin %.3f, late mark %.3f from %.0f in "
+      "flight, step %.2f ms + %.3f ms per sequence\n",
+      Describe(counts).c_str(), Percentile(admitted, 0.5), p99, *margin, *mark, *mark_in_flight,
+      *fixed * 1e3, *per_sequence * 1e3);
 }
 
 // Throughput ratios measured under a sanitizer say nothing about the real build.

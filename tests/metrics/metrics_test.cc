@@ -227,6 +227,8 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   MetricsSnapshot snapshot = region.Sum();
   snapshot.admission_step_fixed_seconds = 0.006;  // the supervisor's, from the segment
   snapshot.admission_step_per_sequence_seconds = 0.0004;
+  snapshot.admission_late_mark = 1.25;
+  snapshot.admission_late_mark_in_flight = 310;
   const Exposition e = Parse(FormatPrometheus(snapshot, {{"engine", 1}, {"worker", 3}}));
   EXPECT_EQ(e.types.at("gecd_requests_total"), "counter");
   EXPECT_EQ(e.types.at("gecd_request_concurrency"), "gauge");
@@ -250,6 +252,10 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   EXPECT_EQ(e.types.at("gecd_admission_step_per_sequence_seconds"), "gauge");
   EXPECT_EQ(e.samples.at("gecd_admission_step_fixed_seconds"), 0.006);
   EXPECT_EQ(e.samples.at("gecd_admission_step_per_sequence_seconds"), 0.0004);
+  EXPECT_EQ(e.types.at("gecd_admission_late_mark"), "gauge");
+  EXPECT_EQ(e.samples.at("gecd_admission_late_mark"), 1.25);
+  EXPECT_EQ(e.types.at("gecd_admission_late_mark_in_flight"), "gauge");
+  EXPECT_EQ(e.samples.at("gecd_admission_late_mark_in_flight"), 310);
   EXPECT_EQ(e.types.at("gecd_requests_shed_total"), "counter");
   EXPECT_EQ(e.types.at("gecd_open_streams"), "gauge");
   EXPECT_EQ(e.types.at("gecd_speculative_tokens_total"), "counter");

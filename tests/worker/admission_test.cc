@@ -1,7 +1,9 @@
 #include "worker/admission.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -232,6 +234,59 @@ TEST_F(AdmissionTest, ASentenceRunningPastItsBudgetIsLateBeforeItIsAnswered) {
   admission.Release(held[0], 19);
   admission.Release(held[1], AdmissionController::kMissedDeadline);
   EXPECT_EQ(admission.margin(), raised);
+}
+
+// Late sentences come in bursts, and answers in time walk the margin back down past where the
+// burst was admitted: a late sentence leaves a mark, 1.35 times the margin it was admitted at,
+// which admission applies while as many are in flight as it was admitted with (85% of them),
+// and which fades over about 30 s. At a lighter load the margin alone decides.
+TEST_F(AdmissionTest, ALateSentenceLeavesAMarkThatHoldsTheMarginAtItsLoad) {
+  ipc::SharedMargin cell;
+  const EngineLoad load{.step_fixed_us = 4000, .step_per_sequence_us = 500};
+  AdmissionController admission({.max_in_flight = 1024,
+                                 .slo = milliseconds(1000),
+                                 .max_batch_size = 128,
+                                 .engine_load = [&load] { return load; },
+                                 .publish_in_flight = nullptr,
+                                 .shared_margin = &cell},
+                                [this] { return now_us_; });
+  for (int i = 0; i < 3; ++i) Serve(admission, 40, 19, milliseconds(100));
+  const auto set_margin = [&cell](double m) { cell.margin_bits.store(std::bit_cast<uint64_t>(m)); };
+  set_margin(0.8);
+  EXPECT_EQ(cell.MarkAt(now_us_), AdmissionController::kMinMargin);  // none yet
+  // Ten in flight: the first four answered in time, the last six late.
+  std::vector<Ticket> held = Hold(admission, 10, 40);
+  ASSERT_EQ(held[4].ahead, 5);
+  ASSERT_EQ(held[4].margin, held[9].margin);
+  const double admitted_at = held[9].margin;
+  Advance(milliseconds(500));
+  for (int i = 0; i < 4; ++i) admission.Release(held[i], 19);
+  Advance(milliseconds(600));
+  for (int i = 4; i < 10; ++i) admission.Release(held[i], 19);
+  const double mark = 1.35 * admitted_at;
+  EXPECT_DOUBLE_EQ(cell.MarkAt(now_us_), mark);
+  EXPECT_EQ(cell.mark_in_flight.load(), 5);  // the fewest a late one was admitted with
+  EXPECT_GT(admission.margin(), mark);       // the burst raised the margin itself too
+  // Answers in time have brought the margin down (here at once, to 0.8).
+  set_margin(0.8);
+  std::vector<Ticket> again = Hold(admission, 5, 40);
+  EXPECT_EQ(again[3].margin, 0.8);                         // 4 in flight, under 85% of 5
+  EXPECT_DOUBLE_EQ(again[4].margin, mark);                 // 5: the mark holds
+  for (const Ticket& t : again) admission.Release(t, -1);  // cancelled: moves nothing
+  EXPECT_DOUBLE_EQ(cell.MarkAt(now_us_), mark);
+  // A time constant later, its excess over the floor (in log terms) has fallen by e.
+  Advance(milliseconds(30'000));
+  const double floor = AdmissionController::kMinMargin;
+  EXPECT_NEAR(cell.MarkAt(now_us_), floor * std::exp(std::log(mark / floor) / std::exp(1.0)), 1e-9);
+  // A late sentence admitted at a higher margin moves it up, from its own load.
+  set_margin(1.2);
+  std::vector<Ticket> higher = Hold(admission, 2, 40);
+  ASSERT_EQ(higher[1].margin, 1.2);
+  Advance(milliseconds(1100));
+  admission.Release(higher[0], -1);
+  admission.Release(higher[1], 19);
+  EXPECT_DOUBLE_EQ(cell.MarkAt(now_us_), 1.35 * 1.2);
+  EXPECT_EQ(cell.mark_in_flight.load(), 2);
 }
 
 // A sentence cancelled at its deadline was late, though never answered: with deadlines at the
