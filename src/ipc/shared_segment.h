@@ -51,8 +51,9 @@ static_assert(sizeof(StepTime) == sizeof(uint64_t), "published as one atomic wor
 // admitted 4 sentences a second for the rest of the run and refused the rest (session 19, short
 // sentences at 3x). Any worker updates it (compare-and-swap on each word).
 //
-// Besides the margin, the late mark (see worker/admission.h): the margin a late answer was
-// admitted at and the sentences in flight it was admitted with, fading to the margin's floor.
+// Besides the margin, the late mark (see worker/admission.h): the margin a late answer asks for
+// and the sentences in flight it was admitted with, fading to the margin's floor; its three
+// words are stored without compare-and-swap (worker::AdmissionController::Late says why).
 struct SharedMargin {
   // The margin's range: below 1 admits sentences predicted a little over their budget (while
   // answers keep in time); the top bounds how far a burst of late answers can close admission.

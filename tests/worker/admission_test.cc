@@ -506,6 +506,16 @@ class BatchingEngine {
   // every sentence (its accepted drafts and its own).
   BatchingEngine(microseconds base, microseconds per_sentence, int tokens_per_step = 1)
       : base_(base), per_sentence_(per_sentence), tokens_per_step_(tokens_per_step) {}
+  // As the engine runs: at most `max_batch` sentences a step, the others waiting in order; and
+  // with `varying`, each sentence's own tokens per step drawn from tokens_per_step / 2 to
+  // 1.5 * tokens_per_step (how much of its input the answer copies: edits take more steps).
+  BatchingEngine(microseconds base, microseconds per_sentence, int tokens_per_step, int max_batch,
+                 bool varying)
+      : base_(base),
+        per_sentence_(per_sentence),
+        tokens_per_step_(tokens_per_step),
+        max_batch_(max_batch),
+        varying_(varying) {}
 
   struct Running {
     Ticket ticket;
@@ -516,7 +526,13 @@ class BatchingEngine {
     int client = 0;
   };
   void Add(Running r) {
-    r.steps_left = (r.output + tokens_per_step_ - 1) / tokens_per_step_ + 1;
+    int tokens_per_step = tokens_per_step_;
+    if (varying_) {
+      draws_ = draws_ * 6364136223846793005ull + 1442695040888963407ull;
+      tokens_per_step =
+          tokens_per_step_ / 2 + static_cast<int>((draws_ >> 33) % (tokens_per_step_ + 1));
+    }
+    r.steps_left = (r.output + tokens_per_step - 1) / tokens_per_step + 1;
     joining_.push_back(r);
   }
   bool busy() const { return step_end_us_ >= 0; }
@@ -524,8 +540,11 @@ class BatchingEngine {
   // Starts a step at `now_us` if idle and there is work.
   void MaybeStart(int64_t now_us) {
     if (busy()) return;
-    running_.insert(running_.end(), joining_.begin(), joining_.end());
-    joining_.clear();
+    const size_t room =
+        max_batch_ > 0 ? static_cast<size_t>(max_batch_) - running_.size() : joining_.size();
+    const auto joined = joining_.begin() + std::min(room, joining_.size());
+    running_.insert(running_.end(), joining_.begin(), joined);
+    joining_.erase(joining_.begin(), joined);
     if (running_.empty()) return;
     step_end_us_ = now_us + base_.count() + per_sentence_.count() * std::ssize(running_);
   }
@@ -544,6 +563,9 @@ class BatchingEngine {
  private:
   const microseconds base_, per_sentence_;
   const int tokens_per_step_;
+  const int max_batch_ = 0;
+  const bool varying_ = false;
+  uint64_t draws_ = 1;
   std::vector<Running> running_, joining_;
   int64_t step_end_us_ = -1;
 };
@@ -852,6 +874,45 @@ double Capacity(int64_t& now_us, microseconds base, microseconds per_sentence, i
     capacity = rate;
   }
   return capacity;
+}
+
+// The engine as the box runs it under overload: its batch capped (128 sentences a step, the rest
+// waiting in order) and its sentences' steps varying as speculation makes them (2 to 6 tokens a
+// step, 4 on average: a sentence with edits copies less). Past capacity (the highest rate whose
+// p99 without admission is within the objective), admission keeps the admitted p99 within it
+// and serves at least that rate within it. (With the late mark this model's p99 is 723-833 ms,
+// without it 810-899: its late bursts are milder than the box's, where the mark took the admitted
+// p99 from 1.03-1.14 s to 0.99-1.01 s at 1.2x; session 24.)
+TEST_F(SharedEngineTest, PastCapacityACappedBatchOfVaryingSentencesKeepsTheObjective) {
+  const microseconds base(7000), per_sentence(420);
+  const milliseconds objective(1000);
+  const auto engine = [&] {
+    return BatchingEngine(base, per_sentence, /*tokens_per_step=*/4, /*max_batch=*/128,
+                          /*varying=*/true);
+  };
+  double capacity = 0;
+  for (double rate = 100; rate <= 800; rate += 20) {
+    AdmissionController unlimited({.max_in_flight = 1 << 20, .slo = milliseconds(3'600'000)},
+                                  [this] { return now_us_; });
+    BatchingEngine unadmitted = engine();
+    if (OpenLoop({&unlimited}, unadmitted, now_us_, rate, milliseconds(20'000), objective).p99_ms >
+        1000) {
+      break;
+    }
+    capacity = rate;
+  }
+  ASSERT_GT(capacity, 0);
+  for (double load : {1.2, 1.5, 2.0}) {
+    auto workers = Workers(2, base, per_sentence);
+    board_.step.tokens_per_step = 4;
+    BatchingEngine admitted = engine();
+    const LoadResult r = OpenLoop(Pointers(workers), admitted, now_us_, load * capacity,
+                                  milliseconds(40'000), objective);
+    std::printf("%.1fx capacity %.0f/s: goodput %.1f/s, %d answered, %d refused, p99 %.0f ms\n",
+                load, capacity, r.goodput_per_s, r.answered, r.refused, r.p99_ms);
+    EXPECT_LE(r.p99_ms, 1000) << load << "x";
+    EXPECT_GE(r.goodput_per_s, capacity) << load << "x";
+  }
 }
 
 // What the engine can serve within the objective is not refused: at the highest open-loop rate
