@@ -74,6 +74,12 @@ struct SharedMargin {
   // The margin `bits` of margin_bits stand for.
   static double Of(uint64_t bits) { return bits == 0 ? 1.0 : std::bit_cast<double>(bits); }
   double Value() const { return Of(margin_bits.load(std::memory_order_relaxed)); }
+  // The sentences in flight the late mark applies from (see mark_in_flight); 0 when none was set.
+  int64_t MarkInFlight() const {
+    return mark_bits.load(std::memory_order_relaxed) == 0
+               ? 0
+               : mark_in_flight.load(std::memory_order_relaxed);
+  }
   // The late mark at `now_us`, faded; kMin when none was set.
   double MarkAt(int64_t now_us) const {
     const uint64_t bits = mark_bits.load(std::memory_order_relaxed);

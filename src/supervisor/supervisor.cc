@@ -285,10 +285,7 @@ absl::Status Supervisor::StartStatusServer() {
     const ipc::SharedMargin& margin = *segment_.admission_margin();
     snapshot.admission_margin = margin.Value();
     snapshot.admission_late_mark = margin.MarkAt(MonotonicMicros());
-    snapshot.admission_late_mark_in_flight =
-        margin.mark_bits.load(std::memory_order_relaxed) == 0
-            ? 0
-            : margin.mark_in_flight.load(std::memory_order_relaxed);
+    snapshot.admission_late_mark_in_flight = margin.MarkInFlight();
     const ipc::StepTime between = segment_.step_time();
     snapshot.admission_step_fixed_seconds = between.fixed_us * 1e-6;
     snapshot.admission_step_per_sequence_seconds = between.per_sequence_us * 1e-6;

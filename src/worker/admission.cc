@@ -217,11 +217,9 @@ void AdmissionController::Late(const Ticket& ticket, int64_t now_us) {
 
 double AdmissionController::MarkedMargin(int64_t now_us, int in_flight) const {
   const ipc::SharedMargin& cell = *margin_cell_;
-  if (cell.mark_bits.load(std::memory_order_relaxed) == 0 ||
-      in_flight <
-          kMarkLoad * static_cast<double>(cell.mark_in_flight.load(std::memory_order_relaxed))) {
-    return 0;
-  }
+  // A set mark applies from at least one sentence (its own).
+  const int64_t from = cell.MarkInFlight();
+  if (from == 0 || in_flight < kMarkLoad * static_cast<double>(from)) return 0;
   return cell.MarkAt(now_us);
 }
 

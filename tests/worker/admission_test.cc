@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <queue>
 #include <utility>
@@ -505,7 +506,7 @@ class BatchingEngine {
   // With `tokens_per_step` > 1, a speculating engine: each step emits that many tokens of
   // every sentence (its accepted drafts and its own).
   BatchingEngine(microseconds base, microseconds per_sentence, int tokens_per_step = 1)
-      : base_(base), per_sentence_(per_sentence), tokens_per_step_(tokens_per_step) {}
+      : BatchingEngine(base, per_sentence, tokens_per_step, /*max_batch=*/0, /*varying=*/false) {}
   // As the engine runs: at most `max_batch` sentences a step, the others waiting in order; and
   // with `varying`, each sentence's own tokens per step drawn from tokens_per_step / 2 to
   // 1.5 * tokens_per_step (how much of its input the answer copies: edits take more steps).
@@ -563,8 +564,8 @@ class BatchingEngine {
  private:
   const microseconds base_, per_sentence_;
   const int tokens_per_step_;
-  const int max_batch_ = 0;
-  const bool varying_ = false;
+  const int max_batch_;
+  const bool varying_;
   uint64_t draws_ = 1;
   std::vector<Running> running_, joining_;
   int64_t step_end_us_ = -1;
@@ -859,14 +860,15 @@ LoadResult OpenLoop(const std::vector<AdmissionController*>& workers, BatchingEn
 }
 
 // The highest open-loop rate from `from` up to `to` in steps of `step` whose p99 without
-// admission is within the objective over 20 s: what a load test's find-max measures.
-double Capacity(int64_t& now_us, microseconds base, microseconds per_sentence, int tokens_per_step,
-                double from, double to, double step) {
+// admission is within the objective over 20 s, on engines `make_engine` makes: what a load
+// test's find-max measures.
+double Capacity(int64_t& now_us, const std::function<BatchingEngine()>& make_engine, double from,
+                double to, double step) {
   double capacity = 0;
   for (double rate = from; rate <= to; rate += step) {
     AdmissionController unlimited({.max_in_flight = 1 << 20, .slo = milliseconds(3'600'000)},
                                   [&now_us] { return now_us; });
-    BatchingEngine engine(base, per_sentence, tokens_per_step);
+    BatchingEngine engine = make_engine();
     if (OpenLoop({&unlimited}, engine, now_us, rate, milliseconds(20'000), milliseconds(1000))
             .p99_ms > 1000) {
       break;
@@ -890,17 +892,7 @@ TEST_F(SharedEngineTest, PastCapacityACappedBatchOfVaryingSentencesKeepsTheObjec
     return BatchingEngine(base, per_sentence, /*tokens_per_step=*/4, /*max_batch=*/128,
                           /*varying=*/true);
   };
-  double capacity = 0;
-  for (double rate = 100; rate <= 800; rate += 20) {
-    AdmissionController unlimited({.max_in_flight = 1 << 20, .slo = milliseconds(3'600'000)},
-                                  [this] { return now_us_; });
-    BatchingEngine unadmitted = engine();
-    if (OpenLoop({&unlimited}, unadmitted, now_us_, rate, milliseconds(20'000), objective).p99_ms >
-        1000) {
-      break;
-    }
-    capacity = rate;
-  }
+  const double capacity = Capacity(now_us_, engine, 100, 800, 20);
   ASSERT_GT(capacity, 0);
   for (double load : {1.2, 1.5, 2.0}) {
     auto workers = Workers(2, base, per_sentence);
@@ -922,7 +914,9 @@ TEST_F(SharedEngineTest, PastCapacityACappedBatchOfVaryingSentencesKeepsTheObjec
 TEST_F(SharedEngineTest, WhatTheEngineServesInTimeIsNotRefused) {
   const microseconds base(7000), per_sentence(420);
   const milliseconds objective(1000), duration(20'000);
-  const double capacity = Capacity(now_us_, base, per_sentence, /*tokens_per_step=*/1, 10, 200, 5);
+  const double capacity = Capacity(
+      now_us_, [&] { return BatchingEngine(base, per_sentence, /*tokens_per_step=*/1); }, 10, 200,
+      5);
   ASSERT_GT(capacity, 0);
   auto workers = Workers(2, base, per_sentence);
   BatchingEngine engine(base, per_sentence);
@@ -944,7 +938,9 @@ TEST_F(SharedEngineTest, AfterAnOverloadedTrialWhatTheEngineServesInTimeIsNotRef
   // A speculating engine (4 tokens per sequence-step): a busy pod, 250 answers a second.
   const microseconds base(7000), per_sentence(420);
   const milliseconds objective(1000), duration(4'000);
-  const double capacity = Capacity(now_us_, base, per_sentence, /*tokens_per_step=*/4, 50, 800, 10);
+  const double capacity = Capacity(
+      now_us_, [&] { return BatchingEngine(base, per_sentence, /*tokens_per_step=*/4); }, 50, 800,
+      10);
   ASSERT_GT(capacity, 0);
   auto workers = Workers(2, base, per_sentence);
   board_.step.tokens_per_step = 4;
