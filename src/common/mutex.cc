@@ -32,6 +32,9 @@ bool Mutex::AwaitWithTimeout(const std::function<bool()>& cond, std::chrono::nan
   ++awaiting_;
   std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
   bool holds = cond();
+  // Waiting releases the lock, as Unlock() does: what the caller changed under it may be what
+  // another thread awaits. Only before the first wait: the condition only reads.
+  if (!holds && awaiting_ > 1) changed_.notify_all();
   while (!holds && Clock::now() < deadline) {
     if (deadline == Clock::time_point::max()) {
       changed_.wait(lock);

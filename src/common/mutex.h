@@ -15,8 +15,8 @@
 namespace gecd {
 
 // An exclusive lock. Await() waits, with the lock released, until a condition on the data it
-// guards holds; the condition is re-checked whenever another thread unlocks, so the threads
-// that change that data need not signal anything.
+// guards holds; the condition is re-checked whenever another thread unlocks, or starts to await
+// (which releases the lock too), so the threads that change that data need not signal anything.
 class ABSL_LOCKABLE Mutex {
  public:
   Mutex() = default;

@@ -24,6 +24,24 @@ TEST(MutexTest, AwaitWakesWhenAnotherThreadUnlocksWithTheConditionTrue) {
   setter.join();
 }
 
+// A thread that changes the data and then awaits releases the lock without Unlock(): the other
+// awaiters re-check then too (a queue's test found a waiter woken only by its timeout).
+TEST(MutexTest, AwaitWakesWhenAnotherThreadChangesTheDataAndAwaits) {
+  Mutex mu;
+  bool started = false, answered = false;
+  std::thread starter([&] {
+    MutexLock lock(&mu);
+    started = true;
+    // Without the re-check, the main thread wakes only once this gives up.
+    EXPECT_TRUE(mu.AwaitWithTimeout(&answered, std::chrono::seconds(10)));
+  });
+  mu.Lock();
+  mu.Await([&] { return started; });
+  answered = true;
+  mu.Unlock();
+  starter.join();
+}
+
 TEST(MutexTest, AwaitWithTimeoutGivesUpAndSaysSo) {
   Mutex mu;
   bool never = false;
