@@ -369,6 +369,8 @@ GrammarService::GrammarService(const config::Config& config, const model::Tokeni
                       .max_wait = kRefusalMaxWait,
                       .storm_held = kRefusalStormHeld,
                       .storm_growth_period = kRefusalStormGrowthPeriod}),
+      // As many starts at once as the spelling stage has look-ups: more would wait for it.
+      start_queue_(config.spelling.instances),
       waiting_room_(static_cast<size_t>(config.server.max_in_flight)) {
   // As the generated gecd::v1::GrammarCorrection::CallbackService does, with our request type.
   AddMethod(new grpc::internal::RpcServiceMethod(kCorrectMethod,
@@ -384,7 +386,11 @@ GrammarService::GrammarService(const config::Config& config, const model::Tokeni
              [this](grpc::CallbackServerContext* context) { return CorrectStream(context); }));
 }
 
-GrammarService::~GrammarService() { engine_callbacks_.WaitForNone(); }
+GrammarService::~GrammarService() {
+  // Queued starts submit to the engine link, handing it callbacks.
+  start_queue_.Stop();
+  engine_callbacks_.WaitForNone();
+}
 
 grpc::ServerUnaryReactor* GrammarService::Correct(grpc::CallbackServerContext* context,
                                                   const CorrectRequest* request,
@@ -568,11 +574,11 @@ void GrammarService::CancelSentences(Text& text, Deadline deadline) {
     const uint64_t id = SentenceId(text.id, i);
     // A refused text whose refusal waits in the pacer is answered now, all of it.
     if (refusal_pacer_.Cancel(id)) return;
-    // One still waiting for room is answered here; one started, by the engine.
-    if (waiting_room_.Cancel(id, expired ? absl::DeadlineExceededError("deadline exceeded")
-                                         : absl::CancelledError("cancelled"))) {
-      continue;
-    }
+    // One still waiting for room or for its start is answered here; one started, by the
+    // engine.
+    const absl::Status status = expired ? absl::DeadlineExceededError("deadline exceeded")
+                                        : absl::CancelledError("cancelled");
+    if (waiting_room_.Cancel(id, status) || start_queue_.Cancel(id, status)) continue;
     engine_.Cancel(id);
   }
 }
@@ -825,19 +831,33 @@ void GrammarService::ProcessSentences(const std::shared_ptr<Text>& text,
       SentenceFinished(text, i, status, std::move(outcome), retry_after);
     };
   };
+  // Admitted sentences start on the start queue's thread, so that this call's handler returns
+  // now and gRPC reads the next calls of its connection (see worker/start_queue.h).
   auto start = [this, text, indices, finish, max_output_tokens, deadline,
                 times](const AdmissionController::Decision& admitted) {
     refusal_pacer_.Admitted();
     for (size_t j = 0; j < indices.size(); ++j) {
       const size_t i = indices[j];
-      // Once one sentence failed the text has failed: the rest are not started.
-      if (text->Failed()) {
-        admission_.Release(admitted.tickets[j], -1);
-        finish(i)(grpc::Status(grpc::StatusCode::CANCELLED, "another sentence failed"), {}, {});
-        continue;
-      }
-      Start(SentenceId(text->id, i), text->Sentence(i), max_output_tokens, deadline, times,
-            admitted.tickets[j], finish(i));
+      const uint64_t id = SentenceId(text->id, i);
+      start_queue_.Push(
+          {.id = id,
+           .start =
+               [this, text, i, id, max_output_tokens, deadline, times, ticket = admitted.tickets[j],
+                done = finish(i)] {
+                 // Once one sentence failed the text has failed: the rest are not started.
+                 if (text->Failed()) {
+                   admission_.Release(ticket, -1);
+                   done(grpc::Status(grpc::StatusCode::CANCELLED, "another sentence failed"), {},
+                        {});
+                   return;
+                 }
+                 Start(id, text->Sentence(i), max_output_tokens, deadline, times, ticket, done);
+               },
+           .fail =
+               [this, ticket = admitted.tickets[j], done = finish(i)](absl::Status status) {
+                 admission_.Release(ticket, -1);
+                 done(ToGrpc(status), {}, {});
+               }});
     }
   };
   auto fail_all = [indices, finish](const grpc::Status& status,

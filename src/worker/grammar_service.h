@@ -29,6 +29,7 @@
 #include "worker/engine_link.h"
 #include "worker/refusal_pacer.h"
 #include "worker/sentence_cache.h"
+#include "worker/start_queue.h"
 #include "worker/text_answer.h"
 #include "worker/waiting_room.h"
 
@@ -157,8 +158,9 @@ class GrammarService final : public grpc::Service {
   // Admits together (or refuses, or has wait in the waiting room together: the batch class,
   // and any text before a first answer) the sentences `indices` of `text`, and submits each
   // under its SentenceId; each one's end reaches SentenceFinished exactly once: inline when
-  // refused or invalid, else on the engine link's, the refusal pacer's or the waiting room's
-  // thread. Once the text has failed, its sentences not yet started are not.
+  // refused at once, else on the engine link's, the refusal pacer's, the waiting room's or the
+  // start queue's thread (an invalid sentence's too). Once the text has failed, its sentences not
+  // yet started are not.
   void ProcessSentences(const std::shared_ptr<Text>& text, std::vector<size_t> indices,
                         uint32_t max_output_tokens, Deadline deadline,
                         AdmissionController::Priority klass);
@@ -198,6 +200,8 @@ class GrammarService final : public grpc::Service {
   // Declared after everything its thread's sentences use, so that it stops first.
   // Before waiting_room_, whose sentences may be refused through it.
   RefusalPacer refusal_pacer_;
+  // Before waiting_room_, whose sentences start through it.
+  StartQueue start_queue_;
   WaitingRoom waiting_room_;
   std::atomic<uint64_t> next_id_{1};
   std::atomic<bool> draining_{false};

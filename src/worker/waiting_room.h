@@ -21,8 +21,8 @@ namespace gecd::worker {
 // Owns the waiting sentences, first come first served, and the thread that starts them: each
 // time room may have appeared (Poke: a sentence left the engine) and at least every
 // `retry_every`, it offers the oldest its start, then the next, until one must go on waiting.
-// Starting runs the caller's code on that thread (admission, then the sentence's validation,
-// spelling and submission, or its refusal), so waiting sentences never take a gRPC thread. A
+// Starting runs the caller's code on that thread (admission, then handing the sentence to its
+// start, or its refusal), so waiting sentences never take a gRPC thread. A
 // waiting sentence leaves without starting when cancelled (its deadline, the client), when the
 // queue closes, or, on arrival, when the room is full: each such sentence is answered through its
 // `fail` exactly once, never inline in Push. Thread-safe.
