@@ -63,6 +63,14 @@ class Sentences {
   bool open_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// Sentence 1 starts and runs until the test opens the gate; `ids` queue behind it.
+void QueueBehindAGatedStart(StartQueue& queue, Sentences& sentences,
+                            const std::vector<uint64_t>& ids) {
+  queue.Push(sentences.Make(1, /*gated=*/true));
+  ASSERT_TRUE(sentences.WaitForStarted(1));
+  for (const uint64_t id : ids) queue.Push(sentences.Make(id));
+}
+
 // The point of the queue: Push returns while a start is still running (it would otherwise hold
 // the gRPC thread that reads the connection's next call), and starts run in arrival order on
 // one thread that is not the caller's.
@@ -107,10 +115,7 @@ TEST(StartQueueTest, WithTwoThreadsTwoSentencesStartAtOnce) {
 TEST(StartQueueTest, ACancelledSentenceIsAnsweredOnceAndNeverStarts) {
   Sentences sentences;
   StartQueue queue;
-  queue.Push(sentences.Make(1, /*gated=*/true));
-  ASSERT_TRUE(sentences.WaitForStarted(1));
-  queue.Push(sentences.Make(2));
-  queue.Push(sentences.Make(3));
+  QueueBehindAGatedStart(queue, sentences, {2, 3});
   EXPECT_TRUE(queue.Cancel(2, absl::DeadlineExceededError("deadline exceeded")));
   // Answered already; started, or unknown: not queued.
   EXPECT_FALSE(queue.Cancel(2, absl::CancelledError("cancelled")));
@@ -129,10 +134,7 @@ TEST(StartQueueTest, ACancelledSentenceIsAnsweredOnceAndNeverStarts) {
 TEST(StartQueueTest, StopStartsWhatIsQueuedAndLaterPushesStartInline) {
   Sentences sentences;
   StartQueue queue;
-  queue.Push(sentences.Make(1, /*gated=*/true));
-  ASSERT_TRUE(sentences.WaitForStarted(1));
-  queue.Push(sentences.Make(2));
-  queue.Push(sentences.Make(3));
+  QueueBehindAGatedStart(queue, sentences, {2, 3});
   auto stopped = std::async(std::launch::async, [&] { queue.Stop(); });
   EXPECT_EQ(stopped.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
   sentences.Open();
