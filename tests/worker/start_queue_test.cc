@@ -26,7 +26,7 @@ class Sentences {
                   MutexLock lock(&mu_);
                   started_.push_back(id);
                   threads_.push_back(std::this_thread::get_id());
-                  if (gated) mu_.Await([this] { return open_; });
+                  if (gated) mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return open_; });
                 },
             .fail =
                 [this, id](absl::Status status) {
@@ -52,7 +52,8 @@ class Sentences {
   }
   bool WaitForStarted(size_t n) {
     MutexLock lock(&mu_);
-    return mu_.AwaitWithTimeout([&] { return started_.size() >= n; }, kWait);
+    return mu_.AwaitWithTimeout(
+        [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return started_.size() >= n; }, kWait);
   }
 
  private:
