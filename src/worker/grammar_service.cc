@@ -839,25 +839,26 @@ void GrammarService::ProcessSentences(const std::shared_ptr<Text>& text,
     for (size_t j = 0; j < indices.size(); ++j) {
       const size_t i = indices[j];
       const uint64_t id = SentenceId(text->id, i);
-      start_queue_.Push(
-          {.id = id,
-           .start =
-               [this, text, i, id, max_output_tokens, deadline, times, ticket = admitted.tickets[j],
-                done = finish(i)] {
-                 // Once one sentence failed the text has failed: the rest are not started.
-                 if (text->Failed()) {
-                   admission_.Release(ticket, -1);
-                   done(grpc::Status(grpc::StatusCode::CANCELLED, "another sentence failed"), {},
-                        {});
-                   return;
-                 }
-                 Start(id, text->Sentence(i), max_output_tokens, deadline, times, ticket, done);
-               },
-           .fail =
-               [this, ticket = admitted.tickets[j], done = finish(i)](absl::Status status) {
-                 admission_.Release(ticket, -1);
-                 done(ToGrpc(status), {}, {});
-               }});
+      // A sentence that will not start gives its admission back and is answered with why.
+      auto not_started = [this, ticket = admitted.tickets[j],
+                          done = finish(i)](absl::Status status) {
+        admission_.Release(ticket, -1);
+        done(ToGrpc(status), {}, {});
+      };
+      start_queue_.Push({.id = id,
+                         .start =
+                             [this, text, i, id, max_output_tokens, deadline, times,
+                              ticket = admitted.tickets[j], done = finish(i), not_started] {
+                               // Once one sentence failed the text has failed: the rest are not
+                               // started.
+                               if (text->Failed()) {
+                                 not_started(absl::CancelledError("another sentence failed"));
+                                 return;
+                               }
+                               Start(id, text->Sentence(i), max_output_tokens, deadline, times,
+                                     ticket, done);
+                             },
+                         .fail = std::move(not_started)});
     }
   };
   auto fail_all = [indices, finish](const grpc::Status& status,
