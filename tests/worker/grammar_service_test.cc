@@ -607,6 +607,8 @@ TEST_F(GrammarServiceTest, SpellingRunsAfterTheCheapChecksAndAdmissionWithinItsC
   EXPECT_GT(metrics_.region.Sum().spelling_skipped, 0u);
   EXPECT_THAT(FormatPrometheus(metrics_.region.Sum(), {}),
               HasSubstr("gecd_spelling_lookups_total 3"));
+  // The speller must outlive the service, whose start queue's threads read it.
+  server_.reset();
 }
 
 TEST_F(GrammarServiceTest, StreamAnswersAsSentencesFinishWithTheirIds) {
