@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,6 +41,12 @@ absl::StatusOr<pid_t> SpawnProcess(const ChildProcessOptions& options) {
   }
   sigset_t none;
   sigemptyset(&none);
+  // getpriority may return -1 as a value: errno tells. A caller whose own priority cannot be
+  // read starts its children from 0.
+  errno = 0;
+  const int own_nice = getpriority(PRIO_PROCESS, 0);
+  const int child_nice = std::min((errno == 0 ? own_nice : 0) + options.nice_increment, 19);
+  const std::string nice_failed = "cannot lower the process's CPU priority: ";
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid == 0) {
@@ -54,6 +61,14 @@ absl::StatusOr<pid_t> SpawnProcess(const ChildProcessOptions& options) {
       dup2(log, STDERR_FILENO);
     }
     if (options.close_inherited_fds) close_range(3, ~0U, 0);
+    // Raising a nice value needs no privilege; should it fail all the same, the child runs
+    // at the caller's priority and says so.
+    if (options.nice_increment > 0 && setpriority(PRIO_PROCESS, 0, child_nice) != 0) {
+      const char* why = strerror(errno);
+      (void)!write(STDERR_FILENO, nice_failed.data(), nice_failed.size());
+      (void)!write(STDERR_FILENO, why, strlen(why));
+      (void)!write(STDERR_FILENO, "\n", 1);
+    }
     execve(options.executable.c_str(), argv.data(), envp.data());
     const char* why = strerror(errno);
     (void)!write(STDERR_FILENO, exec_failed.data(), exec_failed.size());

@@ -30,6 +30,9 @@ struct ChildProcessOptions {
   int parent_death_signal = 0;       // sent to the child when the parent dies; 0: none
   bool close_inherited_fds = false;  // closes every descriptor above stderr before exec
   bool clear_signal_mask = false;    // instead of inheriting the calling thread's blocked set
+  // How much lower the child's CPU priority is than the caller's: its nice value is the
+  // caller's plus this (at most 19), for the child and every thread it starts. 0: the same.
+  int nice_increment = 0;
 };
 
 // Forks and execs `options`; the child's pid, which the caller owns (reaps). PermissionDenied

@@ -223,6 +223,7 @@ const std::vector<Field>& Fields() {
       Int("engine.echo_step_ms", &Config::engine, &EngineSection::echo_step_ms, 0, 60 * 1000),
       String("server.listen", &Config::server, &ServerSection::listen, false),
       Int("server.workers", &Config::server, &ServerSection::workers, 0, 256),
+      Int("server.worker_nice", &Config::server, &ServerSection::worker_nice, 0, 19),
       Int("server.max_in_flight", &Config::server, &ServerSection::max_in_flight, 1, 1 << 20),
       Int("server.slo_p99_ms", &Config::server, &ServerSection::slo_p99_ms, 1, 3600 * 1000),
       Int("server.max_refusals_per_second", &Config::server,

@@ -337,6 +337,8 @@ absl::Status Supervisor::Spawn(Child& child) {
   options.own_process_group = true;
   options.parent_death_signal = SIGKILL;
   options.close_inherited_fds = true;
+  // The engine keeps the supervisor's priority; the workers yield to it (server.worker_nice).
+  options.nice_increment = child.is_engine() ? 0 : config_.server.worker_nice;
   ASSIGN_OR_RETURN(const pid_t pid, SpawnProcess(options));
   child.pid = pid;
   child.started = Clock::now();

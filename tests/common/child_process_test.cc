@@ -2,9 +2,11 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -50,6 +52,27 @@ TEST(ChildProcessTest, WaitChildExitReturnsTheExitCode) {
   ASSERT_TRUE(WIFEXITED(*status));
   EXPECT_EQ(WEXITSTATUS(*status), 3);
   EXPECT_EQ(DescribeWaitStatus(*status), "exited with code 3");
+}
+
+// The child's nice value, as its exit code (coreutils' `nice` prints it).
+int ChildNice(int increment) {
+  ChildProcessOptions options = Shell("exit $(nice)");
+  options.nice_increment = increment;
+  absl::StatusOr<pid_t> pid = SpawnProcess(options);
+  if (!pid.ok()) return -100;
+  const std::optional<int> status = WaitChildExit(*pid, kExitTimeout);
+  return status.has_value() && WIFEXITED(*status) ? WEXITSTATUS(*status) : -100;
+}
+
+TEST(ChildProcessTest, ANiceIncrementLowersTheChildsPriorityAndOnlyItsOwn) {
+  errno = 0;
+  const int own = getpriority(PRIO_PROCESS, 0);
+  ASSERT_EQ(errno, 0);
+  if (own > 14) GTEST_SKIP() << "this test runs at nice " << own << ": no room for +5";
+  EXPECT_EQ(ChildNice(0), own);
+  EXPECT_EQ(ChildNice(5), own + 5);
+  EXPECT_EQ(ChildNice(40), 19);  // clamped, not refused
+  EXPECT_EQ(getpriority(PRIO_PROCESS, 0), own);
 }
 
 TEST(ChildProcessTest, WaitChildExitIsNulloptWhileTheChildRuns) {

@@ -338,6 +338,21 @@ TEST(Config, ServerMaxTlsHandshakes) {
   }
 }
 
+// How far below the engine's CPU priority the workers run (supervisor: SpawnProcess's nice).
+TEST(Config, ServerWorkerNice) {
+  EXPECT_EQ(Config().server.worker_nice, 10);
+  for (const int ok : {0, 19}) {
+    auto c = ParseConfig(absl::StrCat("server:\n  worker_nice: ", ok, "\n"), "conf.yaml");
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->server.worker_nice, ok);
+  }
+  for (const char* bad : {"-1", "20", "low"}) {
+    auto e = ParseConfig(std::string("server:\n  worker_nice: ") + bad + "\n", "conf.yaml");
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_THAT(e.status().message(), HasSubstr("server.worker_nice")) << bad;
+  }
+}
+
 TEST(Config, CopyBias) {
   EXPECT_EQ(Config().model.copy_bias, 0.0);
   auto c = ParseConfig("model:\n  copy_bias: 2.5\n", "conf.yaml");

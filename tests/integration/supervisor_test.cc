@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -50,6 +52,13 @@ using Daemon = testing::DaemonProcess;
 constexpr milliseconds kStartTimeout = testing::kDaemonStartTimeout;
 constexpr milliseconds kGracePeriod = Daemon::kGracePeriod;
 
+// The nice value of process `pid` (its main thread's), or -100 when it cannot be read.
+int NiceOf(pid_t pid) {
+  errno = 0;
+  const int nice = getpriority(PRIO_PROCESS, pid);
+  return errno == 0 ? nice : -100;
+}
+
 TEST(RestartBackoffTest, GrowsOnQuickDeathsAndResetsAfterAStableRun) {
   RestartBackoff backoff;
   const milliseconds quick(10);
@@ -70,6 +79,12 @@ TEST(SupervisorTest, TitledProcessesPrivateSegmentAndCleanSigterm) {
   EXPECT_TRUE(children.count("gecd: engine")) << daemon.log();
   EXPECT_TRUE(children.count("gecd: worker 0")) << daemon.log();
   EXPECT_TRUE(children.count("gecd: worker 1")) << daemon.log();
+  // The engine at the supervisor's priority, the workers server.worker_nice (10) below it.
+  const int supervisor_nice = NiceOf(daemon.pid());
+  ASSERT_GE(supervisor_nice, -20);
+  EXPECT_EQ(NiceOf(children.at("gecd: engine")), supervisor_nice);
+  EXPECT_EQ(NiceOf(children.at("gecd: worker 0")), std::min(supervisor_nice + 10, 19));
+  EXPECT_EQ(NiceOf(children.at("gecd: worker 1")), std::min(supervisor_nice + 10, 19));
 
   const std::string segment = daemon.SegmentPath();
   ASSERT_FALSE(segment.empty()) << daemon.log();
@@ -111,6 +126,7 @@ TEST(SupervisorTest, KilledWorkerIsRestartedAlone) {
   })) << daemon.log();
   EXPECT_EQ(after.at("gecd: worker 1"), before.at("gecd: worker 1")) << daemon.log();
   EXPECT_EQ(after.at("gecd: engine"), before.at("gecd: engine"));
+  EXPECT_EQ(NiceOf(after.at("gecd: worker 0")), NiceOf(after.at("gecd: worker 1")));
   std::string metrics;
   ASSERT_EQ(daemon.Get("/metrics", &metrics), 200);
   EXPECT_TRUE(absl::StrContains(metrics, "gecd_process_restarts_total{process=\"worker\"} 1\n"))
