@@ -18,6 +18,17 @@
 extern char** environ;
 
 namespace gecd {
+namespace {
+
+// In a forked child before exec: writes `what` and errno's text to stderr, with write(2) only.
+void SayWhyInChild(const std::string& what) {
+  const char* why = strerror(errno);
+  (void)!write(STDERR_FILENO, what.data(), what.size());
+  (void)!write(STDERR_FILENO, why, strlen(why));
+  (void)!write(STDERR_FILENO, "\n", 1);
+}
+
+}  // namespace
 
 absl::StatusOr<pid_t> SpawnProcess(const ChildProcessOptions& options) {
   // Between fork and exec only async-signal-safe calls: another thread may hold the
@@ -64,16 +75,10 @@ absl::StatusOr<pid_t> SpawnProcess(const ChildProcessOptions& options) {
     // Raising a nice value needs no privilege; should it fail all the same, the child runs
     // at the caller's priority and says so.
     if (options.nice_increment > 0 && setpriority(PRIO_PROCESS, 0, child_nice) != 0) {
-      const char* why = strerror(errno);
-      (void)!write(STDERR_FILENO, nice_failed.data(), nice_failed.size());
-      (void)!write(STDERR_FILENO, why, strlen(why));
-      (void)!write(STDERR_FILENO, "\n", 1);
+      SayWhyInChild(nice_failed);
     }
     execve(options.executable.c_str(), argv.data(), envp.data());
-    const char* why = strerror(errno);
-    (void)!write(STDERR_FILENO, exec_failed.data(), exec_failed.size());
-    (void)!write(STDERR_FILENO, why, strlen(why));
-    (void)!write(STDERR_FILENO, "\n", 1);
+    SayWhyInChild(exec_failed);
     _exit(127);
   }
   const int fork_errno = errno;
