@@ -97,4 +97,16 @@ void SetMatmulThreads(int threads) {
   if (threads > 0) omp_set_num_threads(threads);
 }
 
+int ParallelWorkers() { return omp_get_max_threads(); }
+
+void ParallelRows(int rows, int chunk, absl::FunctionRef<void(int worker, int row)> f) {
+  // One row, or a few: not worth waking the other threads.
+  if (rows <= chunk || omp_get_max_threads() == 1) {
+    for (int row = 0; row < rows; ++row) f(0, row);
+    return;
+  }
+#pragma omp parallel for schedule(dynamic, chunk)
+  for (int row = 0; row < rows; ++row) f(omp_get_thread_num(), row);
+}
+
 }  // namespace gecd::cpu_matmul

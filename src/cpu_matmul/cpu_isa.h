@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 
 // The instruction set oneDNN's kernels may use in this process (engine.cpu_isa): "auto" (the
@@ -30,6 +31,16 @@ absl::StatusOr<CpuIsa> SelectCpuIsa(const std::string& requested);
 
 // The threads oneDNN's kernels run on (engine.threads; 0 leaves OpenMP's default: every core).
 void SetMatmulThreads(int threads);
+
+// The threads ParallelRows runs on from this thread: as many as its kernels get.
+int ParallelWorkers();
+
+// Calls f(worker, row) once for every row in [0, rows), on this thread's OpenMP threads
+// (worker < ParallelWorkers()), handing out `chunk` rows at a time to whichever thread is free:
+// a thread the OS takes away mid-loop holds up only the rows it has taken, and the others
+// finish the rest. Returns once every call has returned. f must be safe to call concurrently
+// for different rows.
+void ParallelRows(int rows, int chunk, absl::FunctionRef<void(int worker, int row)> f);
 
 }  // namespace gecd::cpu_matmul
 

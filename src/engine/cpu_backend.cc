@@ -46,6 +46,32 @@ GECD_VECTOR_CLONES void SiluTimes(const float* __restrict gate, const float* __r
   for (int i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + ExpApprox(-gate[i])) * up[i];
 }
 
+// Runs f(worker, row) for each row in [0, rows): with oneDNN on its OpenMP threads, `chunk` rows
+// at a time to whichever is free (cpu_matmul::ParallelRows), else in order on this thread. The
+// step's parts between its matmuls ran on one thread while the other core idled (59% of the step
+// on an AMX box, 2026-12-05); and a thread the OS lends to a worker or a client mid-loop holds up
+// only its own rows. Every row computes the same bits on any thread.
+template <typename F>
+void ForEachRow(int rows, int chunk, F&& f) {
+#ifdef GECD_HAVE_ONEDNN
+  cpu_matmul::ParallelRows(rows, chunk, f);
+#else
+  for (int row = 0; row < rows; ++row) f(0, row);
+#endif
+}
+
+// Rows handed out at a time where a row is little work (a norm, a token's RoPE).
+constexpr int kRowChunk = 16;
+
+// How many workers ForEachRow may run on from this thread.
+int RowWorkers() {
+#ifdef GECD_HAVE_ONEDNN
+  return cpu_matmul::ParallelWorkers();
+#else
+  return 1;
+#endif
+}
+
 }  // namespace
 
 // inv_freq[i] = 1 / theta^(2i / head_dim), then, for rope_scaling "llama3", transformers'
@@ -420,9 +446,11 @@ absl::Status CpuBackend::AllocateStepBuffers(const CpuBackendOptions& options) t
   act_.resize(t * inter);
   rope_cos_.resize(t * c.head_dim / 2);
   rope_sin_.resize(t * c.head_dim / 2);
-  scores_.resize(static_cast<size_t>(c.num_attention_heads / c.num_key_value_heads) * max_context_);
+  scores_per_worker_ =
+      static_cast<size_t>(c.num_attention_heads / c.num_key_value_heads) * max_context_;
   last_.resize(static_cast<size_t>(max_batch_size_) * hidden);
   logits_.resize(static_cast<size_t>(max_batch_size_) * c.vocab_size);
+  SizeRowWorkspaces(RowWorkers());
   tokens_.reserve(options.max_step_tokens);
   sample_rows_.reserve(options.max_step_tokens);
   sample_candidates_.reserve(options.max_step_tokens);
@@ -450,9 +478,12 @@ absl::Status CpuBackend::Validate(const StepBatch& batch) {
                                                    max_batch_size_));
   }
   int expected_offset = 0;
+  token_sequence_.clear();
   for (size_t i = 0; i < batch.sequences.size(); ++i) {
     RETURN_IF_ERROR(CheckSequence(batch, i, expected_offset, layout_, max_context_));
     expected_offset += batch.sequences[i].num_tokens;
+    token_sequence_.insert(token_sequence_.end(), batch.sequences[i].num_tokens,
+                           static_cast<int>(i));
   }
   if (expected_offset != batch.num_tokens()) {
     return absl::InvalidArgumentError("step tokens not covered by its sequences");
@@ -487,91 +518,126 @@ void CpuBackend::ComputeRope(const StepBatch& batch) {
   }
 }
 
-GECD_VECTOR_CLONES void CpuBackend::ApplyRopeAndStore(const StepBatch& batch, int layer) {
+void CpuBackend::ApplyRopeAndStore(const StepBatch& batch, int layer) {
+  // By sequence: a sequence's tokens go to the same KV blocks, whose keys are stored transposed
+  // (a token's key is one float per cache line), so tokens of one block on two threads would
+  // write the same lines.
+  ForEachRow(static_cast<int>(batch.sequences.size()), 1, [&](int /*worker*/, int i) {
+    const BatchSequence& s = batch.sequences[i];
+    for (int t = s.token_offset; t < s.token_offset + s.num_tokens; ++t) {
+      RopeAndStoreToken(batch, layer, t);
+    }
+  });
+}
+
+GECD_VECTOR_CLONES void CpuBackend::RopeAndStoreToken(const StepBatch& batch, int layer, int t) {
   const int hd = config_.head_dim;
   const int half = hd / 2;
   const int stride = q_width_ + 2 * kv_width_;
   const int rotated_heads = config_.num_attention_heads + config_.num_key_value_heads;
-  for (const BatchSequence& s : batch.sequences) {
-    const int32_t* blocks = batch.block_ids.data() + s.block_offset;
-    for (int i = 0; i < s.num_tokens; ++i) {
-      const int t = s.token_offset + i;
-      float* row = qkv_.data() + static_cast<size_t>(t) * stride;
-      const float* cos = rope_cos_.data() + static_cast<size_t>(t) * half;
-      const float* sin = rope_sin_.data() + static_cast<size_t>(t) * half;
-      // q heads and k heads are adjacent in the fused row.
-      for (int h = 0; h < rotated_heads; ++h) {
-        float* v = row + h * hd;
-        for (int f = 0; f < half; ++f) {
-          const float x1 = v[f];
-          const float x2 = v[f + half];
-          v[f] = x1 * cos[f] - x2 * sin[f];
-          v[f + half] = x2 * cos[f] + x1 * sin[f];
-        }
-      }
-      const int position = s.start_position + i;
-      const int block = blocks[position / layout_.block_size];
-      const int slot = position % layout_.block_size;
-      // Keys transposed within their block ([kv head][dim][slot]): Attention's scores for a
-      // block are then products of slot vectors, with no horizontal sums.
-      float* keys = KeyBlock(layer, block) + slot;
-      const float* k = row + q_width_;
-      for (int d = 0; d < kv_width_; ++d) keys[static_cast<size_t>(d) * layout_.block_size] = k[d];
-      std::copy_n(row + q_width_ + kv_width_, kv_width_, ValueSlot(layer, block, slot));
+  const BatchSequence& s = batch.sequences[token_sequence_[t]];
+  const int32_t* blocks = batch.block_ids.data() + s.block_offset;
+  const int i = t - s.token_offset;
+  float* row = qkv_.data() + static_cast<size_t>(t) * stride;
+  const float* cos = rope_cos_.data() + static_cast<size_t>(t) * half;
+  const float* sin = rope_sin_.data() + static_cast<size_t>(t) * half;
+  // q heads and k heads are adjacent in the fused row.
+  for (int h = 0; h < rotated_heads; ++h) {
+    float* v = row + h * hd;
+    for (int f = 0; f < half; ++f) {
+      const float x1 = v[f];
+      const float x2 = v[f + half];
+      v[f] = x1 * cos[f] - x2 * sin[f];
+      v[f + half] = x2 * cos[f] + x1 * sin[f];
     }
   }
+  const int position = s.start_position + i;
+  const int block = blocks[position / layout_.block_size];
+  const int slot = position % layout_.block_size;
+  // Keys transposed within their block ([kv head][dim][slot]): Attention's scores for a
+  // block are then products of slot vectors, with no horizontal sums.
+  float* keys = KeyBlock(layer, block) + slot;
+  const float* k = row + q_width_;
+  for (int d = 0; d < kv_width_; ++d) keys[static_cast<size_t>(d) * layout_.block_size] = k[d];
+  std::copy_n(row + q_width_ + kv_width_, kv_width_, ValueSlot(layer, block, slot));
 }
 
-GECD_VECTOR_CLONES void CpuBackend::Attention(const StepBatch& batch, int layer) {
+void CpuBackend::Attention(const StepBatch& batch, int layer) {
+  // One token at a time: a decode's context is ~50-200 positions, a few µs a layer.
+  ForEachRow(batch.num_tokens(), 1, [&](int worker, int t) {
+    AttendToken(batch, layer, t, scores_.data() + static_cast<size_t>(worker) * scores_per_worker_);
+  });
+}
+
+GECD_VECTOR_CLONES void CpuBackend::AttendToken(const StepBatch& batch, int layer, int t,
+                                                float* scores) {
   const int hd = config_.head_dim;
   const int group = config_.num_attention_heads / config_.num_key_value_heads;
   const int stride = q_width_ + 2 * kv_width_;
   const int bs = layout_.block_size;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  for (const BatchSequence& s : batch.sequences) {
-    const int32_t* blocks = batch.block_ids.data() + s.block_offset;
-    for (int i = 0; i < s.num_tokens; ++i) {
-      const int t = s.token_offset + i;
-      const int context = s.start_position + i + 1;  // causal: positions 0..start+i
-      // The query heads sharing a KV head are adjacent, so each key and value block is read
-      // while it is in L1 for the whole group. scores_ holds [group][context].
-      for (int g = 0; g < config_.num_key_value_heads; ++g) {
-        const float* q = qkv_.data() + static_cast<size_t>(t) * stride + g * group * hd;
-        ScoreJob jobs[4];
-        int pending = 0;
-        for (int j = 0, b = 0; j < context; j += bs, ++b) {
-          const float* keys = KeyBlock(layer, blocks[b]) + static_cast<size_t>(g) * hd * bs;
-          for (int h = 0; h < group; ++h) {
-            jobs[pending++] = {.q = q + h * hd,
-                               .keys = keys,
-                               .sc = scores_.data() + h * context + j,
-                               .n = std::min(bs, context - j)};
-            if (pending == 4) {
-              RunScoreJobs(jobs, pending, hd, bs, scale);
-              pending = 0;
-            }
-          }
-        }
-        RunScoreJobs(jobs, pending, hd, bs, scale);
-        const ValueRows rows{.base = ValueSlot(layer, 0, 0) + g * hd,
-                             .blocks = blocks,
-                             .block_stride = static_cast<size_t>(bs) * kv_width_,
-                             .bs = bs,
-                             .row_stride = kv_width_};
-        float* out = attn_.data() + static_cast<size_t>(t) * q_width_ + g * group * hd;
-        for (int h = 0; h < group; ++h) {
-          float* __restrict sc = scores_.data() + h * context;
-          const float max_score = MaxOf(sc, context);
-          for (int j = 0; j < context; ++j) sc[j] = ExpApprox(sc[j] - max_score);
-          float sum = 0.0f;
-          for (int j = 0; j < context; ++j) sum += sc[j];
-          const float inv_sum = 1.0f / sum;
-          for (int j = 0; j < context; ++j) sc[j] *= inv_sum;
-          WeightedValues(sc, context, hd, rows, out + h * hd);
+  const BatchSequence& s = batch.sequences[token_sequence_[t]];
+  const int32_t* blocks = batch.block_ids.data() + s.block_offset;
+  const int i = t - s.token_offset;
+  const int context = s.start_position + i + 1;  // causal: positions 0..start+i
+  // The query heads sharing a KV head are adjacent, so each key and value block is read
+  // while it is in L1 for the whole group. scores holds [group][context].
+  for (int g = 0; g < config_.num_key_value_heads; ++g) {
+    const float* q = qkv_.data() + static_cast<size_t>(t) * stride + g * group * hd;
+    ScoreJob jobs[4];
+    int pending = 0;
+    for (int j = 0, b = 0; j < context; j += bs, ++b) {
+      const float* keys = KeyBlock(layer, blocks[b]) + static_cast<size_t>(g) * hd * bs;
+      for (int h = 0; h < group; ++h) {
+        jobs[pending++] = {.q = q + h * hd,
+                           .keys = keys,
+                           .sc = scores + h * context + j,
+                           .n = std::min(bs, context - j)};
+        if (pending == 4) {
+          RunScoreJobs(jobs, pending, hd, bs, scale);
+          pending = 0;
         }
       }
     }
+    RunScoreJobs(jobs, pending, hd, bs, scale);
+    const ValueRows rows{.base = ValueSlot(layer, 0, 0) + g * hd,
+                         .blocks = blocks,
+                         .block_stride = static_cast<size_t>(bs) * kv_width_,
+                         .bs = bs,
+                         .row_stride = kv_width_};
+    float* out = attn_.data() + static_cast<size_t>(t) * q_width_ + g * group * hd;
+    for (int h = 0; h < group; ++h) {
+      float* __restrict sc = scores + h * context;
+      const float max_score = MaxOf(sc, context);
+      for (int j = 0; j < context; ++j) sc[j] = ExpApprox(sc[j] - max_score);
+      float sum = 0.0f;
+      for (int j = 0; j < context; ++j) sum += sc[j];
+      const float inv_sum = 1.0f / sum;
+      for (int j = 0; j < context; ++j) sc[j] *= inv_sum;
+      WeightedValues(sc, context, hd, rows, out + h * hd);
+    }
   }
+}
+
+void CpuBackend::SizeRowWorkspaces(int workers) {
+  if (workers <= row_workers_) return;
+  row_workers_ = workers;
+  scores_.resize(static_cast<size_t>(workers) * scores_per_worker_);
+  // gate_up_, act_ and logits_ give each worker a row when a step goes row by row.
+  const auto at_least = [workers](std::vector<float>& v, size_t row) {
+    v.resize(std::max(v.size(), static_cast<size_t>(workers) * row));
+  };
+  at_least(gate_up_, static_cast<size_t>(2) * config_.intermediate_size);
+  at_least(act_, static_cast<size_t>(config_.intermediate_size));
+  at_least(logits_, static_cast<size_t>(config_.vocab_size));
+}
+
+void CpuBackend::NormRows(const std::vector<float>& weight, int tokens) {
+  const int hidden = config_.hidden_size;
+  ForEachRow(tokens, kRowChunk, [&](int /*worker*/, int t) {
+    const size_t at = static_cast<size_t>(t) * hidden;
+    RmsNorm(x_.data() + at, weight.data(), 1, hidden, config_.rms_norm_eps, h_.data() + at);
+  });
 }
 
 void CpuBackend::Mlp(const Layer& layer, int tokens) {
@@ -589,29 +655,30 @@ void CpuBackend::Mlp(const Layer& layer, int tokens) {
     gate_up->SetInputRows(h_.data(), tokens, scratch);
     gate_up->Multiply(tokens, scratch);
     GECD_PROFILE_MARK(kSilu);
-    float* gate = gate_up_.data();
-    float* act = act_.data();
-    for (int t = 0; t < tokens; ++t) {
+    // Each worker's row of gate_up_ and act_.
+    ForEachRow(tokens, 1, [&](int worker, int t) {
+      float* gate = gate_up_.data() + static_cast<size_t>(worker) * 2 * inter;
+      float* act = act_.data() + static_cast<size_t>(worker) * inter;
       gate_up->OutputRow(t, *scratch, gate, /*accumulate=*/false);
       SiluTimes(gate, gate + inter, inter, act);
       down->SetInputRow(t, act, scratch);
-    }
+    });
     GECD_PROFILE_MARK(kDown);
     down->Multiply(tokens, scratch);
-    for (int t = 0; t < tokens; ++t) {
+    ForEachRow(tokens, kRowChunk, [&](int /*worker*/, int t) {
       down->OutputRow(t, *scratch, x_.data() + static_cast<size_t>(t) * hidden,
                       /*accumulate=*/true);
-    }
+    });
     return;
   }
 #endif
   GECD_PROFILE_MARK(kGateUp);
   layer.gate_up.Apply(h_.data(), tokens, gate_up_.data(), /*accumulate=*/false, &scratch_);
   GECD_PROFILE_MARK(kSilu);
-  for (int t = 0; t < tokens; ++t) {
+  ForEachRow(tokens, 1, [&](int /*worker*/, int t) {
     const float* gate = gate_up_.data() + static_cast<size_t>(t) * 2 * inter;
     SiluTimes(gate, gate + inter, inter, act_.data() + static_cast<size_t>(t) * inter);
-  }
+  });
   GECD_PROFILE_MARK(kDown);
   layer.down.Apply(act_.data(), tokens, x_.data(), /*accumulate=*/true, &scratch_);
 }
@@ -637,6 +704,7 @@ absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
   // scheduled on: far more than a pod's CPU quota.
   cpu_matmul::SetMatmulThreads(threads_);
 #endif
+  SizeRowWorkspaces(RowWorkers());
   for (int t = 0; t < tokens; ++t) {
     std::copy_n(embed_.data() + static_cast<size_t>(tokens_[t]) * hidden, hidden,
                 x_.data() + static_cast<size_t>(t) * hidden);
@@ -646,7 +714,7 @@ absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
   for (int l = 0; l < static_cast<int>(layers_.size()); ++l) {
     const Layer& layer = layers_[l];
     GECD_PROFILE_MARK(kInputNorm);
-    RmsNorm(x_.data(), layer.input_norm.data(), tokens, hidden, eps, h_.data());
+    NormRows(layer.input_norm, tokens);
     GECD_PROFILE_MARK(kQkv);
     layer.qkv.Apply(h_.data(), tokens, qkv_.data(), /*accumulate=*/false, &scratch_);
     GECD_PROFILE_MARK(kRopeStore);
@@ -657,7 +725,7 @@ absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
     layer.o.Apply(attn_.data(), tokens, x_.data(), /*accumulate=*/true, &scratch_);
 
     GECD_PROFILE_MARK(kPostNorm);
-    RmsNorm(x_.data(), layer.post_attention_norm.data(), tokens, hidden, eps, h_.data());
+    NormRows(layer.post_attention_norm, tokens);
     Mlp(layer, tokens);
   }
 
@@ -705,12 +773,15 @@ absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
       lm_head->SetInputRows(last_.data(), n, scratch);
       lm_head->Multiply(n, scratch);
       GECD_PROFILE_MARK(kSample);
-      for (int r = 0; r < n; ++r) {
-        lm_head->OutputRow(r, *scratch, logits_.data(), /*accumulate=*/false);
-        result->next_tokens.push_back(BiasedArgmax(std::span<const float>(logits_.data(), vocab),
-                                                   sample_candidates_[r0 + r],
-                                                   sample_bias_[r0 + r]));
-      }
+      result->next_tokens.resize(static_cast<size_t>(r0 + n));
+      // Each worker's row of logits_.
+      ForEachRow(n, 1, [&](int worker, int r) {
+        float* logits = logits_.data() + static_cast<size_t>(worker) * vocab;
+        lm_head->OutputRow(r, *scratch, logits, /*accumulate=*/false);
+        result->next_tokens[r0 + r] =
+            BiasedArgmax(std::span<const float>(logits, vocab), sample_candidates_[r0 + r],
+                         sample_bias_[r0 + r]);
+      });
       continue;
     }
 #endif

@@ -99,6 +99,15 @@ class CpuBackend final : public Backend {
   void Attention(const StepBatch& batch, int layer);
   // x_ += down(silu(gate) * up) of h_'s rows, gate and up from one gate_up matmul.
   void Mlp(const Layer& layer, int tokens);
+  // h_ = RMSNorm(x_) for the step's tokens.
+  void NormRows(const std::vector<float>& weight, int tokens);
+  // Token t of ApplyRopeAndStore and of Attention, on `scores` ([query heads per KV head,
+  // max_context]) of the worker running it.
+  void RopeAndStoreToken(const StepBatch& batch, int layer, int t);
+  void AttendToken(const StepBatch& batch, int layer, int t, float* scores);
+  // Gives each of `workers` row workers (ForEachRow in cpu_backend.cc) its scores_ and its row
+  // of gate_up_, act_ and logits_ where a step goes row by row.
+  void SizeRowWorkspaces(int workers);
   // A block's keys, transposed: [kv head][dim][slot] (ApplyRopeAndStore writes them so).
   float* KeyBlock(int layer, int block) {
     return k_cache_.as<float>() + (static_cast<size_t>(layer) * layout_.num_blocks + block) *
@@ -141,16 +150,19 @@ class CpuBackend final : public Backend {
   std::vector<float> h_;     // [tokens, hidden] normed input of a sub-layer
   std::vector<float> qkv_;   // [tokens, q_width + 2 kv_width]
   std::vector<float> attn_;  // [tokens, q_width]
-  // [tokens, 2 intermediate] and [tokens, intermediate]; when oneDNN runs the MLP only their
-  // first row is used (Mlp goes row by row).
+  // [tokens, 2 intermediate] and [tokens, intermediate]; when oneDNN runs the MLP one row per
+  // row worker (Mlp goes row by row).
   std::vector<float> gate_up_;
   std::vector<float> act_;
   std::vector<float> rope_cos_;  // [tokens, head_dim / 2]
   std::vector<float> rope_sin_;
-  std::vector<float> scores_;    // [query heads per KV head, max_context]
+  std::vector<float> scores_;  // [row worker][query heads per KV head, max_context]
+  size_t scores_per_worker_ = 0;
+  int row_workers_ = 0;          // the row workers the workspaces are sized for
   std::vector<float> last_;      // [batch, hidden] final hidden state of sampling rows
-  std::vector<float> logits_;    // [batch, vocab]; one row at a time when oneDNN runs lm_head
+  std::vector<float> logits_;    // [batch, vocab]; a row per row worker when oneDNN runs lm_head
   std::vector<int32_t> tokens_;  // the batch's tokens, previous_sample entries filled in
+  std::vector<int> token_sequence_;  // each token's sequence (index in StepBatch::sequences)
   // Per sampling position: its row in x_, its copy candidate (-1: none) and bias.
   std::vector<int> sample_rows_;
   std::vector<int32_t> sample_candidates_;

@@ -341,7 +341,8 @@ int ProcessThreads() {
 // Steps run on the engine's compute thread, not on the thread that created the backend, and
 // OpenMP's thread count is per thread: there too a one-thread engine starts no thread of
 // OpenMP's (whose default is one per core). One or two threads compute the same logits bit for
-// bit (in f32, and in int8, whose integer sums no thread count can reorder).
+// bit (in f32, and in int8, whose integer sums no thread count can reorder), and sample the same
+// tokens: the parts between the matmuls share a step's rows out among the threads too.
 class TeamTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(TeamTest, AStepSplitOverEngineThreadsComputesWhatOneThreadDoes) {
@@ -350,6 +351,7 @@ TEST_P(TeamTest, AStepSplitOverEngineThreadsComputesWhatOneThreadDoes) {
   const std::vector<std::vector<int32_t>> prompts = {
       {5, 6, 7, 9, 4, 12, 8, 3, 10, 11}, {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, {7, 8, 9, 10}};
   std::vector<std::vector<std::vector<float>>> logits;
+  std::vector<std::vector<int32_t>> sampled;
   for (int threads : {1, 2}) {
     auto checkpoint = model::Checkpoint::Open(::gecd::testing::FixturePath("models/ref-llama-f32"));
     ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
@@ -364,6 +366,11 @@ TEST_P(TeamTest, AStepSplitOverEngineThreadsComputesWhatOneThreadDoes) {
       testing::BackendDriver driver(backend->get());
       for (const auto& p : prompts) driver.Add(p);
       got = driver.RunAll(/*chunk=*/1 << 20);  // one step of 26 tokens
+      // As the engine runs, without logits (row by row, where oneDNN runs lm_head).
+      testing::BackendDriver sampler(backend->get());
+      std::vector<std::pair<int, int>> chunks;
+      for (const auto& p : prompts) chunks.emplace_back(sampler.Add(p), static_cast<int>(p.size()));
+      sampled.push_back(sampler.StepTokens(chunks));
       started = ProcessThreads() - before - 1;
     });
     compute.join();
@@ -372,6 +379,8 @@ TEST_P(TeamTest, AStepSplitOverEngineThreadsComputesWhatOneThreadDoes) {
     logits.push_back(std::move(got));
   }
   EXPECT_EQ(logits[0], logits[1]);
+  ASSERT_EQ(sampled[0].size(), prompts.size());
+  EXPECT_EQ(sampled[0], sampled[1]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, TeamTest, ::testing::Values(false, true),
