@@ -61,7 +61,7 @@ struct ServerSection {
   // The workers' nice value above the supervisor's and the engine's (0-19; 0: the same). The
   // engine's steps are the pod's throughput and run on every core at once: a worker thread
   // taking a core mid-step stalls the whole step, while a worker's calls can wait a few ms.
-  int worker_nice = 10;
+  int worker_nice = 5;
   int max_in_flight = 1024;  // admitted requests per worker; beyond: RESOURCE_EXHAUSTED
   // The latency objective: a sentence predicted to take longer (or past its deadline, if sooner)
   // is refused at once with RESOURCE_EXHAUSTED (worker/admission.h).

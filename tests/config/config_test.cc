@@ -340,7 +340,7 @@ TEST(Config, ServerMaxTlsHandshakes) {
 
 // How far below the engine's CPU priority the workers run (supervisor: SpawnProcess's nice).
 TEST(Config, ServerWorkerNice) {
-  EXPECT_EQ(Config().server.worker_nice, 10);
+  EXPECT_EQ(Config().server.worker_nice, 5);
   for (const int ok : {0, 19}) {
     auto c = ParseConfig(absl::StrCat("server:\n  worker_nice: ", ok, "\n"), "conf.yaml");
     ASSERT_TRUE(c.ok()) << c.status();

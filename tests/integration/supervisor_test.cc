@@ -79,12 +79,12 @@ TEST(SupervisorTest, TitledProcessesPrivateSegmentAndCleanSigterm) {
   EXPECT_TRUE(children.count("gecd: engine")) << daemon.log();
   EXPECT_TRUE(children.count("gecd: worker 0")) << daemon.log();
   EXPECT_TRUE(children.count("gecd: worker 1")) << daemon.log();
-  // The engine at the supervisor's priority, the workers server.worker_nice (10) below it.
+  // The engine at the supervisor's priority, the workers server.worker_nice (5) below it.
   const int supervisor_nice = NiceOf(daemon.pid());
   ASSERT_GE(supervisor_nice, -20);
   EXPECT_EQ(NiceOf(children.at("gecd: engine")), supervisor_nice);
-  EXPECT_EQ(NiceOf(children.at("gecd: worker 0")), std::min(supervisor_nice + 10, 19));
-  EXPECT_EQ(NiceOf(children.at("gecd: worker 1")), std::min(supervisor_nice + 10, 19));
+  EXPECT_EQ(NiceOf(children.at("gecd: worker 0")), std::min(supervisor_nice + 5, 19));
+  EXPECT_EQ(NiceOf(children.at("gecd: worker 1")), std::min(supervisor_nice + 5, 19));
 
   const std::string segment = daemon.SegmentPath();
   ASSERT_FALSE(segment.empty()) << daemon.log();
