@@ -518,18 +518,6 @@ void CpuBackend::ComputeRope(const StepBatch& batch) {
   }
 }
 
-void CpuBackend::ApplyRopeAndStore(const StepBatch& batch, int layer) {
-  // By sequence: a sequence's tokens go to the same KV blocks, whose keys are stored transposed
-  // (a token's key is one float per cache line), so tokens of one block on two threads would
-  // write the same lines.
-  ForEachRow(static_cast<int>(batch.sequences.size()), 1, [&](int /*worker*/, int i) {
-    const BatchSequence& s = batch.sequences[i];
-    for (int t = s.token_offset; t < s.token_offset + s.num_tokens; ++t) {
-      RopeAndStoreToken(batch, layer, t);
-    }
-  });
-}
-
 GECD_VECTOR_CLONES void CpuBackend::RopeAndStoreToken(const StepBatch& batch, int layer, int t) {
   const int hd = config_.head_dim;
   const int half = hd / 2;
@@ -562,10 +550,15 @@ GECD_VECTOR_CLONES void CpuBackend::RopeAndStoreToken(const StepBatch& batch, in
   std::copy_n(row + q_width_ + kv_width_, kv_width_, ValueSlot(layer, block, slot));
 }
 
-void CpuBackend::Attention(const StepBatch& batch, int layer) {
-  // One token at a time: a decode's context is ~50-200 positions, a few µs a layer.
-  ForEachRow(batch.num_tokens(), 1, [&](int worker, int t) {
-    AttendToken(batch, layer, t, scores_.data() + static_cast<size_t>(worker) * scores_per_worker_);
+void CpuBackend::ApplyRopeAndStore(const StepBatch& batch, int layer) {
+  // By sequence: a sequence's tokens go to the same KV blocks, whose keys are stored transposed
+  // (a token's key is one float per cache line), so tokens of one block on two threads would
+  // write the same lines.
+  ForEachRow(static_cast<int>(batch.sequences.size()), 1, [&](int /*worker*/, int i) {
+    const BatchSequence& s = batch.sequences[i];
+    for (int t = s.token_offset; t < s.token_offset + s.num_tokens; ++t) {
+      RopeAndStoreToken(batch, layer, t);
+    }
   });
 }
 
@@ -617,6 +610,13 @@ GECD_VECTOR_CLONES void CpuBackend::AttendToken(const StepBatch& batch, int laye
       WeightedValues(sc, context, hd, rows, out + h * hd);
     }
   }
+}
+
+void CpuBackend::Attention(const StepBatch& batch, int layer) {
+  // One token at a time: a decode's context is ~50-200 positions, a few µs a layer.
+  ForEachRow(batch.num_tokens(), 1, [&](int worker, int t) {
+    AttendToken(batch, layer, t, scores_.data() + static_cast<size_t>(worker) * scores_per_worker_);
+  });
 }
 
 void CpuBackend::SizeRowWorkspaces(int workers) {
