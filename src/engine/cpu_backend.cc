@@ -26,18 +26,14 @@
 namespace gecd::engine {
 namespace {
 
-// HF's RMSNorm: x * rsqrt(mean(x²) + eps), then times the weight. One serial sum, as the FP8
-// tests' naive reference sums (a reordered sum moves activations across e4m3 rounding steps).
-void RmsNorm(const float* x, const float* weight, int rows, int dim, float eps, float* out) {
-  for (int r = 0; r < rows; ++r) {
-    const float* in = x + static_cast<size_t>(r) * dim;
-    float* o = out + static_cast<size_t>(r) * dim;
-    float sum = 0.0f;
-    int i = 0;
-    for (; i < dim; ++i) sum += in[i] * in[i];
-    const float inv = 1.0f / std::sqrt(sum / static_cast<float>(dim) + eps);
-    for (i = 0; i < dim; ++i) o[i] = weight[i] * (in[i] * inv);
-  }
+// HF's RMSNorm of one row: x * rsqrt(mean(x²) + eps), then times the weight. One serial sum, as
+// the FP8 tests' naive reference sums (a reordered sum moves activations across e4m3 rounding
+// steps).
+void RmsNorm(const float* x, const float* weight, int dim, float eps, float* out) {
+  float sum = 0.0f;
+  for (int i = 0; i < dim; ++i) sum += x[i] * x[i];
+  const float inv = 1.0f / std::sqrt(sum / static_cast<float>(dim) + eps);
+  for (int i = 0; i < dim; ++i) out[i] = weight[i] * (x[i] * inv);
 }
 
 // out = silu(gate) * up, silu(g) = g / (1 + e^-g).
@@ -636,7 +632,7 @@ void CpuBackend::NormRows(const std::vector<float>& weight, int tokens) {
   const int hidden = config_.hidden_size;
   ForEachRow(tokens, kRowChunk, [&](int /*worker*/, int t) {
     const size_t at = static_cast<size_t>(t) * hidden;
-    RmsNorm(x_.data() + at, weight.data(), 1, hidden, config_.rms_norm_eps, h_.data() + at);
+    RmsNorm(x_.data() + at, weight.data(), hidden, config_.rms_norm_eps, h_.data() + at);
   });
 }
 
@@ -760,7 +756,7 @@ absl::Status CpuBackend::Forward(const StepBatch& batch, StepResult* result) {
     const int n = std::min(max_batch_size_, rows - r0);
     GECD_PROFILE_MARK(kFinalNorm);
     for (int r = 0; r < n; ++r) {
-      RmsNorm(x_.data() + static_cast<size_t>(sample_rows_[r0 + r]) * hidden, final_norm_.data(), 1,
+      RmsNorm(x_.data() + static_cast<size_t>(sample_rows_[r0 + r]) * hidden, final_norm_.data(),
               hidden, eps, last_.data() + static_cast<size_t>(r) * hidden);
     }
     GECD_PROFILE_MARK(kLmHead);
