@@ -59,4 +59,8 @@ int ComputeThreads(const CpuLimit& limit) {
   return std::max(1, static_cast<int>(std::floor(limit.cpus + 1e-3)));
 }
 
+int DefaultWorkers(int cpus, bool engine_on_cpus) {
+  return std::max(1, engine_on_cpus ? cpus / 4 : cpus);
+}
+
 }  // namespace gecd

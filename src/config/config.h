@@ -57,7 +57,7 @@ struct EngineSection {
 
 struct ServerSection {
   std::string listen = "0.0.0.0:50051";  // gRPC; every worker binds it with SO_REUSEPORT
-  int workers = 0;                       // front-end worker processes; 0 = number of cores
+  int workers = 0;  // front-end worker processes; 0 = DefaultWorkers (common/cpu_limit.h)
   // The workers' nice value above the supervisor's and the engine's (0-19; 0: the same). The
   // engine's steps are the pod's throughput and run on every core at once: a worker thread
   // taking a core mid-step stalls the whole step, while a worker's calls can wait a few ms.

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/cpu_limit.h"
 #include "common/status_macros.h"
 #include "loadgen/daemon_candidate.h"
 #include "loadgen/load_options.h"
@@ -292,11 +293,12 @@ std::vector<TuneDimension> ThroughputSearchSpace(int cores, bool cuda) {
                               1 << 20);
        }},
       {kWorkersKey,
-       [cores](const Settings& s) {
+       [cores, cuda](const Settings& s) {
          const int workers = IntOr(s, kWorkersKey, -1);
          if (workers < 0) return std::vector<std::string>{};
-         // 0 means one per core: the same daemon as `cores`, so that value is no candidate.
-         return HalfAndDouble(workers == 0 ? cores : workers, 1, cores);
+         // 0 means the default for the cores: the same daemon as that value, so that value is
+         // no candidate.
+         return HalfAndDouble(workers == 0 ? DefaultWorkers(cores, !cuda) : workers, 1, cores);
        }},
   };
   if (cuda) {

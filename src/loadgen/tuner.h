@@ -35,9 +35,10 @@ struct TuneDimension {
 
 // The knobs for a daemon on a machine with `cores` cores, in the order they are tuned:
 // engine.max_batch_size and engine.max_step_tokens (half and double the current value, the
-// batch never above the step's tokens), server.workers (half and double, 0 counting as `cores`,
-// at most `cores`), and with `cuda` engine.graph_batch_sizes (none, or powers of two and their
-// midpoints up to the batch size, so that a batch pads less to its graph).
+// batch never above the step's tokens), server.workers (half and double, 0 counting as its
+// default for `cores`, common/cpu_limit.h, at most `cores`), and with `cuda`
+// engine.graph_batch_sizes (none, or powers of two and their midpoints up to the batch size, so
+// that a batch pads less to its graph).
 std::vector<TuneDimension> ThroughputSearchSpace(int cores, bool cuda);
 
 // A daemon serving one candidate's settings; destroying it stops the daemon.

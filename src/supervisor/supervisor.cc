@@ -252,9 +252,12 @@ Supervisor::~Supervisor() {
 }
 
 absl::Status Supervisor::Start() {
-  // 0: one per CPU this process may keep busy (a container's CPU quota counts).
+  // 0: by the CPUs this process may keep busy (a container's CPU quota counts) and whether the
+  // engine computes on them.
   const int num_workers =
-      config_.server.workers > 0 ? config_.server.workers : ComputeThreads(ProcessCpuLimit());
+      config_.server.workers > 0
+          ? config_.server.workers
+          : DefaultWorkers(ComputeThreads(ProcessCpuLimit()), config_.engine.backend == "cpu");
   RETURN_IF_ERROR(CreateSegment(num_workers));
   RETURN_IF_ERROR(StartStatusServer());
   ProcessStartup().Mark("segment and /metrics");
@@ -274,7 +277,8 @@ absl::Status Supervisor::CreateSegment(int num_workers) {
   segment_created_ = true;
   header_ = segment_.header();
   metrics_ = metrics::MetricsRegion::Initialize(segment_.metrics_region());
-  spdlog::info("shared memory segment {} ({} workers)", segment_.name(), num_workers);
+  spdlog::info("shared memory segment {} ({} worker{})", segment_.name(), num_workers,
+               num_workers == 1 ? "" : "s");
   return absl::OkStatus();
 }
 

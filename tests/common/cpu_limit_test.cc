@@ -74,6 +74,19 @@ TEST(CpuLimit, UnreadableOrMalformedFilesSetNoQuota) {
   EXPECT_EQ(limit.source, "affinity");
 }
 
+// Issue 24: a cpu engine keeps every core busy, and each worker process's gRPC threads take CPU
+// from it; a GPU's or the echo engine leaves the CPUs to the front end.
+TEST(CpuLimit, WorkersByDefaultAreOnePerFourCoresBesideACpuEngine) {
+  EXPECT_EQ(DefaultWorkers(1, true), 1);
+  EXPECT_EQ(DefaultWorkers(2, true), 1);
+  EXPECT_EQ(DefaultWorkers(7, true), 1);
+  EXPECT_EQ(DefaultWorkers(8, true), 2);
+  EXPECT_EQ(DefaultWorkers(64, true), 16);
+  EXPECT_EQ(DefaultWorkers(1, false), 1);
+  EXPECT_EQ(DefaultWorkers(2, false), 2);
+  EXPECT_EQ(DefaultWorkers(64, false), 64);
+}
+
 TEST(CpuLimit, ThisProcessGetsAtLeastOneComputeThread) {
   EXPECT_GT(ProcessCpuLimit().cpus, 0);
   EXPECT_GE(ComputeThreads(ProcessCpuLimit()), 1);

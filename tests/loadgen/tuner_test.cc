@@ -271,13 +271,16 @@ TEST(TunerTest, TheSearchSpaceKeepsConfigsValid) {
       {kMaxBatchSizeKey, "128"}, {kMaxStepTokensKey, "128"}, {kWorkersKey, "0"}};
   EXPECT_THAT(cpu[0].candidates(tight), ElementsAre("64"));
   EXPECT_THAT(cpu[1].candidates(tight), ElementsAre("256"));
-  // Workers: 0 is one per core (2), so the candidates are 1 only; never more than the cores.
-  EXPECT_THAT(cpu[2].candidates(tight), ElementsAre("1"));
+  // Workers: 0 is the default, beside a cpu engine one on 2 cores, so the candidates are 2
+  // only; never more than the cores.
+  EXPECT_THAT(cpu[2].candidates(tight), ElementsAre("2"));
   EXPECT_THAT(cpu[2].candidates(kInitial), ElementsAre("1"));
   EXPECT_THAT(ThroughputSearchSpace(8, false)[2].candidates(kInitial), ElementsAre("1", "4"));
 
   const std::vector<TuneDimension> cuda = ThroughputSearchSpace(2, true);
   ASSERT_EQ(cuda.size(), 4u);
+  // With a GPU's engine 0 is one per core (2): the candidates are 1 only.
+  EXPECT_THAT(cuda[2].candidates(tight), ElementsAre("1"));
   EXPECT_EQ(cuda[3].key, kGraphBatchSizesKey);
   EXPECT_THAT(cuda[3].candidates({{kMaxBatchSizeKey, "48"}}),
               ElementsAre("", "1,2,3,4,6,8,12,16,24,32,48"));
