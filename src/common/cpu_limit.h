@@ -35,8 +35,11 @@ int ComputeThreads(const CpuLimit& limit);
 // least one: the engine keeps every core busy, and each worker process brings its own gRPC
 // threads, whose hand-offs then take CPU from it. On 2 cores one worker spent ~145 µs of CPU
 // and ~4.7 context switches a call at 3x overload against two workers' ~185 µs and ~6, and
-// answered 7-15% more in time (session 28). Where the engine computes elsewhere (a GPU) or not
-// at all (echo), the CPUs are the front end's: one per CPU.
+// answered 7-15% more in time (session 28). Why four: the cpu engine answers ~400 sentences a
+// second a core and a worker spends ~260 µs of CPU on each, so the calls of four cores' engine
+// take one worker ~40% of a core, and its gRPC threads spread over cores as they need. Where
+// the engine computes elsewhere (a GPU) or not at all (echo), the CPUs are the front end's: one
+// per CPU.
 int DefaultWorkers(int cpus, bool engine_on_cpus);
 
 }  // namespace gecd
