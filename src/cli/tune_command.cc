@@ -116,7 +116,7 @@ absl::StatusOr<TuneOptions> ParseOptions(const Args& args) {
   o.search.sets = std::move(flags.overrides);
   o.config = std::move(flags.config);
   o.search.initial = InitialSettings(o.config);
-  o.search.cuda = o.config.engine.backend == "cuda";
+  o.search.backend = o.config.engine.backend;
   return o;
 }
 

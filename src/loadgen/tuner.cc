@@ -279,8 +279,9 @@ absl::StatusOr<TuneResult> Search::Run(const Settings& initial) {
 
 }  // namespace
 
-std::vector<TuneDimension> ThroughputSearchSpace(int cores, bool cuda) {
+std::vector<TuneDimension> ThroughputSearchSpace(int cores, std::string_view backend) {
   cores = std::max(cores, 1);
+  const bool engine_on_cpus = backend == "cpu";
   std::vector<TuneDimension> space = {
       {kMaxBatchSizeKey,
        [](const Settings& s) {
@@ -293,15 +294,16 @@ std::vector<TuneDimension> ThroughputSearchSpace(int cores, bool cuda) {
                               1 << 20);
        }},
       {kWorkersKey,
-       [cores, cuda](const Settings& s) {
+       [cores, engine_on_cpus](const Settings& s) {
          const int workers = IntOr(s, kWorkersKey, -1);
          if (workers < 0) return std::vector<std::string>{};
          // 0 means the default for the cores: the same daemon as that value, so that value is
          // no candidate.
-         return HalfAndDouble(workers == 0 ? DefaultWorkers(cores, !cuda) : workers, 1, cores);
+         return HalfAndDouble(workers == 0 ? DefaultWorkers(cores, engine_on_cpus) : workers, 1,
+                              cores);
        }},
   };
-  if (cuda) {
+  if (backend == "cuda") {
     space.push_back({kGraphBatchSizesKey, [](const Settings& s) {
                        const int batch = IntOr(s, kMaxBatchSizeKey, 0);
                        std::vector<std::string> out = {""};
@@ -402,8 +404,8 @@ absl::StatusOr<TuneResult> DaemonTuner::Run(const std::function<double()>& now_s
                                             const TuneCallbacks& callbacks) {
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const StartFn start = [this](const Settings& settings) { return StartCandidate(settings); };
-  return Tune(ThroughputSearchSpace(cores, options_.cuda), options_.initial, start, tuner_, now_s,
-              callbacks);
+  return Tune(ThroughputSearchSpace(cores, options_.backend), options_.initial, start, tuner_,
+              now_s, callbacks);
 }
 
 void DaemonTuner::RemoveLogs() { std::filesystem::remove_all(log_dir_); }

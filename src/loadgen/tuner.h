@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -33,13 +34,13 @@ struct TuneDimension {
   std::function<std::vector<std::string>(const Settings&)> candidates;
 };
 
-// The knobs for a daemon on a machine with `cores` cores, in the order they are tuned:
-// engine.max_batch_size and engine.max_step_tokens (half and double the current value, the
-// batch never above the step's tokens), server.workers (half and double, 0 counting as its
-// default for `cores`, common/cpu_limit.h, at most `cores`), and with `cuda`
-// engine.graph_batch_sizes (none, or powers of two and their midpoints up to the batch size, so
-// that a batch pads less to its graph).
-std::vector<TuneDimension> ThroughputSearchSpace(int cores, bool cuda);
+// The knobs for a daemon on a machine with `cores` cores whose engine.backend is `backend`, in
+// the order they are tuned: engine.max_batch_size and engine.max_step_tokens (half and double
+// the current value, the batch never above the step's tokens), server.workers (half and double,
+// 0 counting as the supervisor's default for `cores` and `backend`, common/cpu_limit.h, at most
+// `cores`), and with the cuda backend engine.graph_batch_sizes (none, or powers of two and their
+// midpoints up to the batch size, so that a batch pads less to its graph).
+std::vector<TuneDimension> ThroughputSearchSpace(int cores, std::string_view backend);
 
 // A daemon serving one candidate's settings; destroying it stops the daemon.
 class CandidateServer {
@@ -146,7 +147,7 @@ struct DaemonTuneOptions {
   std::string config_path;                // "" for the built-in defaults
   std::vector<std::string> sets;          // KEY=VALUE for every daemon, after the config
   Settings initial;                       // the config's values of the keys searched
-  bool cuda = false;                      // engine.backend cuda: graph sizes are searched too
+  std::string backend = "cpu";            // the config's engine.backend
   std::string input_path;                 // the trials' sentences; "" for built-in samples
   double slo_p99_s = 1;
   double max_error_rate = 0.01;

@@ -89,7 +89,7 @@ const Settings kInitial = {
 TEST(TunerTest, KeepsTheBestSettingsThatMeetTheSlo) {
   FakeWorld world;
   world.capacity = Peaked;
-  absl::StatusOr<TuneResult> r = Tune(ThroughputSearchSpace(2, false), kInitial, Starter(&world),
+  absl::StatusOr<TuneResult> r = Tune(ThroughputSearchSpace(2, "cpu"), kInitial, Starter(&world),
                                       Options(100'000), [&] { return world.now; });
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->slo_met);
@@ -131,7 +131,7 @@ TEST(TunerTest, ACandidateThatFailsAtTheBestRateIsLeftAfterOneTrial) {
   const Settings initial = {
       {kMaxBatchSizeKey, "128"}, {kMaxStepTokensKey, "2048"}, {kWorkersKey, "1"}};
   absl::StatusOr<TuneResult> r = Tune(
-      ThroughputSearchSpace(2, false), initial, Starter(&world), Options(100'000),
+      ThroughputSearchSpace(2, "cpu"), initial, Starter(&world), Options(100'000),
       [&] { return world.now; }, callbacks);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->best.settings, initial);
@@ -151,7 +151,7 @@ TEST(TunerTest, StaysWithinTheBudgetAndSaysWhatItLeftOut) {
   for (const double budget : {40.0, 75.0, 200.0}) {
     FakeWorld world;
     world.capacity = Peaked;
-    absl::StatusOr<TuneResult> r = Tune(ThroughputSearchSpace(2, false), kInitial, Starter(&world),
+    absl::StatusOr<TuneResult> r = Tune(ThroughputSearchSpace(2, "cpu"), kInitial, Starter(&world),
                                         Options(budget), [&] { return world.now; });
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_LE(world.now, budget) << "budget " << budget;
@@ -179,7 +179,7 @@ TEST(TunerTest, AnUnreachableSloIsReportedWithTheClosestMiss) {
   world.capacity = Peaked;
   TunerOptions options = Options(100'000);
   options.min_qps = 20;  // so each find-max ends when it bisects below 20 req/s
-  absl::StatusOr<TuneResult> r = Tune(ThroughputSearchSpace(2, false), kInitial, Starter(&world),
+  absl::StatusOr<TuneResult> r = Tune(ThroughputSearchSpace(2, "cpu"), kInitial, Starter(&world),
                                       options, [&] { return world.now; });
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->slo_met);
@@ -205,7 +205,7 @@ TEST(TunerTest, ACandidateThatCannotStartIsSkippedButTheInitialOneIsAnError) {
     if (s.at(kMaxBatchSizeKey) == "256") return absl::ResourceExhaustedError("no memory");
     return fake(s);
   };
-  absl::StatusOr<TuneResult> r = Tune(ThroughputSearchSpace(2, false), kInitial, start,
+  absl::StatusOr<TuneResult> r = Tune(ThroughputSearchSpace(2, "cpu"), kInitial, start,
                                       Options(100'000), [&] { return world.now; });
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->slo_met);
@@ -224,7 +224,7 @@ TEST(TunerTest, ACandidateThatCannotStartIsSkippedButTheInitialOneIsAnError) {
   const StartFn broken = [](const Settings&) -> absl::StatusOr<std::unique_ptr<CandidateServer>> {
     return absl::InvalidArgumentError("model.dir /nowhere: not found");
   };
-  r = Tune(ThroughputSearchSpace(2, false), kInitial, broken, Options(100),
+  r = Tune(ThroughputSearchSpace(2, "cpu"), kInitial, broken, Options(100),
            [&] { return world.now; });
   EXPECT_EQ(r.status().message(), "model.dir /nowhere: not found");
 }
@@ -232,7 +232,7 @@ TEST(TunerTest, ACandidateThatCannotStartIsSkippedButTheInitialOneIsAnError) {
 TEST(TunerTest, ABudgetTooShortForOneTrialIsAnError) {
   FakeWorld world;
   world.capacity = Peaked;
-  absl::StatusOr<TuneResult> r = Tune(ThroughputSearchSpace(2, false), kInitial, Starter(&world),
+  absl::StatusOr<TuneResult> r = Tune(ThroughputSearchSpace(2, "cpu"), kInitial, Starter(&world),
                                       Options(9), [&] { return world.now; });
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
   EXPECT_EQ(world.trials, 0);
@@ -262,7 +262,7 @@ TEST(TunerTest, PerPodFiguresComeFromTheBestPassingTrial) {
 }
 
 TEST(TunerTest, TheSearchSpaceKeepsConfigsValid) {
-  const std::vector<TuneDimension> cpu = ThroughputSearchSpace(2, false);
+  const std::vector<TuneDimension> cpu = ThroughputSearchSpace(2, "cpu");
   ASSERT_EQ(cpu.size(), 3u);
   EXPECT_EQ(cpu[0].key, kMaxBatchSizeKey);
   EXPECT_THAT(cpu[0].candidates(kInitial), ElementsAre("64", "256"));
@@ -275,9 +275,9 @@ TEST(TunerTest, TheSearchSpaceKeepsConfigsValid) {
   // only; never more than the cores.
   EXPECT_THAT(cpu[2].candidates(tight), ElementsAre("2"));
   EXPECT_THAT(cpu[2].candidates(kInitial), ElementsAre("1"));
-  EXPECT_THAT(ThroughputSearchSpace(8, false)[2].candidates(kInitial), ElementsAre("1", "4"));
+  EXPECT_THAT(ThroughputSearchSpace(8, "cpu")[2].candidates(kInitial), ElementsAre("1", "4"));
 
-  const std::vector<TuneDimension> cuda = ThroughputSearchSpace(2, true);
+  const std::vector<TuneDimension> cuda = ThroughputSearchSpace(2, "cuda");
   ASSERT_EQ(cuda.size(), 4u);
   // With a GPU's engine 0 is one per core (2): the candidates are 1 only.
   EXPECT_THAT(cuda[2].candidates(tight), ElementsAre("1"));
@@ -286,6 +286,12 @@ TEST(TunerTest, TheSearchSpaceKeepsConfigsValid) {
               ElementsAre("", "1,2,3,4,6,8,12,16,24,32,48"));
   EXPECT_THAT(cuda[3].candidates({{kMaxBatchSizeKey, "40"}}),
               ElementsAre("", "1,2,3,4,6,8,12,16,24,32,40"));
+
+  // The echo engine computes nothing on the CPUs either: the supervisor's 0 is one worker per
+  // core there too, and there are no graphs to size.
+  const std::vector<TuneDimension> echo = ThroughputSearchSpace(2, "echo");
+  ASSERT_EQ(echo.size(), 3u);
+  EXPECT_THAT(echo[2].candidates(tight), ElementsAre("1"));
 }
 
 }  // namespace

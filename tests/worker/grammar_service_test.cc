@@ -774,6 +774,8 @@ TEST_F(GrammarServiceTest, OverloadIsRefusedAtOnceWhenThePredictedTimeExceedsThe
   now_us += 100'000;
   engine_->ReleaseNewestFirst();
   ASSERT_TRUE(first->Wait().ok());
+  // Its admission is given back just after the reply (see GrammarService::ProcessSentences).
+  ASSERT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
 
   // Behind three, 400 ms: one with a 250 ms deadline is refused at once.
   std::vector<std::unique_ptr<PendingCall>> admitted;
@@ -908,6 +910,8 @@ TEST_F(GrammarServiceTest, BatchSentencesWaitForRoomThatInteractiveLeaves) {
   now_us += 100'000;
   engine_->ReleaseNewestFirst();
   ASSERT_TRUE(first->Wait().ok());
+  // Its admission is given back just after the reply (see GrammarService::ProcessSentences).
+  ASSERT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
 
   std::vector<std::unique_ptr<PendingCall>> interactive;
   for (int i = 0; i < 6; ++i) interactive.push_back(StartCorrect("ok"));
@@ -1572,6 +1576,7 @@ TEST_F(GrammarServiceTest, ATextIsAdmittedWholeOrRefusedWhole) {
   StartServer();
   CorrectResponse response;
   ASSERT_TRUE(Correct("Fine.", &response).ok());  // admission has an estimate from now on
+  ASSERT_TRUE(WaitUntil([&] { return server_->service().in_flight() == 0; }));
   engine_->set_hold(true);
   auto first = StartCorrect("Held.");
   ASSERT_TRUE(engine_->WaitForHeld(1));
