@@ -132,17 +132,18 @@ TEST(RefusalPacerTest, OutsideAStormARefusalWaitsAtMostMaxWait) {
 // loop's do not), refusals wait for the allowance, however long, until the queue is down to a
 // quarter of storm_held.
 TEST(RefusalPacerTest, InAStormRefusalsWaitForTheAllowance) {
-  // 50 a second after a burst of 1; 16 refusals at once: 15 held, the 4th to the 15th crowded
-  // (kCrowdedInStorm x 4 = 12): the storm begins at the last.
+  // 50 a second after a burst of 1; n refusals at once: n - 1 held, the 4th to the last
+  // crowded (kCrowdedInStorm x 4): the storm begins at the last.
   RefusalPacer pacer({.max_per_second = 50,
                       .burst = 1,
                       .max_wait = std::chrono::microseconds(milliseconds(5)),
                       .storm_held = 4});
+  const int n = 4 + RefusalPacer::kCrowdedInStorm * 4;
   std::atomic<int> answered{0};
   const Clock::time_point start = Clock::now();
   Clock::time_point last;
-  for (int i = 0; i < 16; ++i) {
-    if (i == 15) {
+  for (int i = 0; i < n; ++i) {
+    if (i == n - 1) {
       EXPECT_FALSE(pacer.in_storm());
     }
     pacer.Refuse([&] {
@@ -151,7 +152,7 @@ TEST(RefusalPacerTest, InAStormRefusalsWaitForTheAllowance) {
     });
   }
   EXPECT_TRUE(pacer.in_storm());
-  ASSERT_TRUE(WaitForAnswers(answered, 16));
+  ASSERT_TRUE(WaitForAnswers(answered, n));
   // Most waited for the allowance, 20 ms apart; with max_wait alone all would be out in ~5 ms.
   EXPECT_GE(last - start, milliseconds(120));
   EXPECT_FALSE(pacer.in_storm());
@@ -216,7 +217,9 @@ TEST(RefusalPacerTest, AStormOfClientsThatResendLasts) {
     answered.fetch_add(1);
     to_resend.fetch_add(1);
   };
-  for (int i = 0; i < 64; ++i) pacer.Refuse(answer);  // 63 held, 48 crowded: a storm
+  // All but the first held, those that find 15 or more waiting crowded: a storm.
+  const int clients = 16 + RefusalPacer::kCrowdedInStorm * 16;
+  for (int i = 0; i < clients; ++i) pacer.Refuse(answer);
   ASSERT_TRUE(pacer.in_storm());
   const Clock::time_point start = Clock::now();
   while (Clock::now() - start < milliseconds(600)) {
@@ -229,7 +232,7 @@ TEST(RefusalPacerTest, AStormOfClientsThatResendLasts) {
     if (!pacer.in_storm()) left_storm = true;
   }
   EXPECT_FALSE(left_storm.load());
-  // ~60 at the allowance; left for max_wait alone, 64 clients would be answered thousands of
+  // ~60 at the allowance; left for max_wait alone, the clients would be answered thousands of
   // times.
   EXPECT_LT(answered.load(), 200);
 }
@@ -247,9 +250,12 @@ TEST(RefusalPacerTest, AStormWhoseQueueKeepsGrowingIsLeft) {
                       .max_wait = std::chrono::microseconds(milliseconds(50)),
                       .storm_held = 16,
                       .storm_growth_period = milliseconds(50)});
-  // A burst of clients that re-send starts the storm: 64 of them find 16 or more waiting.
+  // A burst of clients that re-send starts the storm: all but the first 16 find 16 or more
+  // waiting.
   int sent = 0;
-  for (; sent < 80; ++sent) pacer.Refuse([&] { answered.fetch_add(1); });
+  for (; sent < 16 + RefusalPacer::kCrowdedInStorm * 16 + 16; ++sent) {
+    pacer.Refuse([&] { answered.fetch_add(1); });
+  }
   EXPECT_TRUE(pacer.in_storm());
   const Clock::time_point start = Clock::now();
   // Then ~1,000 a second for 800 ms, 50 times the allowance.
@@ -284,7 +290,7 @@ TEST(RefusalPacerTest, OneCrowdIsNoStorm) {
                       .storm_held = 16});
   const Clock::time_point start = Clock::now();
   Clock::time_point last;
-  for (int i = 0; i < 40; ++i) {  // 39 held, 24 crowded: under kCrowdedInStorm x 16
+  for (int i = 0; i < 40; ++i) {  // 39 held, 24 crowded: under kCrowdedInStorm x 16 (and 3 x 16)
     pacer.Refuse([&] {
       last = Clock::now();
       answered.fetch_add(1);
