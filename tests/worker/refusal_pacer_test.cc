@@ -290,7 +290,7 @@ TEST(RefusalPacerTest, OneCrowdIsNoStorm) {
                       .storm_held = 16});
   const Clock::time_point start = Clock::now();
   Clock::time_point last;
-  for (int i = 0; i < 40; ++i) {  // 39 held, 24 crowded: under kCrowdedInStorm x 16 (and 3 x 16)
+  for (int i = 0; i < 40; ++i) {  // 39 held, 24 crowded: under kCrowdedInStorm x 16
     pacer.Refuse([&] {
       last = Clock::now();
       answered.fetch_add(1);
