@@ -268,9 +268,9 @@ double Percentile(std::vector<double> v, double p) {
 
 // (local port, remote port, state, inode) of every TCP socket of this network namespace.
 struct TcpSocket {
-  int local_port;
-  int remote_port;
-  int state;
+  int local_port = 0;
+  int remote_port = 0;
+  int state = 0;
   std::string inode;
 };
 std::vector<TcpSocket> TcpSockets() {
@@ -282,14 +282,16 @@ std::vector<TcpSocket> TcpSockets() {
     if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(line), "sl")) continue;  // header
     std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
     if (f.size() < 10) continue;
-    auto port = [](absl::string_view addr) {
-      int p = 0;
-      absl::SimpleHexAtoi(addr.substr(addr.find(':') + 1), &p);
-      return p;
+    // Fields are "ADDR:PORT" in hex; a line that does not parse is not a socket of ours.
+    auto port = [](absl::string_view addr, int* p) {
+      return absl::SimpleHexAtoi(addr.substr(addr.find(':') + 1), p);
     };
-    int state = 0;
-    absl::SimpleHexAtoi(f[3], &state);
-    sockets.push_back({port(f[1]), port(f[2]), state, std::string(f[9])});
+    TcpSocket socket{.inode = std::string(f[9])};
+    if (!port(f[1], &socket.local_port) || !port(f[2], &socket.remote_port) ||
+        !absl::SimpleHexAtoi(f[3], &socket.state)) {
+      continue;
+    }
+    sockets.push_back(std::move(socket));
   }
   return sockets;
 }
