@@ -206,10 +206,17 @@ void AdmissionController::Late(const Ticket& ticket, int64_t now_us) {
   ipc::SharedMargin& cell = *margin_cell_;
   const double mark = cell.MarkAt(now_us);
   const double asked = std::min(kMaxMargin, kMarkHeadroom * ticket.margin);
-  const int64_t in_flight = cell.mark_in_flight.load(std::memory_order_relaxed);
-  // Marked higher, from the load it was admitted with; or held, from the lesser load.
+  // Marked higher, from the load it was admitted with; or held, from the lesser load. Within a
+  // burst (a mark set less than an objective ago) a higher mark keeps the burst's least load: a
+  // flood's late sentences are counted in the order they were admitted, at growing loads and
+  // margins, and a mark moved up to the last one's load left the loads between to the margin.
+  const int64_t in_flight = cell.MarkInFlight();
+  const bool same_burst =
+      in_flight > 0 &&
+      now_us - cell.mark_us.load(std::memory_order_relaxed) <
+          std::chrono::duration_cast<std::chrono::microseconds>(options_.slo).count();
   cell.mark_in_flight.store(
-      asked > mark ? ticket.ahead : std::min<int64_t>(in_flight, ticket.ahead),
+      asked > mark && !same_burst ? ticket.ahead : std::min<int64_t>(in_flight, ticket.ahead),
       std::memory_order_relaxed);
   cell.mark_bits.store(std::bit_cast<uint64_t>(std::max(mark, asked)), std::memory_order_relaxed);
   cell.mark_us.store(now_us, std::memory_order_relaxed);

@@ -78,11 +78,17 @@ namespace gecd::worker {
 // admitted at, and the sentences in flight it was admitted with. While at least kMarkLoad of
 // those are in flight, admission applies at least the mark, which fades to the margin's floor
 // with a time constant of SharedMargin::kMarkFadeUs (30 s); a later late sentence admitted at
-// a higher margin moves it up. At lighter loads it does not apply: after an overload, what the
-// engine serves in time at capacity is not refused for it. (At 1.2x, with the mark the sentences
-// in flight held at 250-330 between rarer bursts: admitted p99 0.99-1.01 s over three 30 s runs
-// against 1.03-1.14 without it, goodput alike; and the admission bench's admitted p99 came under
-// 1 s in every cell and length bucket, against six cells over it before.)
+// a higher margin moves it up, from its own load, or, within the same burst (a mark set less
+// than an objective before), from the burst's fewest in flight. At lighter loads it does not
+// apply: after an overload, what the engine serves in time at capacity is not refused for it.
+// (At 1.2x, with the mark the sentences in flight held at 250-330 between rarer bursts: admitted
+// p99 0.99-1.01 s over three 30 s runs against 1.03-1.14 without it, goodput alike; and the
+// admission bench's admitted p99 came under 1 s in every cell and length bucket, against six
+// cells over it before. The burst's least load: a flood is admitted at growing loads and
+// margins, and its late sentences are counted in that order; a mark moved up to the last one's
+// load, ~730 in flight after a closed loop of 1,024 began, left the loads from ~530 to the margin,
+// which answers in time walked down until ~100 more came late from ~600 in flight, 4 s later;
+// from the least load the second burst was 1-11 late answers, session 30.)
 //
 // What refusals cannot do: nothing learned depends on refusals or on the arrival rate, only on
 // the sentences that finished, so a flood of refused calls cannot talk the estimate down (before

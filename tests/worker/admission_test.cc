@@ -290,6 +290,55 @@ TEST_F(AdmissionTest, ALateSentenceLeavesAMarkThatHoldsTheMarginAtItsLoad) {
   EXPECT_EQ(cell.mark_in_flight.load(), 2);
 }
 
+// A flood is admitted at a growing load, and the margin it is admitted at grows with it (past
+// the loads answers came from it is at least 1): its late sentences are counted in that order,
+// and one admitted at a higher margin, from more in flight, raises the mark. Within one burst
+// the raised mark keeps applying from the fewest in flight any of its late sentences had: the
+// burst showed the lower margin was too low at that load already. (Moved up to the higher one's
+// load, it left the loads between to the margin, which answers in time walked down until a
+// second burst of late answers came from there, ~4 s after the first, session 30.)
+TEST_F(AdmissionTest, ABurstsMarkAppliesFromTheFewestInFlightOfItsLateSentences) {
+  ipc::SharedMargin cell;
+  const EngineLoad load{.step_fixed_us = 4000, .step_per_sequence_us = 500};
+  AdmissionController admission({.max_in_flight = 1024,
+                                 .slo = milliseconds(1000),
+                                 .max_batch_size = 128,
+                                 .engine_load = [&load] { return load; },
+                                 .publish_in_flight = nullptr,
+                                 .shared_margin = &cell},
+                                [this] { return now_us_; });
+  for (int i = 0; i < 3; ++i) Serve(admission, 40, 19, milliseconds(100));
+  const auto set_margin = [&cell](double m) { cell.margin_bits.store(std::bit_cast<uint64_t>(m)); };
+  // Five admitted at 1.1, then three more at 1.5: the first four answered in time, the rest late.
+  set_margin(1.1);
+  std::vector<Ticket> held = Hold(admission, 5, 40);
+  set_margin(1.5);
+  for (const Ticket& t : Hold(admission, 3, 40)) held.push_back(t);
+  ASSERT_EQ(held[4].margin, 1.1);
+  ASSERT_EQ(held[5].margin, 1.5);
+  ASSERT_EQ(held[5].ahead, 6);
+  Advance(milliseconds(500));
+  for (int i = 0; i < 4; ++i) admission.Release(held[i], 19);
+  Advance(milliseconds(600));
+  // The next decision counts the four overdue, in the order they were admitted.
+  for (const Ticket& t : Hold(admission, 1, 40)) admission.Release(t, -1);
+  for (int i = 4; i < 8; ++i) admission.Release(held[i], 19);
+  EXPECT_DOUBLE_EQ(cell.MarkAt(now_us_), 1.35 * 1.5);
+  EXPECT_EQ(cell.mark_in_flight.load(), 5);  // held[4]'s, not held[5]'s 6
+  set_margin(1.0);
+  std::vector<Ticket> again = Hold(admission, 5, 40);
+  EXPECT_DOUBLE_EQ(again[4].margin, 1.35 * 1.5);  // 5 in flight: the burst's mark holds
+  for (const Ticket& t : again) admission.Release(t, -1);
+  // A late sentence more than an objective after the burst starts a mark of its own.
+  Advance(milliseconds(1500));
+  set_margin(1.8);
+  std::vector<Ticket> later = Hold(admission, 3, 40);
+  Advance(milliseconds(1100));
+  for (const Ticket& t : later) admission.Release(t, 19);
+  EXPECT_DOUBLE_EQ(cell.MarkAt(now_us_), 1.35 * 1.8);
+  EXPECT_EQ(cell.mark_in_flight.load(), 1);  // from later[0], the fewest of its own burst
+}
+
 // A sentence cancelled at its deadline was late, though never answered: with deadlines at the
 // objective every late sentence ends so, and a margin moved only by answers would see nothing
 // but answers in time and keep admitting what then misses. It teaches no step time (its own is
