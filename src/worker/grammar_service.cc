@@ -37,10 +37,12 @@ constexpr int kRefusalBurst = 100;
 // Refusals answered at once per call admitted, and at least this many a second (see
 // worker/refusal_pacer.h): the rate a storm's clients are slowed to. Outside a storm the
 // allowance only decides whether a refusal goes now or up to kRefusalMaxWait later (at 3x
-// overload a worker refuses about two calls per one it admits: half wait). At 4 per admitted
-// call and a floor of 250 a second, a closed loop of 1,024 clients re-sending at once was
-// refused ~1,000 times a second, and the pod served ~80% of its capacity (session 19).
-constexpr double kRefusalsPerAdmitted = 1;
+// overload a worker refuses about two calls per one it admits: three in four wait). At 4 per
+// admitted call and a floor of 250 a second, a closed loop of 1,024 clients re-sending at once
+// was refused ~1,000 times a second, and the pod served ~80% of its capacity (session 19); at 1,
+// short sentences on the 2-core box, ~700 a second and 715-730 req/s, each held ~0.7 s; at a
+// half, 790-820 req/s, held 1.2-1.3 s; at a quarter, 810-880, held up to 3.5 s (session 30).
+constexpr double kRefusalsPerAdmitted = 0.5;
 constexpr double kRefusalFloorPerSecond = 50;
 // Over which the admitted rate is measured. Under overload admission opens in clumps, as a
 // batch's sentences finish together, up to a second apart on short sentences: over one second
