@@ -35,6 +35,18 @@ class AdmissionTest : public ::testing::Test {
                                 .publish_in_flight = nullptr},
                                [this] { return now_us_; });
   }
+  // On an engine whose step takes 4 ms + 0.5 ms a sentence, steering the pod's margin `cell`.
+  AdmissionController MakeOnSharedMargin(ipc::SharedMargin* cell) {
+    return AdmissionController(
+        {.max_in_flight = 1024,
+         .slo = milliseconds(1000),
+         .max_batch_size = 128,
+         .engine_load =
+             [] { return EngineLoad{.step_fixed_us = 4000, .step_per_sequence_us = 500}; },
+         .publish_in_flight = nullptr,
+         .shared_margin = cell},
+        [this] { return now_us_; });
+  }
   // One worker of several, told the engine's step time and the others' count by `load`.
   AdmissionController MakeWorker(int slo_ms, int max_batch_size, const EngineLoad* load,
                                  int* published = nullptr) {
@@ -243,14 +255,7 @@ TEST_F(AdmissionTest, ASentenceRunningPastItsBudgetIsLateBeforeItIsAnswered) {
 // and which fades over about 30 s. At a lighter load the margin alone decides.
 TEST_F(AdmissionTest, ALateSentenceLeavesAMarkThatHoldsTheMarginAtItsLoad) {
   ipc::SharedMargin cell;
-  const EngineLoad load{.step_fixed_us = 4000, .step_per_sequence_us = 500};
-  AdmissionController admission({.max_in_flight = 1024,
-                                 .slo = milliseconds(1000),
-                                 .max_batch_size = 128,
-                                 .engine_load = [&load] { return load; },
-                                 .publish_in_flight = nullptr,
-                                 .shared_margin = &cell},
-                                [this] { return now_us_; });
+  AdmissionController admission = MakeOnSharedMargin(&cell);
   for (int i = 0; i < 3; ++i) Serve(admission, 40, 19, milliseconds(100));
   const auto set_margin = [&cell](double m) { cell.margin_bits.store(std::bit_cast<uint64_t>(m)); };
   set_margin(0.8);
@@ -299,14 +304,7 @@ TEST_F(AdmissionTest, ALateSentenceLeavesAMarkThatHoldsTheMarginAtItsLoad) {
 // second burst of late answers came from there, ~4 s after the first, session 30.)
 TEST_F(AdmissionTest, ABurstsMarkAppliesFromTheFewestInFlightOfItsLateSentences) {
   ipc::SharedMargin cell;
-  const EngineLoad load{.step_fixed_us = 4000, .step_per_sequence_us = 500};
-  AdmissionController admission({.max_in_flight = 1024,
-                                 .slo = milliseconds(1000),
-                                 .max_batch_size = 128,
-                                 .engine_load = [&load] { return load; },
-                                 .publish_in_flight = nullptr,
-                                 .shared_margin = &cell},
-                                [this] { return now_us_; });
+  AdmissionController admission = MakeOnSharedMargin(&cell);
   for (int i = 0; i < 3; ++i) Serve(admission, 40, 19, milliseconds(100));
   const auto set_margin = [&cell](double m) { cell.margin_bits.store(std::bit_cast<uint64_t>(m)); };
   // Five admitted at 1.1, then three more at 1.5: the first four answered in time, the rest late.
