@@ -15,6 +15,7 @@ RefusalPacer::Options Normalized(RefusalPacer::Options o) {
   o.floor_per_second = std::clamp(o.floor_per_second, 0.0, o.max_per_second);
   o.rate_window = std::max(o.rate_window, std::chrono::milliseconds(1));
   o.max_wait = std::max(o.max_wait, std::chrono::microseconds(0));
+  o.storm_batch = std::clamp(o.storm_batch, 1, o.burst);
   return o;
 }
 }  // namespace
@@ -58,7 +59,7 @@ void RefusalPacer::Refuse(std::function<void()> answer, Clock::time_point due, u
           storm_ = true;
           crowded_ = 0;
           measured_at_ = now;
-          measured_held_ = held_.size();
+          measured_population_ = Population();
           growing_periods_ = 0;
         }
       }
@@ -100,14 +101,19 @@ void RefusalPacer::WatchGrowth(Clock::time_point now) {
       now < measured_at_ + options_.storm_growth_period) {
     return;
   }
+  const size_t population = Population();
   growing_periods_ =
-      held_.size() >= measured_held_ + options_.storm_held ? growing_periods_ + 1 : 0;
+      population >= measured_population_ + options_.storm_held ? growing_periods_ + 1 : 0;
   measured_at_ = now;
-  measured_held_ = held_.size();
+  measured_population_ = population;
   if (growing_periods_ >= kGrowingPeriods) {
     storm_ = false;
     left_for_growth_ = true;
   }
+}
+
+size_t RefusalPacer::Population() const {
+  return held_.size() + (options_.admitted_in_flight ? options_.admitted_in_flight() : 0);
 }
 
 void RefusalPacer::Refill(Clock::time_point now) {
@@ -156,6 +162,7 @@ size_t RefusalPacer::waiting() const {
 
 void RefusalPacer::Loop() {
   mu_.Lock();
+  bool in_batch = false;  // in a storm, sending a batch
   while (true) {
     if (held_.empty()) {
       if (stopping_) break;
@@ -165,7 +172,12 @@ void RefusalPacer::Loop() {
     const Clock::time_point now = Clock::now();
     Refill(now);
     WatchGrowth(now);
-    const bool token = tokens_ >= 1;
+    // In a storm a batch goes once the allowance has filled for all of it (see above).
+    const double need =
+        in_batch || !Storm()
+            ? 1.0
+            : static_cast<double>(std::min<size_t>(options_.storm_batch, held_.size()));
+    const bool token = tokens_ >= need;
     // One whose call's deadline is near goes first, token or not; otherwise the first in line,
     // with a token, or outside a storm once it has waited max_wait.
     uint64_t next = held_.begin()->first;
@@ -173,19 +185,21 @@ void RefusalPacer::Loop() {
     if (overdue) next = dues_.begin()->second;
     const Clock::time_point patience_end = held_.begin()->second.since + options_.max_wait;
     if (!stopping_ && !overdue && !token && (Storm() || now < patience_end)) {
-      // Until the allowance has filled one more (it may grow meanwhile: then a little early),
-      // the first in line is due, or the nearest deadline.
+      // Until the allowance has filled what is needed (it may grow meanwhile: then a little
+      // early), the first in line is due, or the nearest deadline.
       auto wait = std::chrono::duration_cast<Clock::duration>(
-          std::chrono::duration<double>((1 - tokens_) / AllowanceAt(now)));
+          std::chrono::duration<double>((need - tokens_) / AllowanceAt(now)));
       if (!Storm()) wait = std::min<Clock::duration>(wait, patience_end - now);
       if (!dues_.empty()) wait = std::min<Clock::duration>(wait, dues_.begin()->first - now);
       if (storm_ && options_.storm_growth_period.count() > 0) {
         wait = std::min<Clock::duration>(wait, options_.storm_growth_period);
       }
+      in_batch = false;
       cv_.WaitWithTimeout(&mu_, std::max<Clock::duration>(wait, std::chrono::microseconds(100)));
       continue;
     }
     if (!stopping_ && token) tokens_ -= 1;
+    in_batch = token && Storm();
     std::function<void()> answer = Take(next);
     mu_.Unlock();
     answer();

@@ -280,6 +280,63 @@ TEST(RefusalPacerTest, AStormWhoseQueueKeepsGrowingIsLeft) {
   EXPECT_LT(late_worst_us.load(), 150'000);
 }
 
+// A closed population in a storm while admission lets fewer of it in: each client whose
+// admitted call ends is refused and joins the queue, which grows as the admitted calls in
+// flight shrink. Counted together they do not grow, and the storm lasts (the queue alone
+// grows as fast as AStormWhoseQueueKeepsGrowingIsLeft's).
+TEST(RefusalPacerTest, AQueueThatGrowsAsAdmissionShrinksIsNoOpenLoop) {
+  std::atomic<int> answered{0};
+  std::atomic<size_t> admitted{2000};
+  RefusalPacer pacer({.max_per_second = 20,
+                      .burst = 1,
+                      .max_wait = std::chrono::microseconds(milliseconds(50)),
+                      .storm_held = 16,
+                      .storm_growth_period = milliseconds(50),
+                      .admitted_in_flight = [&] { return admitted.load(); }});
+  const auto refuse = [&] { pacer.Refuse([&] { answered.fetch_add(1); }); };
+  for (int i = 0; i < 16 + RefusalPacer::kCrowdedInStorm * 16 + 16; ++i) refuse();
+  EXPECT_TRUE(pacer.in_storm());
+  const Clock::time_point start = Clock::now();
+  bool left_storm = false;
+  // ~1,000 a second for 800 ms, each leaving the admitted calls.
+  while (Clock::now() - start < milliseconds(800)) {
+    admitted.fetch_sub(1);
+    refuse();
+    if (!pacer.in_storm()) left_storm = true;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  EXPECT_FALSE(left_storm);
+  EXPECT_GT(pacer.waiting(), 500u);
+}
+
+// In a storm the held refusals go storm_batch at a time, once the allowance has filled for all
+// of them: one at a time they would go a tenth of a second apart at 10 a second.
+TEST(RefusalPacerTest, InAStormHeldRefusalsGoInBatches) {
+  constexpr int kBurst = 8;
+  constexpr int kHeld = 4 + RefusalPacer::kCrowdedInStorm * 4 + 28;
+  std::atomic<int> answered{0};
+  std::vector<Clock::time_point> at(kBurst + kHeld);
+  RefusalPacer pacer({.max_per_second = 100,
+                      .burst = kBurst,
+                      .max_wait = std::chrono::microseconds(milliseconds(50)),
+                      .storm_held = 4,
+                      .storm_batch = kBurst});
+  // The first kBurst answered inline, the rest held; those that find 3 or more waiting are
+  // crowded, and enough of them begin a storm.
+  for (int i = 0; i < kBurst + kHeld; ++i) {
+    pacer.Refuse([&] { at[answered.fetch_add(1)] = Clock::now(); });
+  }
+  ASSERT_TRUE(pacer.in_storm());
+  ASSERT_TRUE(WaitForAnswers(answered, kBurst + kHeld));
+  // Between held refusals answered one after the other: within a batch microseconds, between
+  // batches 80 ms (8 at 100 a second). One at a time, each gap would be ~10 ms.
+  int close = 0;
+  for (int i = kBurst + 1; i < kBurst + kHeld; ++i) {
+    if (at[i] - at[i - 1] < milliseconds(3)) ++close;
+  }
+  EXPECT_GE(close, (kHeld - 1) / 2);
+}
+
 // A worker descheduled for a while finds an open loop's arrivals of that time waiting together:
 // one crowd, not clients that keep re-sending, so no storm, and they wait at most max_wait.
 TEST(RefusalPacerTest, OneCrowdIsNoStorm) {
