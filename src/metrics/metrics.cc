@@ -121,6 +121,7 @@ void ProcessMetrics::ResetGauges() {
   open_streams_.store(0, std::memory_order_relaxed);
   kv_cache_usage_bits_.store(std::bit_cast<uint64_t>(0.0), std::memory_order_relaxed);
   queue_depth_.store(0, std::memory_order_relaxed);
+  SetRefusalsHeld(0, false);
   SetStepTime(0, 0);
 }
 
@@ -161,6 +162,11 @@ MetricsSnapshot MetricsRegion::Sum() const {
     s.generated_tokens += m.generated_tokens_.load(std::memory_order_relaxed);
     s.cancelled_sequences += m.cancelled_sequences_.load(std::memory_order_relaxed);
     s.tls_connections_refused += m.tls_connections_refused_.load(std::memory_order_relaxed);
+    s.refusals_held += m.refusals_held_.load(std::memory_order_relaxed);
+    s.refusal_storm_workers += m.refusal_storm_.load(std::memory_order_relaxed);
+    s.refusal_storms += m.refusal_storms_.load(std::memory_order_relaxed);
+    s.refusal_storms_left_for_growth +=
+        m.refusal_storms_left_for_growth_.load(std::memory_order_relaxed);
     s.expired_sequences += m.expired_sequences_.load(std::memory_order_relaxed);
     s.kv_cache_usage +=
         std::bit_cast<double>(m.kv_cache_usage_bits_.load(std::memory_order_relaxed));
@@ -219,6 +225,20 @@ std::string FormatPrometheus(const MetricsSnapshot& s,
                "Requests answered OK within the latency objective (server.slo_p99_ms) and their "
                "deadline.",
                "counter", absl::StrCat(s.goodput));
+  AppendScalar(out, "gecd_refusals_held",
+               "Refusals the workers hold back now (server.max_refusals_per_second's pacing: "
+               "beyond its allowance up to 3 ms, in a storm until their turn).",
+               "gauge", absl::StrCat(s.refusals_held));
+  AppendScalar(out, "gecd_refusal_storm_workers",
+               "Workers in a refusal storm now: clients re-sending refusals at once, whose "
+               "refusals wait for the allowance.",
+               "gauge", absl::StrCat(s.refusal_storm_workers));
+  AppendScalar(out, "gecd_refusal_storms_total", "Refusal storms begun.", "counter",
+               absl::StrCat(s.refusal_storms));
+  AppendScalar(out, "gecd_refusal_storms_left_for_growth_total",
+               "Refusal storms left because their queue, with the calls admitted in flight, kept "
+               "growing: an open loop's calls, which holding does not slow.",
+               "counter", absl::StrCat(s.refusal_storms_left_for_growth));
   AppendHistogram(out, kPredictionRatio, s.prediction_ratio);
   AppendScalar(out, "gecd_open_streams", "CorrectStream calls open.", "gauge",
                absl::StrCat(s.open_streams));

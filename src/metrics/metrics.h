@@ -52,6 +52,17 @@ class ProcessMetrics {
   void RequestShed(ShedReason reason, ShedPriority priority) {
     shed_[reason][priority].fetch_add(1, std::memory_order_relaxed);
   }
+  // Workers: refusals the refusal pacer holds now, and whether they wait in a storm of clients
+  // that re-send at once (worker/refusal_pacer.h).
+  void SetRefusalsHeld(int64_t held, bool storm) {
+    refusals_held_.store(held, std::memory_order_relaxed);
+    refusal_storm_.store(storm ? 1 : 0, std::memory_order_relaxed);
+  }
+  // Workers: a refusal storm began / was left because its queue kept growing (an open loop's).
+  void RefusalStormBegun() { refusal_storms_.fetch_add(1, std::memory_order_relaxed); }
+  void RefusalStormLeftForGrowth() {
+    refusal_storms_left_for_growth_.fetch_add(1, std::memory_order_relaxed);
+  }
   // Workers: a CorrectStream call began / ended (its reactor was deleted).
   void StreamOpened() { open_streams_.fetch_add(1, std::memory_order_relaxed); }
   void StreamClosed() { open_streams_.fetch_sub(1, std::memory_order_relaxed); }
@@ -123,6 +134,10 @@ class ProcessMetrics {
   std::atomic<uint64_t> speculative_rejected_;
   daemon::HistogramBlock tokens_per_sequence_step_;
   std::atomic<uint64_t> tls_connections_refused_;
+  std::atomic<int64_t> refusals_held_;
+  std::atomic<int64_t> refusal_storm_;  // 0 or 1
+  std::atomic<uint64_t> refusal_storms_;
+  std::atomic<uint64_t> refusal_storms_left_for_growth_;
 };
 
 // The sum of all blocks at one moment (each counter read once, relaxed).
@@ -140,6 +155,10 @@ struct MetricsSnapshot {
   uint64_t cancelled_sequences = 0;
   uint64_t expired_sequences = 0;
   uint64_t tls_connections_refused = 0;
+  int64_t refusals_held = 0;
+  int64_t refusal_storm_workers = 0;
+  uint64_t refusal_storms = 0;
+  uint64_t refusal_storms_left_for_growth = 0;
   double kv_cache_usage = 0;
   int64_t queue_depth = 0;
   double step_fixed_seconds = 0;

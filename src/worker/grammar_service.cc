@@ -371,6 +371,7 @@ GrammarService::GrammarService(const config::Config& config, const model::Tokeni
                   .shared_margin = engine.SharedAdmissionMargin()},
                  options.admission_clock ? options.admission_clock : MonotonicMicros),
       cache_(static_cast<size_t>(config.server.sentence_cache_mb) << 20),
+      pacer_metrics_(metrics),
       refusal_pacer_(
           {.max_per_second = static_cast<double>(config.server.max_refusals_per_second),
            .burst = kRefusalBurst,
@@ -381,7 +382,8 @@ GrammarService::GrammarService(const config::Config& config, const model::Tokeni
            .storm_held = kRefusalStormHeld,
            .storm_growth_period = kRefusalStormGrowthPeriod,
            .storm_batch = kRefusalStormBatch,
-           .admitted_in_flight = [this] { return static_cast<size_t>(admission_.in_flight()); }}),
+           .admitted_in_flight = [this] { return static_cast<size_t>(admission_.in_flight()); },
+           .observer = &pacer_metrics_}),
       // As many starts at once as the spelling stage has look-ups: more would wait for it.
       start_queue_(config.spelling.instances),
       waiting_room_(static_cast<size_t>(config.server.max_in_flight)) {

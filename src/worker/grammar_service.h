@@ -197,6 +197,20 @@ class GrammarService final : public grpc::Service {
   const uint32_t model_max_output_tokens_;           // model.max_output_tokens
   AdmissionController admission_;
   SentenceCache cache_;
+  // The refusal pacer's state as metrics (gecd_refusals_held, gecd_refusal_storms_total, ...).
+  class PacerMetrics final : public RefusalPacer::Observer {
+   public:
+    explicit PacerMetrics(metrics::ProcessMetrics& metrics) : metrics_(metrics) {}
+    void Held(size_t held, bool storm) override {
+      metrics_.SetRefusalsHeld(static_cast<int64_t>(held), storm);
+    }
+    void StormBegun() override { metrics_.RefusalStormBegun(); }
+    void StormLeftForGrowth() override { metrics_.RefusalStormLeftForGrowth(); }
+
+   private:
+    metrics::ProcessMetrics& metrics_;
+  };
+  PacerMetrics pacer_metrics_;
   // Declared after everything its thread's sentences use, so that it stops first.
   // Before waiting_room_, whose sentences may be refused through it.
   RefusalPacer refusal_pacer_;

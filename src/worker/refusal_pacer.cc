@@ -61,8 +61,10 @@ void RefusalPacer::Refuse(std::function<void()> answer, Clock::time_point due, u
           measured_at_ = now;
           measured_population_ = Population();
           growing_periods_ = 0;
+          if (options_.observer != nullptr) options_.observer->StormBegun();
         }
       }
+      Notify();
       // The pacer's thread waits for the first in line or the nearest deadline: this may be
       // either.
       if (held_.size() == 1 || (!dues_.empty() && dues_.begin()->second == seq)) cv_.Signal();
@@ -93,6 +95,7 @@ std::function<void()> RefusalPacer::Take(uint64_t seq) {
   if (held.key != 0) seq_of_key_.erase(held.key);
   if (held_.size() <= options_.storm_held / 4) storm_ = false;
   if (held_.size() < options_.storm_held) left_for_growth_ = false;
+  Notify();
   return std::move(held.answer);
 }
 
@@ -109,7 +112,13 @@ void RefusalPacer::WatchGrowth(Clock::time_point now) {
   if (growing_periods_ >= kGrowingPeriods) {
     storm_ = false;
     left_for_growth_ = true;
+    if (options_.observer != nullptr) options_.observer->StormLeftForGrowth();
+    Notify();
   }
+}
+
+void RefusalPacer::Notify() {
+  if (options_.observer != nullptr) options_.observer->Held(held_.size(), Storm());
 }
 
 size_t RefusalPacer::Population() const {

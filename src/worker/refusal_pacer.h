@@ -76,6 +76,17 @@ namespace gecd::worker {
 // Thread-safe. Calls `admitted_in_flight` with its own mutex held: that must not call it.
 class RefusalPacer {
  public:
+  // Told of the pacer's state, for metrics; called with the pacer's mutex held, so it must be
+  // quick and must not call the pacer.
+  class Observer {
+   public:
+    virtual ~Observer() = default;
+    // After each change of the refusals waiting or of the storm.
+    virtual void Held(size_t held, bool storm) = 0;
+    virtual void StormBegun() = 0;
+    // A storm was left because its queue kept growing (see above).
+    virtual void StormLeftForGrowth() = 0;
+  };
   struct Options {
     double max_per_second = 0;  // 0: no pacing, every refusal at once
     int burst = 1;
@@ -88,6 +99,7 @@ class RefusalPacer {
     int storm_batch = 1;
     // Sentences the worker has admitted and not yet answered; null: not counted.
     std::function<size_t()> admitted_in_flight = nullptr;
+    Observer* observer = nullptr;  // not owned; outlives the pacer
   };
   using Clock = std::chrono::steady_clock;
   // Successive periods of growth that show an open loop in a storm.
@@ -140,6 +152,8 @@ class RefusalPacer {
   void WatchGrowth(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // What WatchGrowth measures: the queue, and the calls admitted in flight if counted.
   size_t Population() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tells the observer, if any, how many wait and whether in a storm.
+  void Notify() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes the held refusal `seq` and returns its answer.
   std::function<void()> Take(uint64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Storm() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

@@ -140,8 +140,13 @@ TEST(MetricsTest, ResetGaugesKeepsCounters) {
   m->SetStepTime(0.004, 0.0005);
   m->RequestFinished(0, 0.01);
   m->AddGeneratedTokens(3);
+  m->SetRefusalsHeld(40, true);
+  m->RefusalStormBegun();
   m->ResetGauges();
   const MetricsSnapshot s = region.Sum();
+  EXPECT_EQ(s.refusals_held, 0);
+  EXPECT_EQ(s.refusal_storm_workers, 0);
+  EXPECT_EQ(s.refusal_storms, 1u);
   EXPECT_EQ(s.concurrency, 0);
   EXPECT_EQ(s.queue_depth, 0);
   EXPECT_EQ(s.kv_cache_usage, 0);
@@ -211,6 +216,11 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   worker->ObservePredictionRatio(1.0);
   worker->ObservePredictionRatio(9);
   worker->StreamOpened();
+  worker->SetRefusalsHeld(7, false);
+  worker->SetRefusalsHeld(120, true);
+  worker->RefusalStormBegun();
+  worker->RefusalStormBegun();
+  worker->RefusalStormLeftForGrowth();
   engine->ObserveBatch(1, 0.0004);
   engine->ObserveBatch(2, 0.003);
   engine->ObserveBatch(5000, 5.0);
@@ -239,7 +249,8 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   for (const char* name :
        {"gecd_prompt_tokens_total", "gecd_generated_tokens_total", "gecd_cancelled_sequences_total",
         "gecd_expired_sequences_total", "gecd_process_restarts_total",
-        "gecd_goodput_requests_total", "gecd_tls_connections_refused_total"}) {
+        "gecd_goodput_requests_total", "gecd_tls_connections_refused_total",
+        "gecd_refusal_storms_total", "gecd_refusal_storms_left_for_growth_total"}) {
     EXPECT_EQ(e.types.at(name), "counter") << name;
   }
   EXPECT_EQ(e.types.at("gecd_kv_cache_usage_ratio"), "gauge");
@@ -268,6 +279,12 @@ TEST(MetricsTest, PrometheusTextIsWellFormed) {
   EXPECT_EQ(e.samples.at("gecd_cancelled_sequences_total"), 1);
   EXPECT_EQ(e.samples.at("gecd_expired_sequences_total"), 2);
   EXPECT_EQ(e.samples.at("gecd_tls_connections_refused_total"), 0);
+  EXPECT_EQ(e.types.at("gecd_refusals_held"), "gauge");
+  EXPECT_EQ(e.types.at("gecd_refusal_storm_workers"), "gauge");
+  EXPECT_EQ(e.samples.at("gecd_refusals_held"), 120);
+  EXPECT_EQ(e.samples.at("gecd_refusal_storm_workers"), 1);
+  EXPECT_EQ(e.samples.at("gecd_refusal_storms_total"), 2);
+  EXPECT_EQ(e.samples.at("gecd_refusal_storms_left_for_growth_total"), 1);
   // Every reason and class is exported from the start, so rate() works before the first refusal.
   const std::string shed = "gecd_requests_shed_total";
   EXPECT_EQ(e.samples.at(shed + "{reason=\"max_in_flight\",priority=\"interactive\"}"), 0);

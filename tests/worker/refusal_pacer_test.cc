@@ -1,5 +1,6 @@
 #include "worker/refusal_pacer.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -15,6 +16,20 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
+
+// What a pacer told its observer.
+struct RecordingObserver final : RefusalPacer::Observer {
+  void Held(size_t n, bool in_storm) override {
+    held = n;
+    max_held = std::max(max_held.load(), n);
+    storm = in_storm;
+  }
+  void StormBegun() override { begun.fetch_add(1); }
+  void StormLeftForGrowth() override { left_for_growth.fetch_add(1); }
+  std::atomic<size_t> held{0}, max_held{0};
+  std::atomic<bool> storm{false};
+  std::atomic<int> begun{0}, left_for_growth{0};
+};
 
 // Polls until `n` answers came; false after 10 s.
 bool WaitForAnswers(const std::atomic<int>& answered, int n) {
@@ -241,6 +256,7 @@ TEST(RefusalPacerTest, AStormOfClientsThatResendLasts) {
 // as it refuses faster than the allowance. After kGrowingPeriods periods of growth the storm is
 // left and refusals wait at most max_wait again.
 TEST(RefusalPacerTest, AStormWhoseQueueKeepsGrowingIsLeft) {
+  RecordingObserver observer;
   std::atomic<int> answered{0};
   std::atomic<int64_t> late_worst_us{0};
   // max_wait long enough that none of the burst below is answered before it has all come, on a
@@ -249,7 +265,8 @@ TEST(RefusalPacerTest, AStormWhoseQueueKeepsGrowingIsLeft) {
                       .burst = 1,
                       .max_wait = std::chrono::microseconds(milliseconds(50)),
                       .storm_held = 16,
-                      .storm_growth_period = milliseconds(50)});
+                      .storm_growth_period = milliseconds(50),
+                      .observer = &observer});
   // A burst of clients that re-send starts the storm: all but the first 16 find 16 or more
   // waiting.
   int sent = 0;
@@ -257,6 +274,8 @@ TEST(RefusalPacerTest, AStormWhoseQueueKeepsGrowingIsLeft) {
     pacer.Refuse([&] { answered.fetch_add(1); });
   }
   EXPECT_TRUE(pacer.in_storm());
+  EXPECT_EQ(observer.begun.load(), 1);
+  EXPECT_TRUE(observer.storm.load());
   const Clock::time_point start = Clock::now();
   // Then ~1,000 a second for 800 ms, 50 times the allowance.
   while (Clock::now() - start < milliseconds(800)) {
@@ -278,6 +297,10 @@ TEST(RefusalPacerTest, AStormWhoseQueueKeepsGrowingIsLeft) {
   ASSERT_TRUE(WaitForAnswers(answered, sent));
   // In the storm they would wait for the allowance: seconds by the end.
   EXPECT_LT(late_worst_us.load(), 150'000);
+  EXPECT_EQ(observer.left_for_growth.load(), 1);
+  EXPECT_GT(observer.max_held.load(), 16u + RefusalPacer::kCrowdedInStorm * 16);
+  EXPECT_EQ(observer.held.load(), 0u);
+  EXPECT_FALSE(observer.storm.load());
 }
 
 // A closed population in a storm while admission lets fewer of it in: each client whose
