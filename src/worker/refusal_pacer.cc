@@ -172,6 +172,9 @@ size_t RefusalPacer::waiting() const {
 void RefusalPacer::Loop() {
   mu_.Lock();
   bool in_batch = false;  // in a storm, sending a batch
+  // Outside a storm, sending every refusal held when the first in line's patience ended: the
+  // last of them.
+  uint64_t flush_through = 0;
   while (true) {
     if (held_.empty()) {
       if (stopping_) break;
@@ -193,7 +196,8 @@ void RefusalPacer::Loop() {
     const bool overdue = !dues_.empty() && dues_.begin()->first <= now;
     if (overdue) next = dues_.begin()->second;
     const Clock::time_point patience_end = held_.begin()->second.since + options_.max_wait;
-    if (!stopping_ && !overdue && !token && (Storm() || now < patience_end)) {
+    const bool flushing = !Storm() && next <= flush_through;
+    if (!stopping_ && !overdue && !token && !flushing && (Storm() || now < patience_end)) {
       // Until the allowance has filled what is needed (it may grow meanwhile: then a little
       // early), the first in line is due, or the nearest deadline.
       auto wait = std::chrono::duration_cast<Clock::duration>(
@@ -209,6 +213,7 @@ void RefusalPacer::Loop() {
     }
     if (!stopping_ && token) tokens_ -= 1;
     in_batch = token && Storm();
+    if (!Storm() && !flushing && now >= patience_end) flush_through = held_.rbegin()->first;
     std::function<void()> answer = Take(next);
     mu_.Unlock();
     answer();
