@@ -73,6 +73,7 @@ namespace gecd::worker {
 // reach the worker's gRPC threads together, which read them in fewer wake-ups. One at a time, a
 // held refusal cost ~400 us of a worker's CPU in a closed loop of 1,024 on the 2-core box, where
 // an open loop's refusal costs ~150 (session 31).
+//
 // Outside a storm, once the first in line has waited max_wait, every refusal held then goes
 // with it (so some wait less than max_wait): the pacer's thread wakes once for them, not once
 // each. At 3x overload in an open loop (short sentences, 2-core box) a worker's CPU a call went
