@@ -31,6 +31,17 @@ struct RecordingObserver final : RefusalPacer::Observer {
   std::atomic<int> begun{0}, left_for_growth{0};
 };
 
+// Refuses through `pacer`; its answer records in waited[i] how long the refusal waited and
+// counts itself in `answered`.
+void RefuseTimed(RefusalPacer& pacer, std::vector<Clock::duration>& waited, int i,
+                 std::atomic<int>& answered) {
+  const Clock::time_point sent = Clock::now();
+  pacer.Refuse([&waited, &answered, i, sent] {
+    waited[i] = Clock::now() - sent;
+    answered.fetch_add(1);
+  });
+}
+
 // Polls until `n` answers came; false after 10 s.
 bool WaitForAnswers(const std::atomic<int>& answered, int n) {
   const auto deadline = Clock::now() + std::chrono::seconds(10);
@@ -128,11 +139,7 @@ TEST(RefusalPacerTest, OutsideAStormARefusalWaitsAtMostMaxWait) {
   std::atomic<int> answered{0};
   std::vector<Clock::duration> waited(5);
   for (int i = 0; i < 5; ++i) {
-    const Clock::time_point sent = Clock::now();
-    pacer.Refuse([&, i, sent] {
-      waited[i] = Clock::now() - sent;
-      answered.fetch_add(1);
-    });
+    RefuseTimed(pacer, waited, i, answered);
     std::this_thread::sleep_for(milliseconds(20));
   }
   ASSERT_TRUE(WaitForAnswers(answered, 5));
@@ -154,17 +161,10 @@ TEST(RefusalPacerTest, OutsideAStormTheHeldGoTogetherWhenTheFirstHasWaited) {
                       .storm_held = 16});
   std::atomic<int> answered{0};
   std::vector<Clock::duration> waited(3);
-  const auto refuse = [&](int i) {
-    const Clock::time_point sent = Clock::now();
-    pacer.Refuse([&, i, sent] {
-      waited[i] = Clock::now() - sent;
-      answered.fetch_add(1);
-    });
-  };
-  refuse(0);  // the burst: at once
-  refuse(1);  // held, due at 1 s
+  RefuseTimed(pacer, waited, 0, answered);  // the burst: at once
+  RefuseTimed(pacer, waited, 1, answered);  // held, due at 1 s
   std::this_thread::sleep_for(milliseconds(300));
-  refuse(2);  // held; alone it would wait 1 s more
+  RefuseTimed(pacer, waited, 2, answered);  // held; alone it would wait 1 s more
   ASSERT_TRUE(WaitForAnswers(answered, 3));
   EXPECT_GE(waited[1], milliseconds(999));
   EXPECT_LT(waited[2], milliseconds(900));
