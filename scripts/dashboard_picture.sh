@@ -2,9 +2,10 @@
 # docs/dashboard.png: the Grafana dashboard (deploy/k8s/monitoring/dashboards/gecd.json) drawn
 # from a real run, without Grafana (tools/monitoring/render_dashboard.py):
 #   1. `gecd serve` on the default config and model (configs/gecd.yaml, as scripts/run.sh runs
-#      it, OMP_WAIT_POLICY=passive as docs/OPERATIONS.md advises; no sentence cache, which would
-#      answer JFLEG's 754 cycled sentences from memory after the first pass) and `gecd route` in
-#      front of it, on free 127.0.0.1 ports;
+#      it, the engine's OpenMP threads waiting as `gecd serve` sets them (docs/OPERATIONS.md)
+#      or as OMP_WAIT_POLICY / GOMP_SPINCOUNT in the environment say; no sentence cache, which
+#      would answer JFLEG's 754 cycled sentences from memory after the first pass) and
+#      `gecd route` in front of it, on free 127.0.0.1 ports;
 #   2. the capacity through the router: gecd-load --find-max at p99 < 1 s on the input (JFLEG
 #      dev), unless CAPACITY (req/s) is given;
 #   3. Prometheus (Debian's) scraping both every SCRAPE_S seconds with the labels the dashboard
@@ -75,8 +76,7 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ); work dir: $OUT"
 
 # logging.level=info after start_daemon's warn: the start-up log names the engine's kernels.
-OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}" \
-  start_daemon gecd --config "$CONFIG" --set logging.level=info
+start_daemon gecd --config "$CONFIG" --set logging.level=info
 grep -E "engine backend|compute threads" "$OUT/gecd.daemon.log" || true
 
 ROUTE_PORT="$(free_port)" ROUTE_METRICS_PORT="$(free_port)"

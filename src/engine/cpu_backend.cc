@@ -9,6 +9,7 @@
 #include <numbers>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -243,6 +244,20 @@ template <int kDim>
 
 absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const model::Checkpoint& checkpoint,
                                                                const CpuBackendOptions& options) {
+  // libgomp keeps a pool of OpenMP threads for every thread that has opened a parallel region,
+  // for as long as that thread lives, and once the pools' threads outnumber the CPUs it spins
+  // only ~100 times at a barrier before it sleeps on a futex. Building reorders the weights
+  // through oneDNN's parallel regions; the steps run on another thread (the engine's compute
+  // thread). Built on the engine's main thread, the idle pool it left made every parallel
+  // region of every step sleep and wake: 1.98 ms a step at batch 1 against 0.56 (2026-12-06,
+  // bench/RESULTS.md). Built on a thread that ends here, its pool ends with it.
+  absl::StatusOr<std::unique_ptr<CpuBackend>> built;
+  std::thread([&] { built = Build(checkpoint, options); }).join();
+  return built;
+}
+
+absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Build(const model::Checkpoint& checkpoint,
+                                                              const CpuBackendOptions& options) {
   const model::ModelConfig& c = checkpoint.config();
   if (c.hidden_size <= 0 || c.num_hidden_layers <= 0 || c.num_attention_heads <= 0 ||
       c.num_key_value_heads <= 0 || c.head_dim <= 0 || c.head_dim % 2 != 0 || c.vocab_size <= 0 ||

@@ -62,6 +62,8 @@ class CpuBackend final : public Backend {
   // Reads every weight it needs; `checkpoint` may be closed afterwards. A KV cache larger than
   // the memory this process may use (common/memory_limit.h), or one that cannot be allocated,
   // is ResourceExhausted naming engine.kv_cache_mb or engine.kv_cache_blocks and the bytes.
+  // Builds on a thread of its own, which ends before Create returns, so the caller's thread
+  // keeps no OpenMP threads for steps that run on another (cpu_backend.cc says why it matters).
   static absl::StatusOr<std::unique_ptr<CpuBackend>> Create(const model::Checkpoint& checkpoint,
                                                             const CpuBackendOptions& options);
 
@@ -77,6 +79,9 @@ class CpuBackend final : public Backend {
   std::string Describe() const override;
 
  private:
+  // Create's work, on the calling thread.
+  static absl::StatusOr<std::unique_ptr<CpuBackend>> Build(const model::Checkpoint& checkpoint,
+                                                           const CpuBackendOptions& options);
   struct Layer {
     std::vector<float> input_norm;
     std::vector<float> post_attention_norm;

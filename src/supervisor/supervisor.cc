@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <memory>
@@ -61,6 +62,22 @@ using std::chrono::milliseconds;
 // How often the loop looks at state no signal announces: the engine's ready flag, restart
 // times, the drain deadline.
 constexpr auto kPollInterval = milliseconds(50);
+
+// How long the engine's OpenMP threads spin at a barrier before they sleep, in libgomp's
+// iterations (GOMP_SPINCOUNT), unless the operator's environment chooses (OMP_WAIT_POLICY or
+// GOMP_SPINCOUNT). A step's parallel regions follow each other within microseconds, and a
+// thread that sleeps between them is woken by a futex each time: sleeping at once (passive)
+// made a step at batch 1 take 1.9 ms against 0.56. libgomp's own default (300,000, some
+// milliseconds) also spins between steps, taking the cores the workers answer refusals on: at
+// 3x overload on a 2-core box a refusal's p99 was 11-12 ms against 9.2-9.6 at 10,000, for ~4%
+// more answers (2026-12-06, bench/RESULTS.md).
+constexpr char kEngineSpinCount[] = "10000";
+
+// Set in the environment and not empty.
+bool Chosen(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && value[0] != '\0';
+}
 
 // One supervised process slot: the engine or one worker, through all its restarts.
 struct Child {
@@ -323,9 +340,14 @@ std::vector<std::string> Supervisor::ChildEnvironment(const Child& child) const 
       absl::StrCat(kRoleEnv, "=", child.kind()), absl::StrCat(kShmEnv, "=", segment_.name()),
       absl::StrCat(kConfigEnv, "=", config_path_), absl::StrCat(kOverridesEnv, "=", overrides_)};
   if (!child.is_engine()) ours.push_back(absl::StrCat(kWorkerIndexEnv, "=", child.worker));
-  return ProcessEnvironment({kRoleEnv, kShmEnv, kWorkerIndexEnv, kConfigEnv, kOverridesEnv,
-                             "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"},
-                            ours);
+  std::vector<std::string_view> drop = {kRoleEnv,        kShmEnv,       kWorkerIndexEnv,
+                                        kConfigEnv,      kOverridesEnv, "NOTIFY_SOCKET",
+                                        "WATCHDOG_USEC", "WATCHDOG_PID"};
+  if (child.is_engine() && !Chosen("OMP_WAIT_POLICY") && !Chosen("GOMP_SPINCOUNT")) {
+    drop.insert(drop.end(), {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"});  // set, but empty
+    ours.push_back(absl::StrCat("GOMP_SPINCOUNT=", kEngineSpinCount));
+  }
+  return ProcessEnvironment(drop, ours);
 }
 
 absl::Status Supervisor::Spawn(Child& child) {

@@ -4,6 +4,7 @@
 
 #include <sys/resource.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -385,6 +386,35 @@ TEST_P(TeamTest, AStepSplitOverEngineThreadsComputesWhatOneThreadDoes) {
 
 INSTANTIATE_TEST_SUITE_P(Precisions, TeamTest, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "Int8" : "F32"; });
+
+// libgomp keeps a pool of OpenMP threads for every thread that opened a parallel region, while
+// that thread lives, and once the pools' threads outnumber the CPUs it hardly spins at barriers:
+// every step's parallel regions then sleep and wake (3.5x slower steps at batch 1 in the daemon,
+// 2026-12-06). Create reorders the weights through oneDNN's parallel regions, and the thread
+// that creates a backend (the engine's main thread) is not the one that runs its steps: it must
+// keep no OpenMP thread once Create has returned.
+TEST(CpuBackendTest, CreateLeavesItsCallerNoOpenMpThreads) {
+  if (!::gecd::testing::CpuHasVnni()) GTEST_SKIP() << "no VNNI here: int8 is refused";
+  auto checkpoint = model::Checkpoint::Open(::gecd::testing::FixturePath("models/ref-llama-f32"));
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  int left = -1;
+  // A thread of the test's own, which has never led an OpenMP team.
+  std::thread caller([&] {
+    const int before = ProcessThreads();
+    auto backend =
+        CpuBackend::Create(**checkpoint, {.num_kv_blocks = 64, .threads = 2, .int8 = true});
+    if (!backend.ok()) return;  // built without oneDNN: left stays -1
+    // The builder's team leaves as the builder ends, a moment after it has been joined.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (ProcessThreads() != before && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    left = ProcessThreads() - before;
+  });
+  caller.join();
+  if (left == -1) GTEST_SKIP() << "built without oneDNN";
+  EXPECT_EQ(left, 0) << "threads left behind by Create";
+}
 
 // Attention reads keys block by block, with a vector kernel for 16-slot blocks and a plain
 // loop for the others, and values through a kernel per head dimension (32, 64, 128) or a plain

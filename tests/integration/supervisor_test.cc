@@ -19,10 +19,14 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <future>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
@@ -108,6 +112,42 @@ TEST(SupervisorTest, TitledProcessesPrivateSegmentAndCleanSigterm) {
   EXPECT_FALSE(std::filesystem::exists(segment));
   for (const auto& [title, pid] : children) {
     EXPECT_NE(kill(pid, 0), 0) << title << " outlived the supervisor";
+  }
+}
+
+// The environment of process `pid`, KEY=VALUE each.
+std::vector<std::string> EnvironmentOf(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/environ"), std::ios::binary);
+  const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return absl::StrSplit(all, '\0', absl::SkipEmpty());
+}
+
+bool Has(const std::vector<std::string>& env, std::string_view entry) {
+  return std::find(env.begin(), env.end(), entry) != env.end();
+}
+
+// The engine's OpenMP threads spin a bounded while at a barrier (GOMP_SPINCOUNT) unless the
+// operator's environment chose how they wait; the workers, which run no OpenMP, are not told.
+TEST(SupervisorTest, TheEngineSpinsABoundedWhileUnlessTheOperatorChose) {
+  {
+    Daemon daemon({}, {{"OMP_WAIT_POLICY", ""}, {"GOMP_SPINCOUNT", ""}});
+    const std::map<std::string, pid_t> children = daemon.WaitForChildren();
+    ASSERT_TRUE(children.count("gecd: engine")) << daemon.log();
+    const std::vector<std::string> engine = EnvironmentOf(children.at("gecd: engine"));
+    EXPECT_TRUE(Has(engine, "GOMP_SPINCOUNT=10000")) << absl::StrJoin(engine, "\n");
+    EXPECT_FALSE(Has(engine, "GOMP_SPINCOUNT=")) << "an empty one left beside ours";
+    EXPECT_FALSE(Has(engine, "OMP_WAIT_POLICY="));
+    const std::vector<std::string> worker = EnvironmentOf(children.at("gecd: worker 0"));
+    EXPECT_FALSE(Has(worker, "GOMP_SPINCOUNT=10000"));
+  }
+  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {"OMP_WAIT_POLICY", "passive"}, {"GOMP_SPINCOUNT", "200"}}) {
+    Daemon daemon({}, {{name, value}});
+    const std::map<std::string, pid_t> children = daemon.WaitForChildren();
+    ASSERT_TRUE(children.count("gecd: engine")) << daemon.log();
+    const std::vector<std::string> engine = EnvironmentOf(children.at("gecd: engine"));
+    EXPECT_TRUE(Has(engine, absl::StrCat(name, "=", value))) << absl::StrJoin(engine, "\n");
+    EXPECT_FALSE(Has(engine, "GOMP_SPINCOUNT=10000")) << name;
   }
 }
 
