@@ -67,7 +67,7 @@ constexpr auto kPollInterval = milliseconds(50);
 // iterations (GOMP_SPINCOUNT), unless the operator's environment chooses (OMP_WAIT_POLICY or
 // GOMP_SPINCOUNT). A step's parallel regions follow each other within microseconds, and a
 // thread that sleeps between them is woken by a futex each time: sleeping at once (passive)
-// made a step at batch 1 take 1.9 ms against 0.56. libgomp's own default (300,000, some
+// made a step at batch 1 take 2.0 ms against 0.54. libgomp's own default (300,000, some
 // milliseconds) also spins between steps, taking the cores the workers answer refusals on: at
 // 3x overload on a 2-core box a refusal's p99 was 11-12 ms against 9.2-9.6 at 10,000, for ~4%
 // more answers (2026-12-06, bench/RESULTS.md).
