@@ -9,8 +9,9 @@
 #
 #   bash bench/cpu_matmul_precisions.sh   (env: THREADS=2 ROUNDS=3 OUT=dir SETS="--set K=V ...")
 #
-# OMP_WAIT_POLICY=passive as scripts/eval.sh and docs/OPERATIONS.md: OpenMP's idle threads
-# (oneDNN's) otherwise spin between matmuls. The default config otherwise (copy bias 2, spelling
+# GOMP_SPINCOUNT=10000, as `gecd serve` starts its engine (docs/OPERATIONS.md): how long
+# OpenMP's threads (oneDNN's) spin between matmuls before they sleep (OMP_WAIT_POLICY=passive
+# before 2026-12-06). The default config otherwise (copy bias 2, spelling
 # stage on); SETS adds overrides, e.g. SETS="--set model.copy_bias=0" for plain greedy.
 # Builds nothing: first `cmake --build build --target gecd`.
 set -euo pipefail
@@ -43,7 +44,7 @@ run() {  # run PATH ROUND
   esac
   local unset=()
   [[ $1 == f32-own ]] && unset=(-u OPENBLAS_CORETYPE)
-  env "${unset[@]}" OMP_WAIT_POLICY=passive "$BUILD/gecd" eval --config "$ROOT/configs/gecd.yaml" \
+  env "${unset[@]}" GOMP_SPINCOUNT=10000 "$BUILD/gecd" eval --config "$ROOT/configs/gecd.yaml" \
     --set "engine.threads=$THREADS" "${sets[@]}" "${EXTRA[@]}" --jfleg "$JFLEG" \
     --report-outputs --report "$OUT/$1-r$2.json" >"$OUT/$1-r$2.txt" 2>"$OUT/$1-r$2.log" ||
     { echo "gecd eval ($1) failed: $OUT/$1-r$2.log" >&2; exit 1; }

@@ -45,8 +45,7 @@ if ((${#cpu_paths[@]} > 0)); then
       int8) sets=(--set engine.quantization=int8) ;;
       bf16) sets=(--set engine.quantization=none --set engine.cpu_matmul=bf16) ;;
     esac
-    # OpenMP's idle threads spin unless told not to (docs/OPERATIONS.md).
-    OMP_WAIT_POLICY=passive build/gecd eval "${common[@]}" "${sets[@]}" \
+    build/gecd eval "${common[@]}" "${sets[@]}" \
       --report-outputs --report "$out/cpu_$p.json" >"$out/cpu_$p.txt" 2>&1 || status=1
   done
   for p in "${cpu_paths[@]}"; do

@@ -48,10 +48,10 @@ fi
 # outputs are compared with. Every row decodes as the config does otherwise, speculation
 # (engine.speculate_tokens) included; the int8 row runs again with it off. GECD_SKIP="TAG ..."
 # leaves rows out.
-# GECD_ONEDNN_ENV: the oneDNN rows' extra environment; oneDNN threads with OpenMP, whose idle
-# threads spin by default and take the core from gecd's other threads (OMP_WAIT_POLICY=passive
-# ran it 1.3-2.6x faster on the loaded 2-core box, 2026-12-02; docs/OPERATIONS.md).
-GECD_ONEDNN_ENV="${GECD_ONEDNN_ENV-OMP_WAIT_POLICY=passive}"
+# GECD_ONEDNN_ENV: the oneDNN rows' extra environment; oneDNN threads with OpenMP, whose
+# threads spin at a barrier before they sleep: as long as `gecd serve` lets its engine's
+# (docs/OPERATIONS.md). Runs before 2026-12-06 used OMP_WAIT_POLICY=passive.
+GECD_ONEDNN_ENV="${GECD_ONEDNN_ENV-GOMP_SPINCOUNT=10000}"
 GECD_SKIP="${GECD_SKIP-}"
 ROWS=("f32|f32 OpenBLAS||--set engine.cpu_matmul=f32")
 # The development boxes' environment sets OPENBLAS_CORETYPE=Haswell (AVX2 kernels; unset, Debian
