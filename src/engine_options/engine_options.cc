@@ -1,10 +1,13 @@
 #include "engine_options/engine_options.h"
 
+#include <cstdlib>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/cpu_limit.h"
 #include "common/status_macros.h"
 #ifdef GECD_HAVE_CUDA
@@ -18,10 +21,21 @@ int ComputeThreadsFor(const EngineSection& engine) {
 }
 
 std::string DescribeComputeThreads(const EngineSection& engine) {
-  if (engine.threads > 0) return absl::StrCat(engine.threads, " compute threads (engine.threads)");
-  const CpuLimit& limit = ProcessCpuLimit();
-  return absl::StrFormat("%d compute threads (engine.threads 0: %.2f CPUs, from the %s)",
-                         ComputeThreads(limit), limit.cpus, limit.source);
+  std::string threads;
+  if (engine.threads > 0) {
+    threads = absl::StrCat(engine.threads, " compute threads (engine.threads)");
+  } else {
+    const CpuLimit& limit = ProcessCpuLimit();
+    threads = absl::StrFormat("%d compute threads (engine.threads 0: %.2f CPUs, from the %s)",
+                              ComputeThreads(limit), limit.cpus, limit.source);
+  }
+  std::vector<std::string> wait;
+  for (const char* name : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && value[0] != '\0') wait.push_back(absl::StrCat(name, "=", value));
+  }
+  return absl::StrCat(threads, "; OpenMP's threads wait as ",
+                      wait.empty() ? "libgomp's default" : absl::StrJoin(wait, " "));
 }
 
 engine::CpuBackendOptions CpuBackendOptionsFrom(const EngineSection& engine) {

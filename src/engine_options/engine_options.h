@@ -19,7 +19,9 @@ namespace gecd::config {
 // container's CPU quota counts, which BLAS and OpenMP do not see (they start a thread per
 // visible core, and the quota then throttles them in the middle of a matmul).
 int ComputeThreadsFor(const EngineSection& engine);
-// The same for the start-up log, saying where the number came from.
+// The same for the start-up log, saying where the number came from, and how OpenMP's threads
+// wait at a barrier (OMP_WAIT_POLICY and GOMP_SPINCOUNT in this process's environment, which
+// `gecd serve` sets for its engine: docs/OPERATIONS.md).
 std::string DescribeComputeThreads(const EngineSection& engine);
 
 // The engine section's settings as the CPU backend takes them.
