@@ -1,6 +1,5 @@
 #include "engine_options/engine_options.h"
 
-#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -9,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/cpu_limit.h"
+#include "common/openmp_wait.h"
 #include "common/status_macros.h"
 #ifdef GECD_HAVE_CUDA
 #include "cuda_backend/cuda_backend.h"
@@ -29,11 +29,7 @@ std::string DescribeComputeThreads(const EngineSection& engine) {
     threads = absl::StrFormat("%d compute threads (engine.threads 0: %.2f CPUs, from the %s)",
                               ComputeThreads(limit), limit.cpus, limit.source);
   }
-  std::vector<std::string> wait;
-  for (const char* name : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"}) {
-    const char* value = std::getenv(name);
-    if (value != nullptr && value[0] != '\0') wait.push_back(absl::StrCat(name, "=", value));
-  }
+  const std::vector<std::string> wait = OpenMpWaitChoices();
   return absl::StrCat(threads, "; OpenMP's threads wait as ",
                       wait.empty() ? "libgomp's default" : absl::StrJoin(wait, " "));
 }

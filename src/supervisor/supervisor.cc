@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <memory>
@@ -23,6 +22,7 @@
 #include "common/child_process.h"
 #include "common/cpu_limit.h"
 #include "common/monotonic_clock.h"
+#include "common/openmp_wait.h"
 #include "common/startup_phases.h"
 #include "common/status_macros.h"
 #include "config/config.h"
@@ -65,19 +65,13 @@ constexpr auto kPollInterval = milliseconds(50);
 
 // How long the engine's OpenMP threads spin at a barrier before they sleep, in libgomp's
 // iterations (GOMP_SPINCOUNT), unless the operator's environment chooses (OMP_WAIT_POLICY or
-// GOMP_SPINCOUNT). A step's parallel regions follow each other within microseconds, and a
-// thread that sleeps between them is woken by a futex each time: sleeping at once (passive)
-// made a step at batch 1 take 2.0 ms against 0.54. libgomp's own default (300,000, some
-// milliseconds) also spins between steps, taking the cores the workers answer refusals on: at
-// 3x overload on a 2-core box a refusal's p99 was 11-12 ms against 9.2-9.6 at 10,000, for ~4%
-// more answers (2026-12-06, bench/RESULTS.md).
+// GOMP_SPINCOUNT: common/openmp_wait.h). A step's parallel regions follow each other within
+// microseconds, and a thread that sleeps between them is woken by a futex each time: sleeping
+// at once (passive) made a step at batch 1 take 2.0 ms against 0.54. libgomp's own default
+// (300,000, some milliseconds) also spins between steps, taking the cores the workers answer
+// refusals on: at 3x overload on a 2-core box a refusal's p99 was 11-12 ms against 9.2-9.6 at
+// 10,000, for ~4% more answers (2026-12-06, bench/RESULTS.md).
 constexpr char kEngineSpinCount[] = "10000";
-
-// Set in the environment and not empty.
-bool Chosen(const char* name) {
-  const char* value = std::getenv(name);
-  return value != nullptr && value[0] != '\0';
-}
 
 // One supervised process slot: the engine or one worker, through all its restarts.
 struct Child {
@@ -343,7 +337,7 @@ std::vector<std::string> Supervisor::ChildEnvironment(const Child& child) const 
   std::vector<std::string_view> drop = {kRoleEnv,        kShmEnv,       kWorkerIndexEnv,
                                         kConfigEnv,      kOverridesEnv, "NOTIFY_SOCKET",
                                         "WATCHDOG_USEC", "WATCHDOG_PID"};
-  if (child.is_engine() && !Chosen("OMP_WAIT_POLICY") && !Chosen("GOMP_SPINCOUNT")) {
+  if (child.is_engine() && OpenMpWaitChoices().empty()) {
     drop.insert(drop.end(), {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"});  // set, but empty
     ours.push_back(absl::StrCat("GOMP_SPINCOUNT=", kEngineSpinCount));
   }

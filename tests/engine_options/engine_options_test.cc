@@ -1,12 +1,11 @@
 #include "engine_options/engine_options.h"
 
-#include <cstdlib>
 #include <string>
-#include <utility>
 
 #include "common/cpu_limit.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/scoped_env.h"
 
 namespace gecd::config {
 namespace {
@@ -25,32 +24,20 @@ TEST(EngineOptionsTest, EngineThreadsAsSetOrTheCpusTheProcessMayUse) {
   EXPECT_THAT(DescribeComputeThreads(engine), HasSubstr(ProcessCpuLimit().source));
 }
 
-// The start-up line says how OpenMP's threads wait, as the engine's environment sets it.
+// The start-up line says how OpenMP's threads wait, as the engine's environment sets it
+// (which variables count: common/openmp_wait_test.cc).
 TEST(EngineOptionsTest, TheStartUpLineSaysHowOpenMpThreadsWait) {
-  const char* policy = std::getenv("OMP_WAIT_POLICY");
-  const char* spin = std::getenv("GOMP_SPINCOUNT");
-  const std::string saved_policy = policy == nullptr ? "" : policy;
-  const std::string saved_spin = spin == nullptr ? "" : spin;
   const EngineSection engine;
-  unsetenv("OMP_WAIT_POLICY");
-  unsetenv("GOMP_SPINCOUNT");
-  EXPECT_THAT(DescribeComputeThreads(engine),
-              HasSubstr("; OpenMP's threads wait as libgomp's default"));
-  setenv("GOMP_SPINCOUNT", "10000", 1);
-  EXPECT_THAT(DescribeComputeThreads(engine), HasSubstr("wait as GOMP_SPINCOUNT=10000"));
-  setenv("OMP_WAIT_POLICY", "passive", 1);
-  setenv("GOMP_SPINCOUNT", "", 1);  // empty: as if unset
-  EXPECT_THAT(DescribeComputeThreads(engine), HasSubstr("wait as OMP_WAIT_POLICY=passive"));
-  EXPECT_THAT(DescribeComputeThreads(engine), ::testing::Not(HasSubstr("GOMP_SPINCOUNT")));
-  for (const auto& [name, saved] :
-       {std::pair<const char*, std::string>{"OMP_WAIT_POLICY", saved_policy},
-        {"GOMP_SPINCOUNT", saved_spin}}) {
-    if (saved.empty()) {
-      unsetenv(name);
-    } else {
-      setenv(name, saved.c_str(), 1);
-    }
+  {
+    testing::ScopedEnv policy("OMP_WAIT_POLICY", nullptr);
+    testing::ScopedEnv spin("GOMP_SPINCOUNT", "");
+    EXPECT_THAT(DescribeComputeThreads(engine),
+                HasSubstr("; OpenMP's threads wait as libgomp's default"));
   }
+  testing::ScopedEnv policy("OMP_WAIT_POLICY", "passive");
+  testing::ScopedEnv spin("GOMP_SPINCOUNT", "10000");
+  EXPECT_THAT(DescribeComputeThreads(engine),
+              HasSubstr("; OpenMP's threads wait as OMP_WAIT_POLICY=passive GOMP_SPINCOUNT=10000"));
 }
 
 }  // namespace
