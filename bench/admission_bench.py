@@ -10,6 +10,9 @@ For each workload (bench/short_sentences.txt; JFLEG dev sources when ../shared h
      grpc-retry-pushback-ms;
   3. open loop at 1x, 2x and 3x find-max with 1 s and 5 s deadlines: goodput, admitted p99 per
      length bucket, refusal p99, and the same CPU columns (what refusals take from the engine).
+  4. the ceiling of a closed loop of n: the engine alone, in-process (gecd eval, no daemon
+     running), with at most n sequences a step, against it unbounded. A closed loop of n
+     clients never has more than n sentences in the engine, so its goodput cannot exceed this.
 Each workload runs on a fresh daemon. Then, on the last one, a burst of 1,000 batch-priority
 calls with 30 s deadlines, and a kill -9 of the engine under 50% of the first workload's find-max. Prints Markdown tables for bench/RESULTS.md; the gecd-load reports stay
 in --out. Every load run is bounded in time and sends only to 127.0.0.1.
@@ -179,6 +182,51 @@ def flood_row(build, out, daemon, workload, sentences, capacity, before, n):
     return closed_row(workload, f"closed {n} after {before}, its first 5 s", r, capacity, cpu)
 
 
+# The engine alone needs more sentences than bench/short_sentences.txt's eight to be timed:
+# they are cycled to this many, as gecd-load cycles them.
+CEILING_SENTENCES = 2400
+CEILING_ROUNDS = 3
+
+
+def engine_ceiling(gecd, out, workload, sentences, sizes, sets):
+    """Table rows: the engine alone, in-process (gecd eval on the daemon's config and
+    overrides), with engine.max_batch_size n for each closed-loop size n below the config's,
+    and with the config's own: sentences/s and the share of the unbounded. Its OpenMP threads
+    wait as the daemon's engine's do (GOMP_SPINCOUNT=10000, docs/OPERATIONS.md)."""
+    with open(sentences) as f:
+        lines = [line.strip() for line in f if line.strip()]
+    lines = (lines * (CEILING_SENTENCES // len(lines) + 1))[:max(len(lines), CEILING_SENTENCES)]
+    tsv = os.path.join(out, f"{workload}-ceiling.tsv")
+    with open(tsv, "w") as f:
+        f.writelines(f"none\t{line}\t{line}\n" for line in lines)
+    env = dict(os.environ, GOMP_SPINCOUNT=os.environ.get("GOMP_SPINCOUNT") or "10000")
+
+    def rate(batch):
+        report = os.path.join(out, f"{workload}-ceiling-{batch or 'config'}.json")
+        cmd = [gecd, "eval", "--config", os.path.join(ROOT, "configs", "gecd.yaml"),
+               "--synthetic", tsv, "--report", report]
+        for o in sets + ([f"engine.max_batch_size={batch}"] if batch else []):
+            cmd += ["--set", o]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       env=env, timeout=600)
+        with open(report) as f:
+            return json.load(f)["throughput"]["model"]["sentences_per_s"]
+
+    # configs/gecd.yaml's engine.max_batch_size is 128: larger loops are bounded by it.
+    batches = [n for n in sizes if n < 128] + [None]
+    # A run of 2,400 short sentences takes ~3 s, and a neighbour's burst moves it by 10-20%:
+    # the median of three rounds, each trying every batch in turn.
+    runs = {n: [] for n in batches}
+    for _ in range(CEILING_ROUNDS):
+        for n in batches:
+            runs[n].append(rate(n))
+    median = {n: sorted(r)[len(r) // 2] for n, r in runs.items()}
+    return [f"| {workload} | engine alone, " +
+            (f"at most {n} sequences a step" if n else "the config's batch") +
+            f" | {median[n]:.1f} ({', '.join(f'{x:.0f}' for x in runs[n])}) | "
+            f"{100 * median[n] / median[None]:.0f}% |" for n in batches]
+
+
 def closed_row(workload, what, r, capacity, cpu):
     completed = r["ok"] + r["errors"]
     return (f"| {workload} | {what} | "
@@ -227,7 +275,7 @@ def main():
 
     print(f"date: {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}; "
           f"{os.cpu_count()} cores; reports in {out}; overrides: {args.set or 'none'}")
-    rows, capacities = [], {}
+    rows, capacities, ceilings = [], {}, []
     daemon = None
     try:
         for workload, sentences in workloads:
@@ -235,6 +283,7 @@ def main():
             # (its margin, its learned lengths) is not this workload's capacity.
             if daemon is not None:
                 daemon.stop()
+            ceilings += engine_ceiling(gecd, out, workload, sentences, sizes, args.set)
             daemon = Daemon(gecd, out, workload, args.set)
             capacities[workload] = find_max(args.build, out, f"{workload}-findmax", daemon,
                                             sentences, args.quick)
@@ -253,6 +302,10 @@ def main():
               "| p99 ms by length | refusal p99 ms | engine CPU | worker CPU µs/call |")
         print("|---|---|---:|---:|---:|---:|---|---:|---:|---:|")
         print("\n".join(rows))
+        print("\n| workload | the ceiling of a closed loop | sentences/s, median (runs) "
+              "| of unbounded |")
+        print("|---|---|---:|---:|")
+        print("\n".join(ceilings))
 
         # 1,000 batch calls at once (sent within a second), 30 s deadlines: all answered?
         r = load(args.build, out, "batch-burst", daemon,

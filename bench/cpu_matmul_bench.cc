@@ -7,8 +7,8 @@
 // as engine::CpuLinear runs them (the bf16 and int8 conversions of the activations and the
 // epilogue included). A precision the CPU cannot run (bf16 without AVX512-BF16 or AMX-BF16,
 // int8 without VNNI) or a build without oneDNN skips. Threads: OpenBLAS GECD_BENCH_THREADS
-// (default 2), oneDNN OMP_NUM_THREADS (default every core); set OMP_WAIT_POLICY=passive as the
-// engine's users do.
+// (default 2), oneDNN OMP_NUM_THREADS (default every core); set GOMP_SPINCOUNT=10000 as
+// `gecd serve` does for its engine (docs/OPERATIONS.md).
 #include <cblas.h>
 
 #include <cstdlib>

@@ -12,11 +12,13 @@ PipelinedEngine::PipelinedEngine(std::unique_ptr<Backend> backend,
       engine_(backend_.get(), tokenizer, std::move(options)),
       compute_(backend_.get()) {}
 
-absl::Status PipelinedEngine::Step(StepOutcome* out) {
+absl::Status PipelinedEngine::Step(StepOutcome* out, absl::FunctionRef<void()> arrivals) {
   out->ran.clear();
   out->events.clear();
   out->committed_sequences = out->committed_tokens = 0;
-  if (engine_.speculates()) return StepCommitFirst(out);
+  if (engine_.speculates()) return StepCommitFirst(out, arrivals);
+  // Without drafts the next step is planned before this turn waits: arrivals now.
+  arrivals();
   if (backend_->asynchronous()) return StepOnDeviceQueue(out);
   const StepPlan& next = engine_.PlanStep();
   out->expired = engine_.TakeExpired();
@@ -34,13 +36,15 @@ absl::Status PipelinedEngine::Step(StepOutcome* out) {
   return absl::OkStatus();
 }
 
-absl::Status PipelinedEngine::StepCommitFirst(StepOutcome* out) {
+absl::Status PipelinedEngine::StepCommitFirst(StepOutcome* out,
+                                              absl::FunctionRef<void()> arrivals) {
   const bool back_to_back = in_flight_ != nullptr;
   if (in_flight_ != nullptr) {
     RETURN_IF_ERROR(backend_->asynchronous() ? backend_->Collect(&results_[0]) : compute_.Wait());
     Commit(*in_flight_, results_[0], out);
     in_flight_ = nullptr;
   }
+  arrivals();
   const StepPlan& next = engine_.PlanStep();
   out->expired = engine_.TakeExpired();
   if (next.empty()) return absl::OkStatus();

@@ -87,8 +87,7 @@ absl::Status EngineLoop::Run() {
       return absl::FailedPreconditionError(
           absl::StrCat("engine epoch ", epoch_, " superseded by ", epoch));
     }
-    ResetDeadChannels();
-    DrainRequests();
+    TakeArrivals();
     PublishHasWork();  // before the step: one that never returns leaves it set
     if (generator_->HasWork()) RETURN_IF_ERROR(RunStep());
     generator_->PublishGauges(metrics_);
@@ -148,6 +147,11 @@ void EngineLoop::ResetDeadChannels() {
     e.channel.CompleteReset();
     AttachEndpoint(e);
   }
+}
+
+void EngineLoop::TakeArrivals() {
+  ResetDeadChannels();
+  DrainRequests();
 }
 
 void EngineLoop::DrainRequests() {
@@ -222,11 +226,15 @@ void EngineLoop::CancelRequest(int worker, const ipc::CancelRecord& record) {
 absl::Status EngineLoop::RunStep() {
   Generator::StepOutcome outcome;
   const int64_t start_us = MonotonicMicros();
-  RETURN_IF_ERROR(generator_->Step(&outcome));
+  int64_t planned_us = start_us;  // when the step started now was planned
+  RETURN_IF_ERROR(generator_->Step(&outcome, [&] {
+    TakeArrivals();
+    planned_us = MonotonicMicros();
+  }));
   for (engine::SequenceId id : outcome.ran) {
     auto it = sequences_.find(id);
     if (it != sequences_.end() && it->second.first_step_us == 0)
-      it->second.first_step_us = start_us;
+      it->second.first_step_us = planned_us;
   }
   const int64_t committed_us = MonotonicMicros();
   double interval_sum_us = 0;

@@ -74,6 +74,11 @@ class EngineLoop {
   void AttachEndpoint(Endpoint& endpoint);
   void ResetDeadChannels();
   void DrainRequests();
+  // What the workers sent since the last call: dead channels reset, then their requests added
+  // and cancels applied. At the top of the loop, and within a step just before the next one is
+  // planned (Generator::Step), so that a request that came in while a step computed joins the
+  // next one.
+  void TakeArrivals();
   void Admit(int worker, ipc::SubmitRecord record);
   void CancelRequest(int worker, const ipc::CancelRecord& record);
   absl::Status RunStep();

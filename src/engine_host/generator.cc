@@ -53,9 +53,9 @@ class ModelGenerator final : public Generator {
   bool Free(engine::SequenceId id) override { return engine_.Free(id).ok(); }
   bool HasWork() const override { return engine_.HasWork(); }
 
-  absl::Status Step(StepOutcome* out) override {
+  absl::Status Step(StepOutcome* out, absl::FunctionRef<void()> arrivals) override {
     engine::PipelinedEngine::StepOutcome outcome;
-    RETURN_IF_ERROR(engine_.Step(&outcome));
+    RETURN_IF_ERROR(engine_.Step(&outcome, arrivals));
     out->ran = std::move(outcome.ran);
     out->events = std::move(outcome.events);
     out->expired = std::move(outcome.expired);
@@ -125,9 +125,10 @@ class EchoGenerator final : public Generator {
   }
   bool HasWork() const override { return !prompts_.empty(); }
 
-  absl::Status Step(StepOutcome* out) override {
+  absl::Status Step(StepOutcome* out, absl::FunctionRef<void()> arrivals) override {
     out->ran.clear();
     out->events.clear();
+    arrivals();
     while (!order_.empty() && static_cast<int>(out->ran.size()) < max_batch_size_) {
       const engine::SequenceId id = order_.front();
       order_.pop_front();
@@ -176,7 +177,7 @@ absl::Status WarmUp(Generator& generator, const std::vector<int>& graph_batch_si
       RETURN_IF_ERROR(generator.Add(next++, {0}, std::move(params)));
     }
     Generator::StepOutcome outcome;
-    while (generator.HasWork()) RETURN_IF_ERROR(generator.Step(&outcome));
+    while (generator.HasWork()) RETURN_IF_ERROR(generator.Step(&outcome, [] {}));
     return absl::OkStatus();
   };
   RETURN_IF_ERROR(run(1));

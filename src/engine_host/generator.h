@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "config/config.h"
@@ -39,7 +40,9 @@ class Generator {
   // False when `id` is not live.
   virtual bool Free(engine::SequenceId id) = 0;
   virtual bool HasWork() const = 0;
-  virtual absl::Status Step(StepOutcome* out) = 0;
+  // Runs a step, calling `arrivals` once before the next step is planned: the caller Adds there
+  // what arrived since its last call, so that it joins that step (engine::PipelinedEngine::Step).
+  virtual absl::Status Step(StepOutcome* out, absl::FunctionRef<void()> arrivals) = 0;
   // The engine's gauges, and its speculative-decoding counters' growth since the last call.
   virtual void PublishGauges(metrics::ProcessMetrics& metrics) = 0;
   // Output tokens a sequence gains per step, on average since the start: 1 without

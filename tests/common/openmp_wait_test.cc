@@ -31,8 +31,7 @@ TEST(OpenMpWaitChoices, EachVariableSetIsNamedWithItsValue) {
   ScopedEnv spin("GOMP_SPINCOUNT", nullptr);
   EXPECT_THAT(OpenMpWaitChoices(), ElementsAre("OMP_WAIT_POLICY=passive"));
   ScopedEnv spin_too("GOMP_SPINCOUNT", "10000");
-  EXPECT_THAT(OpenMpWaitChoices(),
-              ElementsAre("OMP_WAIT_POLICY=passive", "GOMP_SPINCOUNT=10000"));
+  EXPECT_THAT(OpenMpWaitChoices(), ElementsAre("OMP_WAIT_POLICY=passive", "GOMP_SPINCOUNT=10000"));
 }
 
 }  // namespace

@@ -117,6 +117,39 @@ TEST(PipelinedEngineTest, AFreedSequenceStopsAndItsBlocksReturn) {
   EXPECT_EQ(engine.engine().num_free_blocks(), engine.engine().num_blocks());
 }
 
+// What arrives while a step computes joins the step planned in the same turn, with drafts
+// (where the turn waits for the step in flight before it plans the next) and without.
+TEST(PipelinedEngineTest, ArrivalsJoinTheStepPlannedInTheSameTurn) {
+  for (const int speculate : {0, 4}) {
+    SCOPED_TRACE(speculate);
+    testing::LoadedModel model =
+        LoadFixtureModel("ref-llama-f32", {.kv_block_size = 4, .num_kv_blocks = 96});
+    ASSERT_NE(model.backend, nullptr);
+    PipelinedEngine engine(std::move(model.backend), nullptr, {.speculate_tokens = speculate});
+    ASSERT_TRUE(engine.Add(1, {1, 2, 3}, ExactlyTokens(8)).ok());
+    PipelinedEngine::StepOutcome outcome;
+    ASSERT_TRUE(engine.Step(&outcome).ok());  // 1's prefill is in flight
+    int calls = 0;
+    ASSERT_TRUE(engine
+                    .Step(&outcome,
+                          [&] {
+                            ++calls;
+                            ASSERT_TRUE(engine.Add(2, {4, 5}, ExactlyTokens(3)).ok());
+                          })
+                    .ok());
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(outcome.ran, (std::vector<SequenceId>{1, 2}));
+    std::map<SequenceId, int> tokens;
+    for (const StepEvent& e : outcome.events) ++tokens[e.id];
+    while (engine.HasWork()) {
+      ASSERT_TRUE(engine.Step(&outcome).ok());
+      for (const StepEvent& e : outcome.events) ++tokens[e.id];
+    }
+    EXPECT_EQ(tokens[1], 8);
+    EXPECT_EQ(tokens[2], 3);
+  }
+}
+
 TEST(PipelinedEngineTest, EachTurnReportsTheSizeOfTheStepItCommitted) {
   std::unique_ptr<PipelinedEngine> pipelined = FixtureEngine();
   ASSERT_NE(pipelined, nullptr);
