@@ -176,6 +176,7 @@ absl::StatusOr<eval::CorrectionRun> CorrectAsParagraphs(eval::Corrector& correct
   eval::CorrectionRun run;
   run.generated_tokens = whole.generated_tokens;
   run.wall_s = whole.wall_s;
+  run.engine_wall_s = whole.engine_wall_s;
   for (size_t p = 0; p < paragraphs.size(); ++p) {
     const size_t n = std::min(per_text, texts.size() - p * per_text);
     std::vector<std::string> lines = absl::StrSplit(whole.outputs[p], kParagraphJoin);

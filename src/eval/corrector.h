@@ -25,6 +25,10 @@ struct CorrectionRun {
   int64_t sequence_steps = 0;
   int64_t accepted_drafts = 0;
   int64_t rejected_drafts = 0;
+  // In-process runs only: the engine's part of wall_s, from its first step to its last, without
+  // building the prompts (tokenization, the spelling stage), which the daemon's workers do
+  // beside the engine.
+  double engine_wall_s = 0;
 };
 
 // Runs a whole set of sentences and returns every output. A sentence the model or server

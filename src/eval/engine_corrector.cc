@@ -78,6 +78,7 @@ absl::StatusOr<CorrectionRun> EngineCorrector::CorrectAll(const std::vector<std:
     }
   }
 
+  const Clock::time_point engine_start = Clock::now();
   engine::OutputCollector outputs;
   engine::PipelinedEngine::StepOutcome outcome;
   while (engine_->HasWork()) {
@@ -90,7 +91,9 @@ absl::StatusOr<CorrectionRun> EngineCorrector::CorrectAll(const std::vector<std:
       if (progress != nullptr) progress->Advance();
     }
   }
-  run.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  const Clock::time_point end = Clock::now();
+  run.wall_s = std::chrono::duration<double>(end - start).count();
+  run.engine_wall_s = std::chrono::duration<double>(end - engine_start).count();
   // The engine's counters cover every CorrectAll of this corrector: this run's are the change.
   const engine::SpeculationStats& stats = engine_->engine().speculation();
   run.sequence_steps = stats.sequence_steps - counted_.sequence_steps;

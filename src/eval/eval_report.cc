@@ -36,6 +36,10 @@ Json ThroughputJson(const System& s, size_t sentences) {
     j["drafts_accepted"] = s.run.accepted_drafts;
     j["drafts_rejected"] = s.run.rejected_drafts;
   }
+  if (s.run.engine_wall_s > 0) {
+    j["engine_wall_s"] = s.run.engine_wall_s;
+    j["engine_sentences_per_s"] = sentences / s.run.engine_wall_s;
+  }
   Json errors = Json::array();
   for (size_t i = 0; i < s.run.errors.size() && errors.size() < 20; ++i) {
     if (!s.run.errors[i].empty()) errors.push_back({{"index", i}, {"message", s.run.errors[i]}});

@@ -128,6 +128,9 @@ TEST_F(EvalCommandTest, InProcessRunWritesAFullReport) {
   EXPECT_EQ(t["failed"], 0);
   EXPECT_GT(t["wall_s"].get<double>(), 0);
   EXPECT_GT(t["sentences_per_s"].get<double>(), 0);
+  // The engine's part alone: no prompts built in it, so no slower than the whole.
+  EXPECT_LE(t["engine_wall_s"].get<double>(), t["wall_s"].get<double>());
+  EXPECT_GE(t["engine_sentences_per_s"].get<double>(), t["sentences_per_s"].get<double>());
   // Junk model, but it generates: up to 12 tokens per sentence (EOS may stop it earlier).
   EXPECT_GT(t["generated_tokens"].get<int>(), 0);
   EXPECT_LE(t["generated_tokens"].get<int>(), 8 * 12);

@@ -63,6 +63,8 @@ TEST(EngineCorrectorTest, BatchedOutputsEqualSingleOnesAndFailuresStayAlone) {
   EXPECT_GT(all.generated_tokens, 0);
   EXPECT_LE(all.generated_tokens, 2 * 8);  // model.max_output_tokens caps each output
   EXPECT_GT(all.wall_s, 0);
+  EXPECT_GT(all.engine_wall_s, 0);
+  EXPECT_LE(all.engine_wall_s, all.wall_s);
   EXPECT_EQ(RunAll(**corrector, {"She go home."}).outputs[0], all.outputs[0]);
   EXPECT_EQ(RunAll(**corrector, {"I saw cat."}).outputs[0], all.outputs[3]);
 }
