@@ -83,12 +83,11 @@ config::Config EngineConfig(const std::string& backend) {
   return c;
 }
 
-// Gives every sequence one token every other step, each step lasting kStepDelay, so that a
-// sequence's steps are two engine steps apart (as when steps alternate between sequences).
-class EveryOtherStepGenerator final : public Generator {
+// A generator without a model: each live sequence asks for max_new_tokens tokens, which
+// GiveTokens hands out one a step. Its subclasses decide when a step gives and how long it
+// takes. The engine loop's thread only.
+class TokenCountingGenerator : public Generator {
  public:
-  static constexpr std::chrono::milliseconds kStepDelay{3};
-
   absl::Status Add(engine::SequenceId id, std::vector<int32_t>,
                    engine::GenerationParams params) override {
     left_[id] = params.max_new_tokens;
@@ -96,13 +95,13 @@ class EveryOtherStepGenerator final : public Generator {
   }
   bool Free(engine::SequenceId id) override { return left_.erase(id) > 0; }
   bool HasWork() const override { return !left_.empty(); }
-  absl::Status Step(StepOutcome* out, absl::FunctionRef<void()> arrivals) override {
-    out->ran.clear();
-    out->events.clear();
-    arrivals();
-    std::this_thread::sleep_for(kStepDelay);
+  void PublishGauges(metrics::ProcessMetrics&) override {}
+
+ protected:
+  size_t live() const { return left_.size(); }
+  // Runs every live sequence in `out`, and with `gives` one token each (the last finishes it).
+  void GiveTokens(StepOutcome* out, bool gives) {
     out->timed_sequences = out->timed_tokens = out->running = static_cast<int>(left_.size());
-    const bool gives = ++steps_ % 2 == 0;
     for (auto it = left_.begin(); it != left_.end();) {
       out->ran.push_back(it->first);
       if (!gives) {
@@ -117,57 +116,54 @@ class EveryOtherStepGenerator final : public Generator {
            .reason = last ? engine::FinishReason::kLength : engine::FinishReason::kNone});
       it = last ? left_.erase(it) : std::next(it);
     }
-    return absl::OkStatus();
   }
-  void PublishGauges(metrics::ProcessMetrics&) override {}
 
  private:
   std::map<engine::SequenceId, int> left_;  // tokens each live sequence has yet to get
+};
+
+// Gives every sequence one token every other step, each step lasting kStepDelay, so that a
+// sequence's steps are two engine steps apart (as when steps alternate between sequences).
+class EveryOtherStepGenerator final : public TokenCountingGenerator {
+ public:
+  static constexpr std::chrono::milliseconds kStepDelay{3};
+
+  absl::Status Step(StepOutcome* out, absl::FunctionRef<void()> arrivals) override {
+    out->ran.clear();
+    out->events.clear();
+    arrivals();
+    std::this_thread::sleep_for(kStepDelay);
+    GiveTokens(out, /*gives=*/++steps_ % 2 == 0);
+    return absl::OkStatus();
+  }
+
+ private:
   int64_t steps_ = 0;
 };
 
 // Gives every live sequence one token a step. A step first computes (sleeps kStepDelay) and
 // only then takes what arrived meanwhile, as the model's pipelined engine does with drafts,
 // counting the steps in which something arrived that way.
-class ComputeThenPlanGenerator final : public Generator {
+class ComputeThenPlanGenerator final : public TokenCountingGenerator {
  public:
   static constexpr std::chrono::milliseconds kStepDelay{20};
 
-  absl::Status Add(engine::SequenceId id, std::vector<int32_t>,
-                   engine::GenerationParams params) override {
-    left_[id] = params.max_new_tokens;
-    return absl::OkStatus();
-  }
-  bool Free(engine::SequenceId id) override { return left_.erase(id) > 0; }
-  bool HasWork() const override { return !left_.empty(); }
   absl::Status Step(StepOutcome* out, absl::FunctionRef<void()> arrivals) override {
     out->ran.clear();
     out->events.clear();
     std::this_thread::sleep_for(kStepDelay);
-    const size_t before = left_.size();
+    const size_t before = live();
     arrivals();
-    if (left_.size() > before) ++joined_while_computing_;
+    if (live() > before) ++joined_while_computing_;
     ++steps_;
-    out->timed_sequences = out->timed_tokens = out->running = static_cast<int>(left_.size());
-    for (auto it = left_.begin(); it != left_.end();) {
-      out->ran.push_back(it->first);
-      const bool last = --it->second == 0;
-      out->events.push_back(
-          {.id = it->first,
-           .token = 5,
-           .finished = last,
-           .reason = last ? engine::FinishReason::kLength : engine::FinishReason::kNone});
-      it = last ? left_.erase(it) : std::next(it);
-    }
+    GiveTokens(out, /*gives=*/true);
     return absl::OkStatus();
   }
-  void PublishGauges(metrics::ProcessMetrics&) override {}
 
   int steps() const { return steps_.load(); }
   int joined_while_computing() const { return joined_while_computing_.load(); }
 
  private:
-  std::map<engine::SequenceId, int> left_;  // the engine loop's thread only
   std::atomic<int> steps_{0};
   std::atomic<int> joined_while_computing_{0};
 };
