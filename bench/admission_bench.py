@@ -190,16 +190,19 @@ CEILING_ROUNDS = 3
 
 def engine_ceiling(gecd, out, workload, sentences, sizes, sets):
     """Table rows: the engine alone, in-process (gecd eval on the daemon's config and
-    overrides, its engine's part of the run), with engine.max_batch_size n for each closed-loop size n below the config's,
-    and with the config's own: sentences/s and the share of the unbounded. Its OpenMP threads
-    wait as the daemon's engine's do (GOMP_SPINCOUNT=10000, docs/OPERATIONS.md)."""
+    overrides, its engine's part of the run), with engine.max_batch_size n for each closed-loop
+    size n below the config's, and with the config's own: sentences/s and the share of the
+    unbounded. Its OpenMP threads wait as the daemon's engine's do: GOMP_SPINCOUNT=10000 unless
+    OMP_WAIT_POLICY or GOMP_SPINCOUNT is set (common/openmp_wait.h, docs/OPERATIONS.md)."""
     with open(sentences) as f:
         lines = [line.strip() for line in f if line.strip()]
     lines = (lines * (CEILING_SENTENCES // len(lines) + 1))[:max(len(lines), CEILING_SENTENCES)]
     tsv = os.path.join(out, f"{workload}-ceiling.tsv")
     with open(tsv, "w") as f:
         f.writelines(f"none\t{line}\t{line}\n" for line in lines)
-    env = dict(os.environ, GOMP_SPINCOUNT=os.environ.get("GOMP_SPINCOUNT") or "10000")
+    env = dict(os.environ)
+    if not (env.get("OMP_WAIT_POLICY") or env.get("GOMP_SPINCOUNT")):
+        env["GOMP_SPINCOUNT"] = "10000"
 
     def rate(batch):
         report = os.path.join(out, f"{workload}-ceiling-{batch or 'config'}.json")
@@ -215,8 +218,11 @@ def engine_ceiling(gecd, out, workload, sentences, sizes, sets):
             # spelling look-ups took a third of the whole run, session 33).
             return json.load(f)["throughput"]["model"]["engine_sentences_per_s"]
 
-    # configs/gecd.yaml's engine.max_batch_size is 128: larger loops are bounded by it.
-    batches = [n for n in sizes if n < 128] + [None]
+    # The daemon's engine.max_batch_size (configs/gecd.yaml's 128, or an override) bounds
+    # larger loops: they share the unbounded row.
+    config_batch = next((int(o.split("=", 1)[1]) for o in sets
+                         if o.startswith("engine.max_batch_size=")), 128)
+    batches = [n for n in sizes if n < config_batch] + [None]
     # A run of 2,400 short sentences takes ~3 s, and a neighbour's burst moves it by 10-20%:
     # the median of three rounds, each trying every batch in turn.
     runs = {n: [] for n in batches}

@@ -99,8 +99,11 @@ class TokenCountingGenerator : public Generator {
 
  protected:
   size_t live() const { return left_.size(); }
-  // Runs every live sequence in `out`, and with `gives` one token each (the last finishes it).
+  // Sets `out` to a step of every live sequence, and with `gives` one token each (the last
+  // finishes it).
   void GiveTokens(StepOutcome* out, bool gives) {
+    out->ran.clear();
+    out->events.clear();
     out->timed_sequences = out->timed_tokens = out->running = static_cast<int>(left_.size());
     for (auto it = left_.begin(); it != left_.end();) {
       out->ran.push_back(it->first);
@@ -129,8 +132,6 @@ class EveryOtherStepGenerator final : public TokenCountingGenerator {
   static constexpr std::chrono::milliseconds kStepDelay{3};
 
   absl::Status Step(StepOutcome* out, absl::FunctionRef<void()> arrivals) override {
-    out->ran.clear();
-    out->events.clear();
     arrivals();
     std::this_thread::sleep_for(kStepDelay);
     GiveTokens(out, /*gives=*/++steps_ % 2 == 0);
@@ -149,8 +150,6 @@ class ComputeThenPlanGenerator final : public TokenCountingGenerator {
   static constexpr std::chrono::milliseconds kStepDelay{20};
 
   absl::Status Step(StepOutcome* out, absl::FunctionRef<void()> arrivals) override {
-    out->ran.clear();
-    out->events.clear();
     std::this_thread::sleep_for(kStepDelay);
     const size_t before = live();
     arrivals();
