@@ -77,6 +77,17 @@ class Daemon:
     def child(self, title):
         return next((pid for pid, args in self.children() if args == title), None)
 
+    def batch_totals(self):
+        """(sequences stepped, steps) so far: the engine's gecd_batch_size sum and count."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics}/metrics", timeout=5) as f:
+            text = f.read().decode()
+        totals = {}
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            if name in ("gecd_batch_size_sum", "gecd_batch_size_count"):
+                totals[name] = float(value)
+        return totals.get("gecd_batch_size_sum", 0.0), totals.get("gecd_batch_size_count", 0.0)
+
     def cpu_seconds(self):
         """CPU seconds used so far by the engine and by all workers together."""
         engine = workers = 0.0
@@ -137,17 +148,24 @@ def p99_by_length(report):
 
 
 def load_with_cpu(build, out, name, daemon, args):
-    """load(), and two table cells for the CPU it cost: the engine's share of a core, and what
-    the workers spent per call answered or refused, both over the whole run (warm-up included).
-    Refusals take their CPU from the engine's two cores: the cost of overload."""
+    """load(), and three table cells: the sentences the engine ran a step, and what the run cost
+    in CPU: the engine's share of a core, and what the workers spent per call answered or
+    refused, all over the whole run (warm-up included). Refusals take their CPU from the
+    engine's two cores: the cost of overload. A closed loop of n keeps fewer than n in the
+    engine: each answer's place stays empty until its client's next call, a round trip later,
+    joins a step."""
     engine_before, workers_before = daemon.cpu_seconds()
+    sequences_before, steps_before = daemon.batch_totals()
     start = time.time()
     r = load(build, out, name, daemon, args)
     wall = time.time() - start
     engine_after, workers_after = daemon.cpu_seconds()
+    sequences_after, steps_after = daemon.batch_totals()
     completed = r["ok"] + r["errors"]
     calls = completed * (wall / r["elapsed_s"]) if r["elapsed_s"] else completed
-    cells = (f"{100 * (engine_after - engine_before) / wall:.0f}% | "
+    steps = steps_after - steps_before
+    cells = (f"{(sequences_after - sequences_before) / steps if steps else 0:.1f} | "
+             f"{100 * (engine_after - engine_before) / wall:.0f}% | "
              f"{1e6 * (workers_after - workers_before) / max(calls, 1):.0f}")
     return r, cells
 
@@ -313,8 +331,9 @@ def main():
             rows += open_loops(args.build, out, daemon, workload, sentences,
                                capacities[workload], duration)
         print("\n| workload | load | goodput req/s | of find-max | refused | admitted p99 ms "
-              "| p99 ms by length (answers) | refusal p99 ms | engine CPU | worker CPU µs/call |")
-        print("|---|---|---:|---:|---:|---:|---|---:|---:|---:|")
+              "| p99 ms by length (answers) | refusal p99 ms | sentences a step | engine CPU "
+              "| worker CPU µs/call |")
+        print("|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|")
         print("\n".join(rows))
         print("\n| workload | the ceiling of a closed loop | sentences/s, median (runs) "
               "| of unbounded |")

@@ -31,6 +31,10 @@ class Generator;
 
 class EngineLoop {
  public:
+  // An engine started while the segment holds a step-time line (its predecessor's: it died, and
+  // the supervisor started this one) publishes its own only from this many steps on.
+  static constexpr int kStepsBeforeReplacingALine = 64;
+
   // Loads the model config.engine.backend names ("cpu", or "echo": no model, every request's
   // output is its prompt) and warms it up with one tiny generation. `segment` must outlive the
   // loop, and its metrics region must hold the engine's block; its current engine_epoch is the
@@ -106,6 +110,9 @@ class EngineLoop {
   // how many sequences run, published after every step for admission (see RunStep).
   StepTimeFit step_time_;
   StepTimeFit sequence_step_;
+  // Steps to run before this engine's own line replaces the one a dead predecessor left in the
+  // segment (0: publishes from its first step; see RunStep).
+  int steps_before_publishing_;
 };
 
 }  // namespace gecd::engine_host

@@ -449,6 +449,30 @@ TEST_F(EngineProcessTest, PublishesTheTimeBetweenASequencesSteps) {
   EXPECT_GE(load.step_fixed_us + load.step_per_sequence_us, 2 * step_us);
 }
 
+// An engine that replaces a dead one finds its predecessor's line in the segment and keeps it
+// until its own rests on kStepsBeforeReplacingALine steps: its first steps prefill every request
+// re-sent to it at once, and a line fitted on them put the fixed part at 45-78 ms against ~1,
+// which refused calls while the engine came back (session 34).
+TEST_F(EngineProcessTest, AnEngineThatReplacesAnotherKeepsItsLineUntilItHasMeasuredItsOwn) {
+  const ipc::StepTime predecessor{.fixed_us = 777, .per_sequence_us = 55};
+  segment_.PublishStepTime(predecessor);
+  StartLoop(EngineLoop::Create(std::make_unique<EveryOtherStepGenerator>(), segment_));
+  ASSERT_TRUE(WaitUntil([&] { return Link(0).Ready(); }));
+  // A token every other step: 2 * 20 steps, fewer than the engine must run first.
+  static_assert(2 * 20 < EngineLoop::kStepsBeforeReplacingALine);
+  std::future<EngineReply> short_reply = Submit(Link(0), 1, {5, 6, 7}, 20);
+  ASSERT_TRUE(Get(short_reply).status.ok());
+  EXPECT_EQ(segment_.step_time().fixed_us, predecessor.fixed_us);
+  EXPECT_EQ(segment_.step_time().per_sequence_us, predecessor.per_sequence_us);
+
+  std::future<EngineReply> long_reply =
+      Submit(Link(0), 2, {5, 6, 7}, EngineLoop::kStepsBeforeReplacingALine);
+  ASSERT_TRUE(Get(long_reply).status.ok());
+  const double step_us = std::chrono::microseconds(EveryOtherStepGenerator::kStepDelay).count();
+  const ipc::StepTime own = segment_.step_time();
+  EXPECT_GE(own.fixed_us + own.per_sequence_us, 2 * step_us);
+}
+
 // A request that comes in while a step computes is added before the next step is planned, not
 // after it: it would wait a whole step more (a closed loop of 8 clients: 2.5 steps from arrival
 // to the first token, session 33).
