@@ -284,9 +284,9 @@ absl::Status EngineLoop::RunStep() {
   }
   // An engine that replaces one that died finds its predecessor's line in the segment, and
   // keeps it until its own rests on kStepsBeforeReplacingALine steps: its first steps prefill
-  // every request re-sent to it at once, and a fit of one such step put the fixed part at
-  // 45-78 ms (against ~1), so admission refused 38-80 of 2,744 calls at half of find-max while
-  // the engine came back (session 34).
+  // every request re-sent to it at once, and a fit of such steps put the fixed part at 45-78 ms
+  // where its predecessor's line had 0-3, so admission refused 38-80 of 2,744 calls at half of
+  // find-max while the engine came back (session 34).
   if (steps_before_publishing_ > 0) --steps_before_publishing_;
   if ((outcome.timed_sequences > 0 || intervals > 0) && steps_before_publishing_ == 0) {
     const ipc::StepTime between = sequence_step_.Fitted();
